@@ -1,0 +1,224 @@
+"""The model-visible ``ask_human`` tool and the deferred-call payload builder.
+
+The tool is *external*: pydantic-ai never runs it, the run simply ends with a
+``DeferredToolRequests``. Bad arguments become ``ModelRetry`` so the model gets a
+chance to fix them instead of crashing the run; problems only detectable after the
+run (two calls, approvals, a renamed tool) fail the run, exactly as in Dify.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic_ai import ModelRetry, RunContext, Tool
+from pydantic_ai.tools import DeferredToolRequests, ToolDefinition
+
+from bot.askhuman.config import DIFY_ASK_HUMAN_LAYER_TYPE_ID, SCHEMA_VERSION, AskHumanConfig
+from bot.askhuman.schema import (
+    DIFY_FIELD_TYPES,
+    FILE_FIELD_TYPES,
+    AskHumanAction,
+    AskHumanField,
+    AskHumanToolArgs,
+    DeferredToolCallPayload,
+)
+
+NEVER_EXECUTED_MESSAGE = (
+    "ask_human is an external deferred tool and should not execute during the initial run"
+)
+
+PROMPT_HINT_TEMPLATE = (
+    "You may call the external tool '{tool_name}' only when human input is required to "
+    "continue. Do not ask a human for information that can be inferred from the "
+    "conversation, current context, or other tools.\n\n"
+    "Ask-human guardrails:\n"
+    "- Allowed field types: {allowed}.\n"
+    "- File upload fields are {files}.\n"
+    "- {fields_rule}\n"
+    "- Use at most {max_actions} action(s).\n"
+    "- Keep 'question' under {max_question_chars} characters.\n"
+    "- Keep 'markdown' under {max_markdown_chars} characters.\n"
+    "- Keep each field label under {max_field_label_chars} characters.\n"
+    "- Keep each action label under {max_action_label_chars} characters.\n"
+    "- If you omit actions, the system will add one primary action: Submit.\n"
+    "Prefer concise, structured requests that stay comfortably within these limits."
+)
+
+
+def build_prompt_hint(config: AskHumanConfig) -> str | None:
+    """The guardrail text prepended to the agent's instructions (None when disabled)."""
+    if not config.enabled:
+        return None
+    if config.max_fields == 0:
+        fields_rule = "Do not add any fields."
+    else:
+        fields_rule = f"Use at most {config.max_fields} field(s)."
+    return PROMPT_HINT_TEMPLATE.format(
+        tool_name=config.tool_name,
+        allowed=", ".join(config.allowed_field_types) or "none",
+        files="enabled" if config.allow_file_fields else "disabled",
+        fields_rule=fields_rule,
+        max_actions=config.max_actions,
+        max_question_chars=config.max_question_chars,
+        max_markdown_chars=config.max_markdown_chars,
+        max_field_label_chars=config.max_field_label_chars,
+        max_action_label_chars=config.max_action_label_chars,
+    )
+
+
+def validate_and_normalize_args(raw: str | dict[str, Any] | None, config: AskHumanConfig) -> AskHumanToolArgs:
+    """Parse and check model arguments in Dify's order; raise ValueError/ValidationError."""
+    if isinstance(raw, str):
+        args = AskHumanToolArgs.model_validate_json(raw or "{}")
+    else:
+        args = AskHumanToolArgs.model_validate(raw or {})
+    if len(args.fields) > config.max_fields:
+        raise ValueError(f"ask_human fields must contain at most {config.max_fields} item(s)")
+    if not args.actions:
+        args.actions = [AskHumanAction(id="submit", label="Submit", style="primary")]
+    if len(args.actions) > config.max_actions:
+        raise ValueError(f"ask_human actions must contain at most {config.max_actions} item(s)")
+    if len(args.question) > config.max_question_chars:
+        raise ValueError(f"ask_human question must be <= {config.max_question_chars} characters")
+    if args.markdown is not None and len(args.markdown) > config.max_markdown_chars:
+        raise ValueError(f"ask_human markdown must be <= {config.max_markdown_chars} characters")
+    for field in args.fields:
+        if field.type not in config.allowed_field_types:
+            raise ValueError(f"ask_human field type '{field.type}' is not allowed by this layer config")
+        if len(field.label) > config.max_field_label_chars:
+            raise ValueError(
+                f"ask_human field label '{field.label}' must be <= "
+                f"{config.max_field_label_chars} characters"
+            )
+        if field.type in FILE_FIELD_TYPES and not config.allow_file_fields:
+            raise ValueError("ask_human file fields are disabled by this layer config")
+    for action in args.actions:
+        if len(action.label) > config.max_action_label_chars:
+            raise ValueError(
+                f"ask_human action label '{action.label}' must be <= "
+                f"{config.max_action_label_chars} characters"
+            )
+    return args
+
+
+def tool_parameters_schema(config: AskHumanConfig) -> dict[str, Any]:
+    """``AskHumanToolArgs``' JSON schema, showing extension field types only when allowed.
+
+    With Dify's defaults this is exactly Dify's schema (the four Dify variants), so a
+    model prompted for Dify behaves the same here.
+    """
+    schema = AskHumanToolArgs.model_json_schema()
+    shown = set(DIFY_FIELD_TYPES) | set(config.allowed_field_types)
+    union = schema["properties"]["fields"]["items"]
+    union["oneOf"] = [
+        ref for ref in union["oneOf"] if _variant_type(schema, ref["$ref"]) in shown
+    ]
+    mapping = union["discriminator"]["mapping"]
+    union["discriminator"]["mapping"] = {k: v for k, v in mapping.items() if k in shown}
+    kept = {ref["$ref"].rsplit("/", 1)[-1] for ref in union["oneOf"]}
+    dropped = {_variant_name(t) for t in mapping if t not in shown} - kept
+    for name in dropped:
+        schema["$defs"].pop(name, None)
+    return schema
+
+
+def _variant_type(schema: dict[str, Any], ref: str) -> str:
+    definition = schema["$defs"][ref.rsplit("/", 1)[-1]]
+    return str(definition["properties"]["type"]["const"])
+
+
+def _variant_name(field_type: str) -> str:
+    from bot.askhuman.schema import FIELD_MODELS
+
+    return FIELD_MODELS[field_type].__name__
+
+
+def build_ask_human_tool(config: AskHumanConfig) -> Tool[Any] | None:
+    """The pydantic-ai tool the agent sees, or None when the layer is disabled."""
+    if not config.enabled:
+        return None
+
+    async def prepare(ctx: RunContext[Any], tool_def: ToolDefinition) -> ToolDefinition:
+        return ToolDefinition(
+            name=config.tool_name,
+            description=config.effective_description,
+            parameters_json_schema=tool_parameters_schema(config),
+            strict=False,
+            sequential=True,
+            kind="external",
+        )
+
+    def validate(
+        ctx: RunContext[Any],
+        title: str | None = None,
+        question: str = "",
+        markdown: str | None = None,
+        fields: list[AskHumanField] | None = None,
+        actions: list[AskHumanAction] | None = None,
+        urgency: str = "normal",
+    ) -> None:
+        raw = {
+            "title": title,
+            "question": question,
+            "markdown": markdown,
+            "fields": [f.model_dump() for f in fields or []],
+            "actions": [a.model_dump() for a in actions or []],
+            "urgency": urgency,
+        }
+        try:
+            validate_and_normalize_args(raw, config)
+        except (ValidationError, ValueError) as exc:
+            raise ModelRetry(str(exc)) from exc
+
+    def never_executed(
+        ctx: RunContext[Any],
+        title: str | None = None,
+        question: str = "",
+        markdown: str | None = None,
+        fields: list[AskHumanField] | None = None,
+        actions: list[AskHumanAction] | None = None,
+        urgency: str = "normal",
+    ) -> None:
+        raise RuntimeError(NEVER_EXECUTED_MESSAGE)
+
+    return Tool(
+        never_executed,
+        takes_ctx=True,
+        name=config.tool_name,
+        description=config.effective_description,
+        prepare=prepare,
+        args_validator=validate,
+        sequential=True,
+    )
+
+
+def build_deferred_tool_call_payload(
+    requests: DeferredToolRequests, config: AskHumanConfig
+) -> DeferredToolCallPayload:
+    """Turn the run's deferred requests into Dify's payload; errors here fail the run."""
+    if requests.approvals:
+        raise ValueError(
+            "ask_human does not support approval requests; use external deferred calls only"
+        )
+    if len(requests.calls) != 1:
+        raise ValueError(
+            "ask_human supports exactly one deferred call per run in this version; "
+            f"got {len(requests.calls)}."
+        )
+    call = requests.calls[0]
+    if call.tool_name != config.tool_name:
+        raise ValueError(
+            f"ask_human deferred tool name must be '{config.tool_name}', got '{call.tool_name}'."
+        )
+    args = validate_and_normalize_args(call.args, config)
+    return DeferredToolCallPayload(
+        tool_call_id=call.tool_call_id,
+        tool_name=call.tool_name,
+        args=args.model_dump(mode="json"),
+        metadata={
+            "layer_type": DIFY_ASK_HUMAN_LAYER_TYPE_ID,
+            "tool_name": config.tool_name,
+            "schema_version": SCHEMA_VERSION,
+        },
+    )

@@ -1,0 +1,1 @@
+"""One module per ``askhuman`` sub-command; each exposes ``register(app)``."""

@@ -1,0 +1,1 @@
+"""The approval lifecycle: runs, requests, decisions, resumes, timeouts (platform-agnostic)."""

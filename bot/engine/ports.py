@@ -1,0 +1,97 @@
+"""The seam between the platform-agnostic engine and each chat platform.
+
+The engine never imports Slack or Feishu code. A platform adapter implements
+``PlatformAdapter`` (send, update, reply) and ``Directory`` (who belongs to which
+group or chat); the engine calls them *after* its transactions commit, so a slow or
+failing platform can never hold a database lock or lose a decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from renderers.card import RequestCard
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A person as a platform vouches for them (a signed callback, a socket event...)."""
+
+    platform: str
+    """"slack" | "feishu" | "console" | "api"."""
+    user_id: str
+    """Slack user id (U…/W…), Feishu open_id (ou_…), console/api user name."""
+    display_name: str | None = None
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a run was started, so its final output or failure is posted back there."""
+
+    platform: str
+    channel: str | None = None
+    """Slack channel id, Feishu chat id; None for console/API runs."""
+    thread: str | None = None
+    """Slack thread_ts, Feishu message id to reply to."""
+
+
+@dataclass(frozen=True)
+class DeliveryTarget:
+    """One recipient chosen by admin configuration (never by the model)."""
+
+    kind: Literal["channel", "user"]
+    id: str
+    """Channel / chat id, or a user id (Slack U…, Feishu open_id or email)."""
+
+
+@dataclass(frozen=True)
+class DeliveryRef:
+    """Where a delivered card lives, so it can be updated for everyone later."""
+
+    platform: str
+    channel: str
+    """Slack channel id (DM channel for users), Feishu chat id."""
+    message_id: str
+    """Slack message ts, Feishu message id (om_…)."""
+
+
+class DeliveryError(Exception):
+    """Delivery failed for good (after the adapter's own retries).
+
+    The engine resolves the request as ``unavailable`` when no target could be reached.
+    """
+
+
+class PlatformAdapter(Protocol):
+    """Outbound side of a platform. Inbound events call the engine directly."""
+
+    platform: str
+
+    async def deliver(self, card: RequestCard, target: DeliveryTarget) -> DeliveryRef:
+        """Post a pending request card; raise ``DeliveryError`` on permanent failure."""
+        ...
+
+    async def update(self, card: RequestCard, ref: DeliveryRef) -> None:
+        """Re-render a delivered card (decided, timed out, cancelled...) for everyone."""
+        ...
+
+    async def post_run_result(self, origin: Origin, text: str) -> None:
+        """Post a run's final output or failure where the run started (same thread)."""
+        ...
+
+
+class Directory(Protocol):
+    """Membership lookups used to authorize responders; implementations cache with a TTL."""
+
+    async def resolve_users(self, users: list[str]) -> set[str]:
+        """Map configured user entries (ids, or e.g. emails on Feishu) to platform user ids."""
+        ...
+
+    async def group_members(self, group_id: str) -> set[str]:
+        """User ids in a user group (Slack usergroup S…; Feishu: unsupported → empty)."""
+        ...
+
+    async def chat_members(self, chat_id: str) -> set[str]:
+        """User ids in a channel or chat."""
+        ...

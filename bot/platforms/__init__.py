@@ -1,0 +1,1 @@
+"""Platform adapters: translate platform events into engine calls and back."""
