@@ -14,7 +14,6 @@ app = typer.Typer(
 )
 
 
-
 @app.callback()
 def _root() -> None:
     """askhuman: human approvals for AI agents, in Slack and Feishu/Lark."""

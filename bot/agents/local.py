@@ -33,7 +33,9 @@ class LocalRuntime:
         self.name = spec.name
         self.spec = spec
         tool = build_ask_human_tool(spec.ask_human)
-        instructions = [text for text in (spec.instructions, build_prompt_hint(spec.ask_human)) if text]
+        instructions = [
+            text for text in (spec.instructions, build_prompt_hint(spec.ask_human)) if text
+        ]
         output_type: Any = [str, DeferredToolRequests] if tool else str
         self._agent: Agent[None, Any] = Agent(
             model or resolve_model(spec.model, spec.ask_human.tool_name),

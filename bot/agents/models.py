@@ -18,7 +18,7 @@ def resolve_model(model_id: str, tool_name: str = "ask_human") -> Model:
     and read their API keys from the environment.
     """
     if model_id.startswith(SCRIPTED_PREFIX):
-        name = model_id[len(SCRIPTED_PREFIX):]
+        name = model_id[len(SCRIPTED_PREFIX) :]
         if name not in SCRIPTS:
             known = ", ".join(SCRIPTED_PREFIX + n for n in sorted(SCRIPTS))
             raise UnknownModelError(f"unknown scripted model {model_id!r}; known: {known}")

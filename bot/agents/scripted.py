@@ -50,7 +50,7 @@ def _results(messages: list[ModelMessage], tool_name: str) -> list[dict[str, Any
                 and part.outcome == "success"
                 and isinstance(part.content, dict)
             ):
-                found.append(part.content)
+                found.append(dict(part.content))
     return found
 
 
@@ -136,9 +136,9 @@ def release_script(prompt: str, results: list[dict[str, Any]], tool_name: str) -
     if not results:
         return _ask(tool_name, "release_approval_1", _deploy_request(version))
     first = results[0]
-    approved = first.get("status") == "submitted" and (first.get("action") or {}).get(
-        "id"
-    ) == "approve"
+    approved = (
+        first.get("status") == "submitted" and (first.get("action") or {}).get("id") == "approve"
+    )
     if not approved:
         return _say(_react_to_deploy(version, first))
     if len(results) == 1:
@@ -148,7 +148,12 @@ def release_script(prompt: str, results: list[dict[str, Any]], tool_name: str) -
             {
                 "question": f"{version} is live. What should the release notes say?",
                 "fields": [
-                    {"type": "paragraph", "name": "notes", "label": "Release notes", "required": True}
+                    {
+                        "type": "paragraph",
+                        "name": "notes",
+                        "label": "Release notes",
+                        "required": True,
+                    }
                 ],
             },
         )
@@ -166,7 +171,7 @@ def refund_script(prompt: str, results: list[dict[str, Any]], tool_name: str) ->
             "refund_1",
             {
                 "title": "Refund request",
-                "question": f"A customer asks for a refund: {prompt[:200]}. How much should we refund?",
+                "question": f"Refund requested: {prompt[:200]}. How much should we refund?",
                 "fields": [
                     {"type": "number", "name": "amount", "label": "Amount (USD)", "required": True},
                     {"type": "paragraph", "name": "reason", "label": "Reason", "required": True},

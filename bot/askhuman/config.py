@@ -31,6 +31,10 @@ HARD_LIMITS: dict[str, int] = {
 }
 
 
+def _dify_field_types() -> list[AskHumanFieldType]:
+    return ["paragraph", "select"]
+
+
 class AskHumanConfig(BaseModel):
     """Guardrails for one agent's ask-human tool (Dify's defaults unless overridden)."""
 
@@ -41,9 +45,7 @@ class AskHumanConfig(BaseModel):
     tool_description: str | None = None
     max_fields: int = Field(default=8, ge=0)
     max_actions: int = Field(default=4, ge=1)
-    allowed_field_types: list[AskHumanFieldType] = Field(
-        default_factory=lambda: ["paragraph", "select"]
-    )
+    allowed_field_types: list[AskHumanFieldType] = Field(default_factory=_dify_field_types)
     allow_file_fields: bool = False
     max_markdown_chars: int = Field(default=8000, ge=0)
     max_question_chars: int = Field(default=1000, ge=1)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 from typing_extensions import TypeAliasType
@@ -199,16 +199,14 @@ class DateField(FieldBase):
 
 
 AskHumanField = Annotated[
-    Union[
-        ParagraphField,
-        SelectField,
-        FileField,
-        FileListField,
-        MultiSelectField,
-        NumberField,
-        CheckboxField,
-        DateField,
-    ],
+    ParagraphField
+    | SelectField
+    | FileField
+    | FileListField
+    | MultiSelectField
+    | NumberField
+    | CheckboxField
+    | DateField,
     Field(discriminator="type"),
 ]
 

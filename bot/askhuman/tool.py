@@ -67,7 +67,9 @@ def build_prompt_hint(config: AskHumanConfig) -> str | None:
     )
 
 
-def validate_and_normalize_args(raw: str | dict[str, Any] | None, config: AskHumanConfig) -> AskHumanToolArgs:
+def validate_and_normalize_args(
+    raw: str | dict[str, Any] | None, config: AskHumanConfig
+) -> AskHumanToolArgs:
     """Parse and check model arguments in Dify's order; raise ValueError/ValidationError."""
     if isinstance(raw, str):
         args = AskHumanToolArgs.model_validate_json(raw or "{}")
@@ -85,7 +87,9 @@ def validate_and_normalize_args(raw: str | dict[str, Any] | None, config: AskHum
         raise ValueError(f"ask_human markdown must be <= {config.max_markdown_chars} characters")
     for field in args.fields:
         if field.type not in config.allowed_field_types:
-            raise ValueError(f"ask_human field type '{field.type}' is not allowed by this layer config")
+            raise ValueError(
+                f"ask_human field type '{field.type}' is not allowed by this layer config"
+            )
         if len(field.label) > config.max_field_label_chars:
             raise ValueError(
                 f"ask_human field label '{field.label}' must be <= "
@@ -111,9 +115,7 @@ def tool_parameters_schema(config: AskHumanConfig) -> dict[str, Any]:
     schema = AskHumanToolArgs.model_json_schema()
     shown = set(DIFY_FIELD_TYPES) | set(config.allowed_field_types)
     union = schema["properties"]["fields"]["items"]
-    union["oneOf"] = [
-        ref for ref in union["oneOf"] if _variant_type(schema, ref["$ref"]) in shown
-    ]
+    union["oneOf"] = [ref for ref in union["oneOf"] if _variant_type(schema, ref["$ref"]) in shown]
     mapping = union["discriminator"]["mapping"]
     union["discriminator"]["mapping"] = {k: v for k, v in mapping.items() if k in shown}
     kept = {ref["$ref"].rsplit("/", 1)[-1] for ref in union["oneOf"]}

@@ -46,17 +46,24 @@ async def _demo(agent: str, prompt: str, answer: str | None) -> Outcome:
         args = AskHumanToolArgs.model_validate(outcome.deferred_call.args)
         _show(args)
         result = _answer(args, answer)
-        outcome = await runtime.resume(outcome.snapshot, {outcome.deferred_call.tool_call_id: result})
+        outcome = await runtime.resume(
+            outcome.snapshot, {outcome.deferred_call.tool_call_id: result}
+        )
     return outcome
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def demo(
-        answer: str | None = typer.Option(None, help="Answer without asking: an action id or 'timeout'."),
+        answer: str | None = typer.Option(
+            None, help="Answer without asking: an action id or 'timeout'."
+        ),
         agent: str = typer.Option("deploy", help="Scripted agent to run."),
         prompt: str = typer.Option("Deploy v2.3.1 to production", help="The user's request."),
     ) -> None:
         """Run the offline deploy-approval agent: it asks, you answer, it finishes."""
         outcome = asyncio.run(_demo(agent, prompt, answer))
-        typer.echo("\nAgent: " + (outcome.output if isinstance(outcome.output, str) else json.dumps(outcome.output)))
+        typer.echo(
+            "\nAgent: "
+            + (outcome.output if isinstance(outcome.output, str) else json.dumps(outcome.output))
+        )

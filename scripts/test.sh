@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The full test suite: SQLite always, PostgreSQL too when one is reachable.
+#
+# As root on Debian/Ubuntu this installs and starts a local PostgreSQL itself
+# (scripts/ci-postgres.sh). Otherwise point ASKHUMAN_TEST_POSTGRES_URL at a server,
+# e.g. postgresql+psycopg://askhuman:askhuman@127.0.0.1:5432/askhuman_test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/bootstrap.sh
+if [ -z "${ASKHUMAN_TEST_POSTGRES_URL:-}" ] && [ "$(id -u)" = 0 ]; then
+  ASKHUMAN_TEST_POSTGRES_URL=$(scripts/ci-postgres.sh | tail -n 1)
+  export ASKHUMAN_TEST_POSTGRES_URL
+fi
+if [ -z "${ASKHUMAN_TEST_POSTGRES_URL:-}" ]; then
+  echo "note: ASKHUMAN_TEST_POSTGRES_URL is not set; PostgreSQL tests will be skipped." >&2
+fi
+exec .venv/bin/pytest "$@"
