@@ -1,0 +1,35 @@
+"""Logs are JSON lines with extra fields, and never carry secrets."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from bot.logs import JsonFormatter, scrub
+
+
+def _format(msg: str, **extra: object) -> dict[str, object]:
+    record = logging.LogRecord("askhuman.test", logging.INFO, __file__, 1, msg, None, None)
+    for key, value in extra.items():
+        setattr(record, key, value)
+    return json.loads(JsonFormatter().format(record))
+
+
+def test_extra_fields_become_json_keys() -> None:
+    line = _format("decided", request="r_abc", outcome="accepted")
+    assert (line["msg"], line["request"], line["outcome"], line["level"]) == (
+        "decided", "r_abc", "accepted", "info")
+
+
+def test_token_shapes_are_masked() -> None:
+    line = _format("call failed", url="https://x/api?token=xoxb-123-456-abcdef")
+    assert "xoxb-123" not in json.dumps(line)
+    assert scrub("app token xapp-1-A0-123-abc") == "app token ***"
+
+
+def test_configured_secret_values_are_masked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", "s3cr3t-signing-value")
+    line = _format("bad signature with s3cr3t-signing-value")
+    assert "s3cr3t-signing-value" not in json.dumps(line)
