@@ -8,8 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
 if [ -z "${ASKHUMAN_TEST_POSTGRES_URL:-}" ] && [ "$(id -u)" = 0 ]; then
-  ASKHUMAN_TEST_POSTGRES_URL=$(scripts/ci-postgres.sh | tail -n 1)
-  export ASKHUMAN_TEST_POSTGRES_URL
+  eval "$(scripts/ci-postgres.sh)"
 fi
 if [ -z "${ASKHUMAN_TEST_POSTGRES_URL:-}" ]; then
   echo "note: ASKHUMAN_TEST_POSTGRES_URL is not set; PostgreSQL tests will be skipped." >&2

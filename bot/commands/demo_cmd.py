@@ -1,69 +1,161 @@
-"""``askhuman demo``: run the scripted deploy agent end to end in the terminal."""
+"""``askhuman demo``: a scripted agent end to end through the engine, storage and console.
+
+Nothing here needs a token or the network: the agent is an offline scripted model,
+the database a temporary SQLite file (or ``--database``), and the platform the
+terminal. ``--answer approve|reject|timeout`` answers without asking.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import json
+import datetime as dt
+import logging
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
+from pydantic import JsonValue
 
-from bot.agents import AgentSpec, Outcome, build_runtime
-from bot.askhuman.schema import (
-    AskHumanSelectedAction,
-    AskHumanToolArgs,
-    AskHumanToolResult,
-    timeout_result,
-)
+from bot.askhuman.config import AskHumanConfig
+from bot.askhuman.schema import AskHumanToolArgs
+from bot.engine import Engine, Identity, Origin
+from bot.platforms.console import ConsoleAdapter, ConsoleDirectory, console_identity
+from bot.settings import AgentSettings, Settings, load_settings
+from renderers.card import RequestCard
+from storage import Database
+
+DEMO_FIELD_TYPES: list[Any] = ["paragraph", "select", "multi-select", "number", "checkbox", "date"]
+STARTER = Identity("console", "demo-requester", "demo requester")
 
 
-def _show(args: AskHumanToolArgs) -> None:
-    typer.echo(f"\n== {args.title or args.question} ==\n{args.question}")
-    if args.markdown:
-        typer.echo(args.markdown)
+class DemoClock:
+    """Real time plus an offset, so ``--answer timeout`` can jump past the deadline."""
+
+    def __init__(self) -> None:
+        self.offset = dt.timedelta()
+
+    def __call__(self) -> dt.datetime:
+        return dt.datetime.now(dt.UTC) + self.offset
+
+
+def _with_agent(settings: Settings, agent: str) -> Settings:
+    """Let ``--agent release`` etc. run the matching scripted model on the first route."""
+    if agent in settings.agents or not settings.routes:
+        return settings
+    extra = AgentSettings(model=f"scripted:{agent}", route=next(iter(settings.routes)),
+                          ask_human=AskHumanConfig(allowed_field_types=DEMO_FIELD_TYPES))
+    return settings.model_copy(update={"agents": {**settings.agents, agent: extra}})
+
+
+def _auto_values(args: AskHumanToolArgs) -> dict[str, JsonValue]:
+    """Defaults, plus a plausible value for each required field without one."""
+    values: dict[str, JsonValue] = {}
     for field in args.fields:
-        typer.echo(f"  - {field.label} ({field.type})")
-    for i, action in enumerate(args.actions, 1):
-        typer.echo(f"  [{i}] {action.label}")
+        default = getattr(field, "default", None)
+        if default is not None:
+            values[field.name] = default
+        elif field.required:
+            options = getattr(field, "options", None) or []
+            guess: dict[str, JsonValue] = {
+                "paragraph": "(answered by askhuman demo)",
+                "number": getattr(field, "min_value", None) or 1,
+                "checkbox": True,
+                "date": dt.date.today().isoformat(),
+                "select": options[0].value if options else None,
+                "multi-select": [options[0].value] if options else [],
+            }
+            values[field.name] = guess.get(field.type)
+    return values
 
 
-def _answer(args: AskHumanToolArgs, answer: str | None) -> AskHumanToolResult:
+def _ask_values(args: AskHumanToolArgs) -> dict[str, JsonValue]:
+    values: dict[str, JsonValue] = {}
+    for field in args.fields:
+        default = getattr(field, "default", None)
+        shown = "" if default is None else str(default)
+        text = typer.prompt(f"{field.label}", default=shown, show_default=bool(shown))
+        if text != "":
+            values[field.name] = [v.strip() for v in text.split(",")] if (
+                field.type == "multi-select") else text
+    return values
+
+
+async def _answer(engine: Engine, clock: DemoClock, card: RequestCard, answer: str | None,
+                  responder: Identity) -> bool:
+    """Answer one card; returns False when a non-interactive answer was refused."""
     if answer == "timeout":
-        return timeout_result()
-    if answer is None:
-        answer = typer.prompt("Your choice (action id)")
-    action = args.action(answer)
-    if action is None:
-        raise typer.BadParameter(f"choose one of: {', '.join(a.id for a in args.actions)}, timeout")
-    return AskHumanToolResult(
-        status="submitted", action=AskHumanSelectedAction(id=action.id, label=action.label)
-    )
+        if card.deadline is not None:
+            clock.offset += card.deadline - clock() + dt.timedelta(seconds=1)
+        await engine.expire_due()
+        return True
+    while True:
+        if answer is None:
+            values = _ask_values(card.args)
+            ids = ", ".join(a.id for a in card.args.actions)
+            action = typer.prompt(f"Action ({ids})")
+        else:
+            values, action = _auto_values(card.args), answer
+            if card.args.action(answer) is None and len(card.args.actions) == 1:
+                action = card.args.actions[0].id  # e.g. a follow-up with only "Submit"
+        result = await engine.respond(card.ref, responder, action, values)
+        typer.echo(result.message, err=True)
+        if result.ok or result.outcome == "already_decided":
+            return True
+        if answer is not None:
+            return False
 
 
-async def _demo(agent: str, prompt: str, answer: str | None) -> Outcome:
-    runtime = build_runtime(AgentSpec(name=agent, model=f"scripted:{agent}"))
-    outcome = await runtime.run(prompt)
-    while outcome.kind == "deferred_call" and outcome.deferred_call is not None:
-        args = AskHumanToolArgs.model_validate(outcome.deferred_call.args)
-        _show(args)
-        result = _answer(args, answer)
-        outcome = await runtime.resume(
-            outcome.snapshot, {outcome.deferred_call.tool_call_id: result}
-        )
-    return outcome
+async def _demo(settings: Settings, agent: str, prompt: str, answer: str | None,
+                database: str) -> int:
+    db = Database(database)
+    db.upgrade()
+    clock = DemoClock()
+    engine = Engine(db, settings, clock=clock)
+    console = ConsoleAdapter()
+    engine.register_adapter(console, ConsoleDirectory())
+    responder = console_identity("you")
+    try:
+        run_id = await engine.start_run(agent, prompt, STARTER, Origin("console"))
+        answered: set[str] = set()
+        while pending := [c for c in console.delivered if c.ref not in answered]:
+            card = pending[0]
+            answered.add(card.ref)
+            if not await _answer(engine, clock, card, answer, responder):
+                return 1
+            await engine.run_worker_once()
+        status = await asyncio.to_thread(_run_status, db, run_id)
+        return 0 if status == "succeeded" else 1
+    finally:
+        db.dispose()
+
+
+def _run_status(db: Database, run_id: str) -> str | None:
+    from storage import Run
+
+    with db.transaction() as session:
+        run = session.get(Run, run_id)
+        return run.status if run else None
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def demo(
-        answer: str | None = typer.Option(
-            None, help="Answer without asking: an action id or 'timeout'."
-        ),
-        agent: str = typer.Option("deploy", help="Scripted agent to run."),
-        prompt: str = typer.Option("Deploy v2.3.1 to production", help="The user's request."),
+        answer: Annotated[str | None, typer.Option(
+            help="Answer without asking: an action id (approve, reject…) or 'timeout'.")] = None,
+        agent: Annotated[str, typer.Option(
+            help="Agent to run (scripted ones need no setup).")] = "deploy",
+        prompt: Annotated[str, typer.Option(
+            help="The user's request.")] = "Deploy v2.3.1 to production",
+        config: Annotated[Path | None, typer.Option(
+            help="Config file (default: built-in).")] = None,
+        database: Annotated[str | None, typer.Option(
+            help="Database URL (default: a temporary SQLite file).")] = None,
     ) -> None:
-        """Run the offline deploy-approval agent: it asks, you answer, it finishes."""
-        outcome = asyncio.run(_demo(agent, prompt, answer))
-        typer.echo(
-            "\nAgent: "
-            + (outcome.output if isinstance(outcome.output, str) else json.dumps(outcome.output))
-        )
+        """Run an offline agent: it asks, you answer in the terminal, it finishes."""
+        logging.basicConfig(level=logging.WARNING)
+        settings = _with_agent(load_settings(config), agent)
+        with tempfile.TemporaryDirectory(prefix="askhuman-demo-") as tmp:
+            url = database or f"sqlite:///{Path(tmp) / 'demo.db'}"
+            code = asyncio.run(_demo(settings, agent, prompt, answer, url))
+        raise typer.Exit(code)

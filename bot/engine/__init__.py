@@ -1,1 +1,76 @@
-"""The approval lifecycle: runs, requests, decisions, resumes, timeouts (platform-agnostic)."""
+"""The approval lifecycle: runs, requests, decisions, resumes, timeouts (platform-agnostic).
+
+Build one ``Engine`` per process and share it with every platform adapter::
+
+    from bot.engine import Engine, Identity, Origin
+    from bot.settings import load_settings
+    from storage import Database
+
+    settings = load_settings()                 # YAML + env, or the built-in default
+    db = Database(settings.database_url); db.upgrade()
+    engine = Engine(db, settings)              # runtimes from bot.agents by default
+    engine.register_adapter(slack_adapter, slack_directory)
+
+Public API (all coroutines are safe to call concurrently, from several processes too):
+
+- ``Engine(database, settings, runtimes=None, clock=None, *, max_attempts=5,
+  backoff_base=2.0, backoff_cap=300.0, lease_seconds=300.0)`` — ``runtimes`` maps an
+  agent name to an ``AgentRuntime`` (default: ``bot.agents`` registry); ``clock``
+  returns an aware UTC datetime (tests pass a fake one).
+- ``register_adapter(adapter: PlatformAdapter, directory: Directory | None = None)``.
+- ``await start_run(agent, prompt, started_by: Identity, origin: Origin) -> str`` — the
+  run id; runs the agent's first leg and handles the outcome (posts the output to
+  ``origin``, or stores and delivers the request). Unknown agent → ``UnknownAgentError``.
+- ``await respond(ref, responder: Identity, action_id, values) -> RespondResult`` —
+  outcome ``accepted`` (this answer decided), ``recorded`` (quorum vote, not decided
+  yet), ``rejected`` (not allowed / invalid values; ``message`` says why),
+  ``already_decided`` ("Already decided by X (Approve) at T.") or ``not_found``.
+- ``await cancel(ref, actor: Identity, reason) -> RespondResult`` — the run's starter or
+  an approver; the agent is resumed with a ``cancelled`` result.
+- ``await attach_files(ref, responder, field_name, files) -> RespondResult`` — stage file
+  references ``{platform, id, name, mimetype, size, url}`` for a file field (Feishu
+  thread replies); they are used when that person submits without that field.
+- ``await expire_due() -> int`` — Dify's exact timeout result for overdue requests.
+- ``await card(ref) -> RequestCard | None``; ``await pending_for(identity) ->
+  list[RequestCard]``; ``await find_by_message(platform, message_id) -> str | None``.
+- ``await run_worker_once() -> int`` and ``await serve_forever(stop, poll_interval=2.0)``
+  — the durable resume queue plus timeout sweeps.
+
+Rules: a decision is a compare-and-set in one transaction with its vote, its audit row
+and its resume job; adapters are called only after commits (card updates, deliveries,
+run results), and their failures are logged, never allowed to lose a decision. Every
+refused attempt leaves the request unchanged and adds an audit row.
+"""
+
+from bot.engine.core import Engine, RuntimeFactory, registry_runtimes, targets_for
+from bot.engine.ports import (
+    DeliveryError,
+    DeliveryRef,
+    DeliveryTarget,
+    Directory,
+    Identity,
+    Origin,
+    PlatformAdapter,
+)
+from bot.engine.results import EngineError, RespondResult, UnknownAgentError
+from bot.engine.values import InvalidValues, check_answer, check_values
+
+__all__ = [
+    "DeliveryError",
+    "DeliveryRef",
+    "DeliveryTarget",
+    "Directory",
+    "Engine",
+    "EngineError",
+    "Identity",
+    "InvalidValues",
+    "Origin",
+    "PlatformAdapter",
+    "RespondResult",
+    "RuntimeFactory",
+    "UnknownAgentError",
+    "check_answer",
+    "check_values",
+    "registry_runtimes",
+    "targets_for",
+]

@@ -1,0 +1,83 @@
+"""Turn stored rows into the ``RequestCard`` renderers and adapters work with."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, cast
+
+from pydantic import JsonValue
+
+from bot.askhuman.schema import AskHumanToolArgs
+from renderers.card import CardStatus, RequestCard
+from storage import HumanRequest
+
+
+def as_utc(value: dt.datetime | None) -> dt.datetime | None:
+    """Stored timestamps are naive UTC; hand out aware ones."""
+    if value is None:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+def to_db_time(value: dt.datetime) -> dt.datetime:
+    """Naive UTC for storage (portable across SQLite and PostgreSQL)."""
+    if value.tzinfo is None:
+        return value
+    return value.astimezone(dt.UTC).replace(tzinfo=None)
+
+
+def build_card(request: HumanRequest, agent: str, votes: int = 0) -> RequestCard:
+    """A snapshot of one request as people should see it now."""
+    result: dict[str, Any] = request.result or {}
+    action = result.get("action") or {}
+    values = cast(dict[str, JsonValue], result.get("values") or {})
+    return RequestCard(
+        ref=request.ref,
+        args=AskHumanToolArgs.model_validate(request.args),
+        agent_name=agent,
+        deadline=as_utc(request.deadline),
+        version=request.version,
+        status=cast(CardStatus, request.status),
+        decided_by_id=request.decided_by_user,
+        decided_by_name=request.decided_by_name,
+        decided_at=as_utc(request.decided_at),
+        action_id=action.get("id") if request.status == "submitted" else request.action_id,
+        action_label=action.get("label"),
+        values=values,
+        message=result.get("message"),
+        votes=votes,
+        quorum=request.quorum,
+    )
+
+
+def who(name: str | None, user: str | None) -> str:
+    return name or user or "someone"
+
+
+def already_decided_message(request: HumanRequest) -> str:
+    """'Already decided by Alice (Approve) at 2025-01-31 12:00 UTC' and friends."""
+    at = as_utc(request.decided_at)
+    when = f" at {at:%Y-%m-%d %H:%M UTC}" if at else ""
+    result = request.result or {}
+    if request.status == "submitted":
+        label = (result.get("action") or {}).get("label")
+        choice = f" ({label})" if label else ""
+        by = who(request.decided_by_name, request.decided_by_user)
+        return f"Already decided by {by}{choice}{when}."
+    if request.status == "timeout":
+        return f"This request already timed out{when}."
+    if request.status == "cancelled":
+        by = who(request.decided_by_name, request.decided_by_user)
+        return f"This request was already cancelled by {by}{when}."
+    return f"This request is closed: nobody could be reached{when}."
+
+
+def output_text(output: JsonValue) -> str:
+    """A run's final output as chat text."""
+    if output is None:
+        return "The agent finished without an answer."
+    if isinstance(output, str):
+        return output
+    import json
+
+    return json.dumps(output, ensure_ascii=False, indent=2)

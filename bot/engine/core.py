@@ -1,0 +1,723 @@
+"""The ``Engine``: runs, requests, decisions, resumes and timeouts (see package docs)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from typing import Any, TypeVar
+
+from pydantic import JsonValue
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from bot.agents.base import AgentRuntime, Outcome
+from bot.askhuman.schema import (
+    AskHumanSelectedAction,
+    AskHumanToolArgs,
+    AskHumanToolResult,
+    cancelled_result,
+    timeout_result,
+    unavailable_result,
+)
+from bot.engine import authz, store, worker
+from bot.engine.cards import already_decided_message, build_card, output_text, to_db_time
+from bot.engine.ports import (
+    DeliveryError,
+    DeliveryRef,
+    DeliveryTarget,
+    Directory,
+    Identity,
+    Origin,
+    PlatformAdapter,
+)
+from bot.engine.results import RespondResult, UnknownAgentError
+from bot.engine.values import FILE_KEYS, InvalidValues, check_answer, check_values, quoted
+from bot.settings import RouteSettings, Settings
+from renderers.card import RequestCard
+from storage import Database, Delivery, HumanRequest, ResumeJob, Run, StagedFile
+
+log = logging.getLogger("askhuman.engine")
+
+T = TypeVar("T")
+RuntimeFactory = Callable[[str], AgentRuntime]
+"""Build (or look up) the runtime for a configured agent name."""
+Clock = Callable[[], dt.datetime]
+
+NOT_FOUND = "This request does not exist (the link may be wrong or outdated)."
+SYSTEM = Identity("system", "askhuman", "askhuman")
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def registry_runtimes(settings: Settings) -> RuntimeFactory:
+    """The default factory: ``bot.agents.build_runtime`` on each configured agent."""
+
+    def build(name: str) -> AgentRuntime:
+        from bot.agents import AgentSpec, build_runtime
+
+        agent = settings.agents[name]
+        spec = AgentSpec(
+            name=name,
+            model=agent.model,
+            instructions=agent.instructions,
+            ask_human=agent.ask_human,
+        )
+        runtime: AgentRuntime = build_runtime(spec)
+        return runtime
+
+    return build
+
+
+def targets_for(route: RouteSettings, platform: str) -> list[DeliveryTarget]:
+    """The recipients admin configuration lists for one platform of a route."""
+    if platform == "slack" and route.slack is not None:
+        channels = [route.slack.channel] if route.slack.channel else []
+        users = route.slack.users
+    elif platform == "feishu" and route.feishu is not None:
+        channels = [route.feishu.chat_id] if route.feishu.chat_id else []
+        users = route.feishu.users
+    elif platform == "console":
+        return [DeliveryTarget("channel", "console")]
+    else:
+        return []
+    return [DeliveryTarget("channel", c) for c in channels] + [
+        DeliveryTarget("user", u) for u in users
+    ]
+
+
+class Engine:
+    """Platform-agnostic approval lifecycle. All methods are safe to call concurrently."""
+
+    def __init__(
+        self,
+        database: Database,
+        settings: Settings,
+        runtimes: RuntimeFactory | None = None,
+        clock: Clock | None = None,
+        *,
+        max_attempts: int = 5,
+        backoff_base: float = 2.0,
+        backoff_cap: float = 300.0,
+        lease_seconds: float = 300.0,
+    ) -> None:
+        self.db = database
+        self.settings = settings
+        self._runtime_factory = runtimes or registry_runtimes(settings)
+        self._runtimes: dict[str, AgentRuntime] = {}
+        self._clock = clock or utc_now
+        self._adapters: dict[str, tuple[PlatformAdapter, Directory | None]] = {}
+        self.max_attempts = max_attempts
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.lease = dt.timedelta(seconds=lease_seconds)
+        self._wake: asyncio.Event | None = None
+
+    # ------------------------------------------------------------------ plumbing
+
+    def register_adapter(
+        self, adapter: PlatformAdapter, directory: Directory | None = None
+    ) -> None:
+        """Attach a platform; requests routed to it are delivered through ``adapter``."""
+        self._adapters[adapter.platform] = (adapter, directory)
+
+    def now(self) -> dt.datetime:
+        """Naive UTC 'now' as stored in the database."""
+        return to_db_time(self._clock())
+
+    async def _tx(self, fn: Callable[[Session], T]) -> T:
+        """Run ``fn`` in one transaction on a worker thread (sync SQLAlchemy)."""
+
+        def work() -> T:
+            with self.db.transaction() as session:
+                return fn(session)
+
+        return await asyncio.to_thread(work)
+
+    def _poke(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    def _runtime(self, agent: str) -> AgentRuntime:
+        if agent not in self._runtimes:
+            self._runtimes[agent] = self._runtime_factory(agent)
+        return self._runtimes[agent]
+
+    def _directory(self, platform: str) -> Directory | None:
+        entry = self._adapters.get(platform)
+        return entry[1] if entry else None
+
+    # ------------------------------------------------------------------ runs
+
+    async def start_run(
+        self, agent: str, prompt: str, started_by: Identity, origin: Origin
+    ) -> str:
+        """Start ``agent`` on ``prompt``; returns the run id once the first leg is handled.
+
+        The agent's outcome is handled before returning: a final output is posted to
+        ``origin``; an ask_human call becomes a stored, delivered request.
+        """
+        if self.settings.agent(agent) is None:
+            known = ", ".join(sorted(self.settings.agents)) or "none"
+            raise UnknownAgentError(f"Unknown agent '{agent}'. Configured agents: {known}.")
+        runtime = self._runtime(agent)
+        run_id = uuid.uuid4().hex
+        now = self.now()
+
+        def insert(session: Session) -> None:
+            session.add(
+                Run(
+                    id=run_id, agent=agent, prompt=prompt, status="running",
+                    started_by_platform=started_by.platform, started_by_user=started_by.user_id,
+                    started_by_name=started_by.display_name, origin_platform=origin.platform,
+                    origin_channel=origin.channel, origin_thread=origin.thread,
+                    created_at=now, updated_at=now,
+                )
+            )
+            store.audit(session, now, "run_started", run_id=run_id, actor=started_by,
+                        details={"agent": agent})
+
+        await self._tx(insert)
+        log.info("run started", extra={"run_id": run_id, "agent": agent})
+        try:
+            outcome = await runtime.run(prompt)
+        except Exception as exc:
+            log.exception("run failed", extra={"run_id": run_id})
+            await self._fail_run(run_id, str(exc) or type(exc).__name__)
+            return run_id
+        try:
+            new_ref = await self._tx(lambda s: self._apply_outcome(s, run_id, outcome))
+        except Exception as exc:
+            log.exception("could not store the run outcome", extra={"run_id": run_id})
+            await self._fail_run(run_id, str(exc) or type(exc).__name__)
+            return run_id
+        await self._after_outcome(run_id, new_ref)
+        return run_id
+
+    def _apply_outcome(self, session: Session, run_id: str, outcome: Outcome) -> str | None:
+        """Store a run leg's outcome; returns the new request's ref when the agent asked."""
+        now = self.now()
+        run = session.get(Run, run_id)
+        if run is None:
+            raise LookupError(f"run {run_id} vanished")
+        run.snapshot = dict(outcome.snapshot)
+        run.updated_at = now
+        if outcome.kind == "output":
+            run.status, run.output = "succeeded", outcome.output
+            store.audit(session, now, "run_succeeded", run_id=run_id)
+            return None
+        call = outcome.deferred_call
+        if call is None:
+            raise ValueError("the agent asked for a human but sent no deferred call")
+        args = AskHumanToolArgs.model_validate(call.args)
+        route_name = self.settings.agents[run.agent].route
+        route = self.settings.routes[route_name]
+        deadline = now + dt.timedelta(seconds=route.timeout)
+        request = store.create_request(
+            session, now, run, call.tool_call_id, args, route_name, route.quorum, deadline
+        )
+        run.status = "waiting"
+        store.audit(session, now, "request_created", run_id=run_id, ref=request.ref,
+                    details={"route": route_name, "tool_call_id": call.tool_call_id})
+        return request.ref
+
+    async def _after_outcome(self, run_id: str, new_ref: str | None) -> None:
+        """Side effects after the commit: deliver the new request or post the result."""
+        if new_ref is not None:
+            await self._deliver(new_ref)
+        else:
+            await self._post_result(run_id)
+
+    async def _fail_run(self, run_id: str, error: str) -> None:
+        now = self.now()
+
+        def fail(session: Session) -> None:
+            run = session.get(Run, run_id)
+            if run is not None:
+                run.status, run.error, run.updated_at = "failed", error, now
+            store.audit(session, now, "run_failed", outcome="error", run_id=run_id,
+                        reason=error)
+
+        await self._tx(fail)
+        await self._post_result(run_id)
+
+    async def _post_result(self, run_id: str) -> None:
+        run = await self._tx(lambda s: s.get(Run, run_id))
+        if run is None:
+            return
+        entry = self._adapters.get(run.origin_platform)
+        if entry is None:
+            log.warning("no adapter for the run's origin", extra={"run_id": run_id,
+                        "platform": run.origin_platform})
+            return
+        if run.status == "succeeded":
+            text = output_text(run.output)
+        else:
+            text = f"The run failed: {run.error}"
+        origin = Origin(run.origin_platform, run.origin_channel, run.origin_thread)
+        try:
+            await entry[0].post_run_result(origin, text)
+        except Exception:
+            log.exception("posting the run result failed", extra={"run_id": run_id})
+
+    # ------------------------------------------------------------------ delivery
+
+    async def _deliver(self, ref: str) -> None:
+        """Post the card to every configured target; all failing → ``unavailable``."""
+        loaded = await self._tx(lambda s: self._load(s, ref))
+        if loaded is None:
+            return
+        request, _run, card = loaded
+        route = self.settings.routes.get(request.route)
+        failures: list[str] = []
+        delivered = 0
+        for platform in route.platforms() if route else []:
+            entry = self._adapters.get(platform)
+            if entry is None:
+                failures.append(f"{platform}: the {platform} platform is not running")
+                continue
+            for target in targets_for(route, platform) if route else []:
+                try:
+                    ref_ = await entry[0].deliver(card, target)
+                except Exception as exc:
+                    if not isinstance(exc, DeliveryError):
+                        log.exception("adapter crashed while delivering", extra={"ref": ref})
+                    failures.append(f"{platform} {target.kind} {target.id}: {exc}")
+                    continue
+                delivered += 1
+                await self._tx(partial(self._store_delivery, request=request, target=target,
+                                       ref=ref_))
+        if failures:
+            log.warning("delivery failures", extra={"ref": ref, "failures": failures})
+        if delivered == 0:
+            reason = "; ".join(failures) or "the route has no recipients"
+            await self._resolve_system(ref, unavailable_result(
+                f"The request could not be delivered to anyone ({reason})."), "unavailable")
+
+    def _store_delivery(
+        self, session: Session, *, request: HumanRequest, target: DeliveryTarget, ref: DeliveryRef
+    ) -> None:
+        now = self.now()
+        session.add(Delivery(
+            request_id=request.id, platform=ref.platform, target_kind=target.kind,
+            target_id=target.id, channel=ref.channel, message_id=ref.message_id, created_at=now,
+        ))
+        store.audit(session, now, "delivered", run_id=request.run_id, ref=request.ref,
+                    details={"platform": ref.platform, "channel": ref.channel,
+                             "message_id": ref.message_id})
+
+    def _load(
+        self, session: Session, ref: str
+    ) -> tuple[HumanRequest, Run, RequestCard] | None:
+        request = store.get_request(session, ref)
+        if request is None:
+            return None
+        run = session.get(Run, request.run_id)
+        if run is None:
+            return None
+        return request, run, build_card(request, run.agent, store.vote_count(session, request.id))
+
+    async def _update_cards(self, ref: str) -> None:
+        """Re-render every delivered copy of the card; failures are logged, never raised."""
+
+        def load(session: Session) -> tuple[RequestCard, list[DeliveryRef]] | None:
+            loaded = self._load(session, ref)
+            if loaded is None:
+                return None
+            rows = store.deliveries(session, loaded[0].id)
+            return loaded[2], [DeliveryRef(d.platform, d.channel, d.message_id) for d in rows]
+
+        found = await self._tx(load)
+        if found is None:
+            return
+        card, refs = found
+        for delivery in refs:
+            entry = self._adapters.get(delivery.platform)
+            if entry is None:
+                continue
+            try:
+                await entry[0].update(card, delivery)
+            except Exception:
+                log.exception("card update failed", extra={"ref": ref,
+                              "platform": delivery.platform, "message_id": delivery.message_id})
+
+    # ------------------------------------------------------------------ answers
+
+    async def card(self, ref: str) -> RequestCard | None:
+        """The request as it should be shown now, or None for an unknown ref."""
+        loaded = await self._tx(lambda s: self._load(s, ref))
+        return loaded[2] if loaded else None
+
+    async def _refuse(
+        self, outcome: Any, message: str, ref: str, actor: Identity, event: str,
+        card: RequestCard | None = None, run_id: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> RespondResult:
+        """Audit a refused attempt (the request itself is left untouched)."""
+        now = self.now()
+        await self._tx(lambda s: store.audit(
+            s, now, event, outcome="refused", run_id=run_id, ref=ref[:64], actor=actor,
+            reason=message, details=details))
+        log.info("attempt refused", extra={"ref": ref, "event": event, "reason": message})
+        return RespondResult(outcome, message, card)
+
+    async def _authorize(
+        self, ref: str, who: Identity, event: str
+    ) -> tuple[HumanRequest, Run, RequestCard, dict[str, list[Any]]] | RespondResult:
+        """Load the request and check the person may act on it (before any values)."""
+
+        def load(session: Session) -> Any:
+            loaded = self._load(session, ref)
+            if loaded is None:
+                return None
+            request = loaded[0]
+            channels = store.delivered_channels(session, request.id, who.platform)
+            staged = store.staged_files(session, request.id, who)
+            return (*loaded, channels, staged)
+
+        found = await self._tx(load)
+        if found is None:
+            return await self._refuse("not_found", NOT_FOUND, ref, who, f"{event}_unknown_ref")
+        request, run, card, channels, staged = found
+        if request.status != store.OPEN:
+            return await self._refuse("already_decided", already_decided_message(request), ref,
+                                      who, f"{event}_already_decided", card, run.id)
+        route = self.settings.routes.get(request.route)
+        reason: str | None
+        if route is None:
+            reason = "This request's route is no longer configured; ask an admin."
+        else:
+            reason = await authz.refusal(route, who, store.starter(run), channels,
+                                         self._directory(who.platform))
+        if reason is not None:
+            return await self._refuse("rejected", reason, ref, who, f"{event}_unauthorized",
+                                      card, run.id)
+        return request, run, card, staged
+
+    async def respond(
+        self, ref: str, responder: Identity, action_id: str, values: Mapping[str, JsonValue]
+    ) -> RespondResult:
+        """A person answered: authorize, validate, then compare-and-set the decision."""
+        checked = await self._authorize(ref, responder, "respond")
+        if isinstance(checked, RespondResult):
+            return checked
+        _request, run, card, staged = checked
+        args = card.args
+        merged: dict[str, Any] = dict(values)
+        for name, files in staged.items():
+            if not merged.get(name):
+                merged[name] = files
+        try:
+            action, clean = check_answer(args, action_id, merged)
+        except InvalidValues as exc:
+            return await self._refuse("rejected", str(exc), ref, responder,
+                                      "respond_invalid", card, run.id,
+                                      {"action_id": action_id[:200]})
+        selected = AskHumanSelectedAction(id=action.id, label=action.label)
+        result = AskHumanToolResult(status="submitted", action=selected, values=clean)
+        answer = await self._tx(lambda s: self._decide(s, ref, responder, result))
+        if answer.outcome in ("accepted", "recorded"):
+            await self._update_cards(ref)
+            self._poke()
+            answer = RespondResult(answer.outcome, answer.message, await self.card(ref))
+        return answer
+
+    def _decide(
+        self, session: Session, ref: str, who: Identity, result: AskHumanToolResult
+    ) -> RespondResult:
+        """One transaction: lock, re-check, vote, and decide when the quorum is met."""
+        now = self.now()
+        request = store.get_request(session, ref, lock=self.db.is_postgres)
+        assert request is not None and result.action is not None
+        action = result.action
+        if request.status != store.OPEN:
+            message = already_decided_message(request)
+            store.audit(session, now, "respond_already_decided", outcome="refused",
+                        run_id=request.run_id, ref=ref, actor=who, reason=message)
+            return RespondResult("already_decided", message)
+        previous = store.existing_vote(session, request.id, who)
+        if previous is not None:
+            message = (f"Your answer ({previous.action_id}) is already recorded; "
+                       "waiting for the other approvers.")
+            store.audit(session, now, "respond_duplicate_vote", outcome="refused",
+                        run_id=request.run_id, ref=ref, actor=who, reason=message)
+            return RespondResult("rejected", message)
+        votes = store.record_vote(session, now, request, who, action.id, result.values)
+        if votes < request.quorum:
+            store.bump_version(session, now, request)
+            store.audit(session, now, "vote_recorded", run_id=request.run_id, ref=ref,
+                        actor=who, details={"action_id": action.id, "votes": votes})
+            return RespondResult("recorded", f"Recorded, {votes} of {request.quorum} "
+                                 f"needed for {quoted(action.label)}.")
+        if not store.resolve(session, now, request, result, who):
+            raise RuntimeError("compare-and-set lost under a row lock")  # rolls back the vote
+        store.audit(session, now, "decided", run_id=request.run_id, ref=ref, actor=who,
+                    details={"action_id": action.id, "values": result.values})
+        log.info("request decided", extra={"ref": ref, "action_id": action.id})
+        return RespondResult("accepted", f"Thanks, your answer ({action.label}) was recorded.")
+
+    async def attach_files(
+        self, ref: str, responder: Identity, field_name: str, files: Sequence[Mapping[str, Any]]
+    ) -> RespondResult:
+        """Stage file references for a file field until the person submits the form."""
+        checked = await self._authorize(ref, responder, "attach")
+        if isinstance(checked, RespondResult):
+            return checked
+        request, run, card, staged = checked
+        field = next((f for f in card.args.fields if f.name == field_name), None)
+        try:
+            if field is None or field.type not in ("file", "file-list"):
+                raise InvalidValues(f"This request has no file field {quoted(field_name)}")
+            cleaned = [{k: f.get(k) for k in FILE_KEYS} for f in files]
+            combined = staged.get(field_name, []) + cleaned
+            check_values(card.args.model_copy(update={"fields": [field]}),
+                         {field_name: combined})
+        except InvalidValues as exc:
+            return await self._refuse("rejected", str(exc), ref, responder, "attach_invalid",
+                                      card, run.id)
+        now = self.now()
+
+        def stage(session: Session) -> None:
+            session.add(StagedFile(request_id=request.id, platform=responder.platform,
+                                   user_id=responder.user_id, field_name=field_name,
+                                   files=cleaned, created_at=now))
+            store.audit(session, now, "files_attached", run_id=run.id, ref=ref, actor=responder,
+                        details={"field": field_name, "count": len(cleaned)})
+
+        await self._tx(stage)
+        label = field.label if field else field_name
+        return RespondResult("recorded", f"Attached {len(cleaned)} file(s) to {quoted(label)}; "
+                             "submit the form to send them.", card)
+
+    async def cancel(self, ref: str, actor: Identity, reason: str) -> RespondResult:
+        """Withdraw a pending request; the agent is resumed with a ``cancelled`` result."""
+
+        def load(session: Session) -> Any:
+            loaded = self._load(session, ref)
+            if loaded is None:
+                return None
+            channels = store.delivered_channels(session, loaded[0].id, actor.platform)
+            return (*loaded, channels)
+
+        found = await self._tx(load)
+        if found is None:
+            return await self._refuse("not_found", NOT_FOUND, ref, actor, "cancel_unknown_ref")
+        request, run, card, channels = found
+        route = self.settings.routes.get(request.route)
+        is_starter = (run.started_by_platform, run.started_by_user) == (
+            actor.platform, actor.user_id)
+        if not is_starter and actor != SYSTEM:
+            refusal = authz.NOT_ALLOWED if route is None else await authz.refusal(
+                route.model_copy(update={"allow_self_approval": True}), actor,
+                store.starter(run), channels, self._directory(actor.platform))
+            if refusal is not None:
+                return await self._refuse("rejected", "You are not allowed to cancel this "
+                                          "request.", ref, actor, "cancel_unauthorized", card,
+                                          run.id)
+        who = actor.display_name or actor.user_id
+        result = cancelled_result(f"Cancelled by {who}: {reason}" if reason else
+                                  f"Cancelled by {who}.")
+        return await self._resolve_system(ref, result, "cancelled", actor)
+
+    async def _resolve_system(
+        self, ref: str, result: AskHumanToolResult, event: str, actor: Identity | None = None
+    ) -> RespondResult:
+        """Compare-and-set a non-human outcome (timeout, cancel, unavailable)."""
+
+        def resolve(session: Session) -> RespondResult:
+            now = self.now()
+            request = store.get_request(session, ref, lock=self.db.is_postgres)
+            if request is None:
+                return RespondResult("not_found", NOT_FOUND)
+            if not store.resolve(session, now, request, result, actor):
+                message = already_decided_message(request)
+                store.audit(session, now, f"{event}_too_late", outcome="refused",
+                            run_id=request.run_id, ref=ref, actor=actor, reason=message)
+                return RespondResult("already_decided", message)
+            store.audit(session, now, event, run_id=request.run_id, ref=ref, actor=actor,
+                        reason=result.message)
+            return RespondResult("accepted", result.message or event)
+
+        answer = await self._tx(resolve)
+        if answer.outcome == "accepted":
+            log.info("request resolved", extra={"ref": ref, "status": result.status})
+            await self._update_cards(ref)
+            self._poke()
+        return RespondResult(answer.outcome, answer.message, await self.card(ref))
+
+    async def expire_due(self) -> int:
+        """Give every overdue pending request Dify's timeout result; returns how many."""
+        now = self.now()
+
+        def due(session: Session) -> list[str]:
+            query = (select(HumanRequest.ref)
+                     .where(HumanRequest.status == store.OPEN, HumanRequest.deadline <= now)
+                     .order_by(HumanRequest.deadline).limit(200))
+            return list(session.scalars(query))
+
+        expired = 0
+        for ref in await self._tx(due):
+            answer = await self._resolve_system(ref, timeout_result(), "timed_out")
+            expired += answer.outcome == "accepted"
+        return expired
+
+    async def pending_for(self, identity: Identity) -> list[RequestCard]:
+        """Open requests ``identity`` may answer (oldest first)."""
+
+        def load(session: Session) -> list[tuple[HumanRequest, Run, RequestCard, list[str]]]:
+            rows = session.scalars(select(HumanRequest).where(HumanRequest.status == store.OPEN)
+                                   .order_by(HumanRequest.id).limit(200)).all()
+            out = []
+            for request in rows:
+                loaded = self._load(session, request.ref)
+                if loaded is not None:
+                    channels = store.delivered_channels(session, request.id, identity.platform)
+                    out.append((*loaded, channels))
+            return out
+
+        cards = []
+        for request, run, card, channels in await self._tx(load):
+            route = self.settings.routes.get(request.route)
+            if route is not None and await authz.refusal(
+                route, identity, store.starter(run), channels,
+                self._directory(identity.platform)) is None:
+                cards.append(card)
+        return cards
+
+    async def find_by_message(self, platform: str, message_id: str) -> str | None:
+        """The ref of the request delivered as ``message_id`` on ``platform``."""
+
+        def find(session: Session) -> str | None:
+            query = (select(HumanRequest.ref).join(Delivery, Delivery.request_id == HumanRequest.id)
+                     .where(Delivery.platform == platform, Delivery.message_id == message_id))
+            return session.scalars(query).first()
+
+        return await self._tx(find)
+
+    # ------------------------------------------------------------------ resume worker
+
+    async def run_worker_once(self, limit: int = 50) -> int:
+        """Process due resume jobs until none is left (or ``limit``); returns how many ran."""
+        done = 0
+        while done < limit:
+            claim = await self._tx(self._claim)
+            if claim is None:
+                break
+            await self._process(claim)
+            done += 1
+        return done
+
+    def _claim(self, session: Session) -> worker.Claim | None:
+        return worker.claim_next(session, self.now(), self.lease, self.db.is_postgres)
+
+    async def _process(self, claim: worker.Claim) -> None:
+        """Resume one run with its request's result; success commits with the job's end."""
+
+        def load(session: Session) -> tuple[Run, HumanRequest]:
+            run, request = session.get(Run, claim.run_id), session.get(HumanRequest,
+                                                                       claim.request_id)
+            assert run is not None and request is not None
+            return run, request
+
+        run, request = await self._tx(load)
+        extra = {"run_id": run.id, "ref": request.ref, "attempt": claim.attempts}
+        if claim.attempts > self.max_attempts:
+            await self._give_up(claim, run.id, "the resume kept crashing the worker")
+            return
+        try:
+            result = AskHumanToolResult.model_validate(request.result)
+            runtime = self._runtime(run.agent)
+            outcome = await runtime.resume(dict(run.snapshot or {}),
+                                           {request.tool_call_id: result})
+        except Exception as exc:
+            log.warning("resume failed", extra={**extra, "error": str(exc)})
+            await self._retry_or_fail(claim, run.id, str(exc) or type(exc).__name__)
+            return
+
+        def commit(session: Session) -> str | None:
+            worker.complete(session, claim, self.now())
+            new_ref = self._apply_outcome(session, run.id, outcome)
+            store.audit(session, self.now(), "resumed", run_id=run.id, ref=request.ref,
+                        details={"attempt": claim.attempts, "status": result.status})
+            return new_ref
+
+        try:
+            new_ref = await self._tx(commit)
+        except worker.LeaseLost:
+            log.warning("lease lost; another worker owns the resume", extra=extra)
+            return
+        except Exception as exc:
+            log.exception("storing the resume outcome failed", extra=extra)
+            await self._retry_or_fail(claim, run.id, str(exc) or type(exc).__name__)
+            return
+        log.info("run resumed", extra=extra)
+        await self._after_outcome(run.id, new_ref)
+
+    async def _retry_or_fail(self, claim: worker.Claim, run_id: str, error: str) -> None:
+        if claim.attempts >= self.max_attempts:
+            await self._give_up(claim, run_id, error)
+            return
+        delay = worker.backoff(claim.attempts, self.backoff_base, self.backoff_cap)
+
+        def retry(session: Session) -> None:
+            now = self.now()
+            worker.retry_later(session, claim, now, delay, error)
+            store.audit(session, now, "resume_retry", outcome="error", run_id=run_id,
+                        reason=error, details={"attempt": claim.attempts,
+                                               "delay_seconds": delay.total_seconds()})
+
+        try:
+            await self._tx(retry)
+        except worker.LeaseLost:
+            log.warning("lease lost while scheduling a retry", extra={"run_id": run_id})
+
+    async def _give_up(self, claim: worker.Claim, run_id: str, error: str) -> None:
+        message = f"resuming failed after {claim.attempts} attempt(s): {error}"
+
+        def fail(session: Session) -> None:
+            now = self.now()
+            worker.give_up(session, claim, now, error)
+            run = session.get(Run, run_id)
+            if run is not None:
+                run.status, run.error, run.updated_at = "failed", message, now
+            store.audit(session, now, "resume_failed", outcome="error", run_id=run_id,
+                        reason=message)
+
+        try:
+            await self._tx(fail)
+        except worker.LeaseLost:
+            return
+        await self._post_result(run_id)
+
+    async def serve_forever(self, stop: asyncio.Event, poll_interval: float = 2.0) -> None:
+        """Loop timeouts and resume jobs until ``stop`` is set; decisions wake it early."""
+        self._wake = asyncio.Event()
+        while not stop.is_set():
+            self._wake.clear()
+            try:
+                await self.expire_due()
+                await self.run_worker_once()
+            except Exception:
+                log.exception("worker sweep failed; retrying after the poll interval")
+            waiters = {asyncio.ensure_future(stop.wait()),
+                       asyncio.ensure_future(self._wake.wait())}
+            await asyncio.wait(waiters, timeout=poll_interval,
+                                            return_when=asyncio.FIRST_COMPLETED)
+            for task in waiters:
+                task.cancel()
+
+    async def job_states(self) -> dict[str, int]:
+        """Resume-queue counts by state (for health checks and tests)."""
+
+        def count(session: Session) -> dict[str, int]:
+            out: dict[str, int] = {}
+            for state in session.scalars(select(ResumeJob.state)):
+                out[state] = out.get(state, 0) + 1
+            return out
+
+        return await self._tx(count)

@@ -1,0 +1,221 @@
+"""Synchronous, single-transaction database steps used by the engine.
+
+Each function takes an open session (the caller owns the transaction), so a
+decision, its audit row and its resume job always commit together or not at all.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+from collections.abc import Sequence
+from typing import Any, cast
+
+from pydantic import JsonValue
+from sqlalchemy import CursorResult, Result, func, select, update
+from sqlalchemy.orm import Session
+
+from bot.askhuman.schema import AskHumanToolArgs, AskHumanToolResult
+from bot.engine.ports import Identity
+from storage import AuditLog, Delivery, HumanRequest, ResumeJob, Run, StagedFile, Vote
+
+OPEN = "pending"
+
+
+def rowcount(result: Result[Any]) -> int:
+    """Rows matched by an UPDATE (the compare-and-set's verdict)."""
+    return int(cast("CursorResult[Any]", result).rowcount)
+
+
+def audit(
+    session: Session,
+    now: dt.datetime,
+    event: str,
+    *,
+    outcome: str = "ok",
+    run_id: str | None = None,
+    ref: str | None = None,
+    actor: Identity | None = None,
+    reason: str | None = None,
+    details: dict[str, Any] | None = None,
+) -> None:
+    """Append one audit row (who, what, why) to the current transaction."""
+    session.add(
+        AuditLog(
+            created_at=now,
+            event=event,
+            outcome=outcome,
+            run_id=run_id,
+            request_ref=ref,
+            actor_platform=actor.platform if actor else None,
+            actor_user=actor.user_id if actor else None,
+            reason=reason,
+            details=details or {},
+        )
+    )
+
+
+def starter(run: Run) -> Identity:
+    return Identity(run.started_by_platform, run.started_by_user, run.started_by_name)
+
+
+def get_request(session: Session, ref: str, *, lock: bool = False) -> HumanRequest | None:
+    """The request with ``ref``; ``lock`` takes a row lock on PostgreSQL."""
+    query = select(HumanRequest).where(HumanRequest.ref == ref)
+    if lock:
+        query = query.with_for_update()
+    return session.scalars(query).first()
+
+
+def delivered_channels(session: Session, request_id: int, platform: str) -> list[str]:
+    query = select(Delivery.channel).where(
+        Delivery.request_id == request_id, Delivery.platform == platform
+    )
+    return list(dict.fromkeys(session.scalars(query)))
+
+
+def deliveries(session: Session, request_id: int) -> Sequence[Delivery]:
+    return session.scalars(
+        select(Delivery).where(Delivery.request_id == request_id).order_by(Delivery.id)
+    ).all()
+
+
+def vote_count(session: Session, request_id: int) -> int:
+    query = select(func.count()).select_from(Vote).where(Vote.request_id == request_id)
+    return int(session.scalar(query) or 0)
+
+
+def staged_files(session: Session, request_id: int, who: Identity) -> dict[str, list[Any]]:
+    rows = session.scalars(
+        select(StagedFile)
+        .where(
+            StagedFile.request_id == request_id,
+            StagedFile.platform == who.platform,
+            StagedFile.user_id == who.user_id,
+        )
+        .order_by(StagedFile.id)
+    )
+    out: dict[str, list[Any]] = {}
+    for row in rows:
+        out.setdefault(row.field_name, []).extend(row.files)
+    return out
+
+
+def create_request(
+    session: Session,
+    now: dt.datetime,
+    run: Run,
+    tool_call_id: str,
+    args: AskHumanToolArgs,
+    route: str,
+    quorum: int,
+    deadline: dt.datetime | None,
+) -> HumanRequest:
+    request = HumanRequest(
+        ref=secrets.token_urlsafe(12),
+        run_id=run.id,
+        tool_call_id=tool_call_id,
+        args=args.model_dump(mode="json"),
+        route=route,
+        quorum=quorum,
+        status=OPEN,
+        deadline=deadline,
+        version=1,
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(request)
+    session.flush()
+    return request
+
+
+def resolve(
+    session: Session,
+    now: dt.datetime,
+    request: HumanRequest,
+    result: AskHumanToolResult,
+    by: Identity | None,
+) -> bool:
+    """Compare-and-set ``pending`` → ``result.status`` and queue the resume.
+
+    Returns False (and changes nothing) when someone else resolved it first.
+    """
+    changed = rowcount(session.execute(
+        update(HumanRequest)
+        .where(HumanRequest.id == request.id, HumanRequest.status == OPEN)
+        .values(
+            status=result.status,
+            result=result.model_dump(mode="json"),
+            action_id=result.action.id if result.action else None,
+            decided_by_platform=by.platform if by else None,
+            decided_by_user=by.user_id if by else None,
+            decided_by_name=by.display_name if by else None,
+            decided_at=now,
+            version=HumanRequest.version + 1,
+            updated_at=now,
+        )
+        .execution_options(synchronize_session=False)
+    ))
+    if changed != 1:
+        return False
+    session.add(
+        ResumeJob(
+            request_id=request.id,
+            run_id=request.run_id,
+            state="queued",
+            attempts=0,
+            next_attempt_at=now,
+            created_at=now,
+            updated_at=now,
+        )
+    )
+    session.flush()
+    session.refresh(request)
+    return True
+
+
+def record_vote(
+    session: Session,
+    now: dt.datetime,
+    request: HumanRequest,
+    who: Identity,
+    action_id: str,
+    values: dict[str, JsonValue],
+) -> int:
+    """Store one response; return how many distinct people chose ``action_id`` so far."""
+    session.add(
+        Vote(
+            request_id=request.id,
+            platform=who.platform,
+            user_id=who.user_id,
+            display_name=who.display_name,
+            action_id=action_id,
+            values=values,
+            created_at=now,
+        )
+    )
+    session.flush()
+    query = select(func.count()).select_from(Vote).where(
+        Vote.request_id == request.id, Vote.action_id == action_id
+    )
+    return int(session.scalar(query) or 0)
+
+
+def existing_vote(session: Session, request_id: int, who: Identity) -> Vote | None:
+    return session.scalars(
+        select(Vote).where(
+            Vote.request_id == request_id,
+            Vote.platform == who.platform,
+            Vote.user_id == who.user_id,
+        )
+    ).first()
+
+
+def bump_version(session: Session, now: dt.datetime, request: HumanRequest) -> None:
+    session.execute(
+        update(HumanRequest)
+        .where(HumanRequest.id == request.id)
+        .values(version=HumanRequest.version + 1, updated_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    session.refresh(request)

@@ -1,0 +1,191 @@
+"""Check a human's answer against the request's own fields and actions.
+
+Everything a platform sends back is untrusted: values are parsed and checked here,
+never trusted from the card. Reasons are written for the person who clicked.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pydantic import JsonValue
+
+from bot.askhuman.schema import (
+    AskHumanAction,
+    AskHumanToolArgs,
+    CheckboxField,
+    DateField,
+    FileField,
+    FileListField,
+    MultiSelectField,
+    NumberField,
+    ParagraphField,
+    SelectField,
+)
+
+FILE_KEYS = ("platform", "id", "name", "mimetype", "size", "url")
+_TRUE = {"true", "yes", "on", "1", "checked"}
+_FALSE = {"false", "no", "off", "0", ""}
+
+
+class InvalidValues(ValueError):
+    """The answer does not fit the request; ``str()`` is the human-readable reason."""
+
+
+def quoted(label: str) -> str:
+    return f"\u201c{label}\u201d"
+
+
+def check_action(args: AskHumanToolArgs, action_id: str) -> AskHumanAction:
+    """The chosen action, which must be one the request offers."""
+    action = args.action(action_id)
+    if action is None:
+        offered = ", ".join(quoted(a.label) for a in args.actions)
+        raise InvalidValues(f"This request has no action {quoted(action_id)}; choose {offered}")
+    return action
+
+
+def _is_empty(value: object) -> bool:
+    return value is None or value == "" or value == []
+
+
+def _text(field: ParagraphField, value: object) -> JsonValue:
+    if not isinstance(value, str):
+        raise InvalidValues(f"{quoted(field.label)} must be text")
+    return value
+
+
+def _select(field: SelectField, value: object) -> JsonValue:
+    allowed = [o.value for o in field.options]
+    if not isinstance(value, str) or value not in allowed:
+        raise InvalidValues(f"{quoted(field.label)} must be one of: {', '.join(allowed)}")
+    return value
+
+
+def _multi(field: MultiSelectField, value: object) -> JsonValue:
+    allowed = [o.value for o in field.options]
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or any(
+        not isinstance(v, str) or v not in allowed for v in items
+    ):
+        raise InvalidValues(f"{quoted(field.label)} may only contain: {', '.join(allowed)}")
+    return list(dict.fromkeys(items))  # de-duplicated, order kept
+
+
+def _parse_number(value: object) -> int | float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        number: int | float = value
+    elif isinstance(value, str):
+        text = value.strip().replace("_", "")
+        try:
+            number = int(text)
+        except ValueError:
+            try:
+                number = float(text)
+            except ValueError:
+                return None
+    else:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _number(field: NumberField, value: object) -> JsonValue:
+    number = _parse_number(value)
+    if number is None:
+        raise InvalidValues(f"{quoted(field.label)} must be a number")
+    if field.min_value is not None and number < field.min_value:
+        raise InvalidValues(f"{quoted(field.label)} must be at least {field.min_value}")
+    if field.max_value is not None and number > field.max_value:
+        raise InvalidValues(f"{quoted(field.label)} must be at most {field.max_value}")
+    return number
+
+
+def _checkbox(field: CheckboxField, value: object) -> JsonValue:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise InvalidValues(f"{quoted(field.label)} must be checked or unchecked (true or false)")
+
+
+def _date(field: DateField, value: object) -> JsonValue:
+    try:
+        if not isinstance(value, str) or len(value.strip()) != 10:
+            raise ValueError
+        return dt.date.fromisoformat(value.strip()).isoformat()
+    except ValueError:
+        raise InvalidValues(
+            f"{quoted(field.label)} must be a date written as YYYY-MM-DD, e.g. 2025-01-31"
+        ) from None
+
+
+def _one_file(label: str, item: object) -> dict[str, JsonValue]:
+    if not isinstance(item, Mapping):
+        raise InvalidValues(f"{quoted(label)} must be a list of uploaded files")
+    unknown = sorted(set(item) - set(FILE_KEYS))
+    if unknown or not all(isinstance(item.get(k), str) and item.get(k) for k in ("platform", "id")):
+        raise InvalidValues(f"{quoted(label)} contains a file reference the bot does not accept")
+    size = item.get("size")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int)):
+        raise InvalidValues(f"{quoted(label)} contains a file with an invalid size")
+    return {k: item.get(k) for k in FILE_KEYS}
+
+
+def _files(field: FileField | FileListField, value: object) -> JsonValue:
+    items = [value] if isinstance(value, Mapping) else value
+    if not isinstance(items, list):
+        raise InvalidValues(f"{quoted(field.label)} must be a list of uploaded files")
+    limit = 1 if isinstance(field, FileField) else field.max_files
+    if isinstance(field, FileField) and field.max_files is not None:
+        limit = min(1, field.max_files)
+    if limit is not None and len(items) > limit:
+        raise InvalidValues(f"{quoted(field.label)} accepts at most {limit} file(s)")
+    files: list[JsonValue] = [_one_file(field.label, item) for item in items]
+    return files
+
+
+_CHECKERS: dict[str, Callable[[Any, object], JsonValue]] = {
+    "paragraph": _text,
+    "select": _select,
+    "multi-select": _multi,
+    "number": _number,
+    "checkbox": _checkbox,
+    "date": _date,
+    "file": _files,
+    "file-list": _files,
+}
+
+
+def check_values(args: AskHumanToolArgs, values: Mapping[str, object]) -> dict[str, JsonValue]:
+    """Normalized values (typed per field), or ``InvalidValues`` with the first problem.
+
+    Empty optional fields are left out. A required checkbox must be checked.
+    """
+    fields = {f.name: f for f in args.fields}
+    for name in values:
+        if name not in fields:
+            raise InvalidValues(f"This request has no field {quoted(name)}")
+    out: dict[str, JsonValue] = {}
+    for name, field in fields.items():
+        raw = values.get(name)
+        if _is_empty(raw):
+            if field.required:
+                raise InvalidValues(f"{quoted(field.label)} is required")
+            continue
+        value = _CHECKERS[field.type](field, raw)
+        if field.required and field.type == "checkbox" and value is False:
+            raise InvalidValues(f"{quoted(field.label)} must be checked")
+        out[name] = value
+    return out
+
+
+def check_answer(
+    args: AskHumanToolArgs, action_id: str, values: Mapping[str, object]
+) -> tuple[AskHumanAction, dict[str, JsonValue]]:
+    """The action first (a stale button must not produce a field error), then values."""
+    return check_action(args, action_id), check_values(args, values)

@@ -1,0 +1,115 @@
+"""The durable resume queue: claim a job with a lease, complete it, retry it or give up.
+
+A job is claimed by a conditional UPDATE that must hit exactly one row (on PostgreSQL
+the candidate is also picked with ``FOR UPDATE SKIP LOCKED``; on SQLite every
+transaction is ``BEGIN IMMEDIATE``). Completion is a compare-and-set on the claim
+token, committed in the same transaction as the resume's outcome, so a resume takes
+effect exactly once even if a worker dies or loses its lease.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.orm import Session
+
+from bot.engine.store import rowcount
+from storage import ResumeJob
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A job this worker holds until ``lease_until``."""
+
+    job_id: int
+    request_id: int
+    run_id: str
+    token: str
+    attempts: int
+
+
+class LeaseLost(Exception):
+    """Another worker took the job over (our lease expired); drop our result."""
+
+
+def claim_next(
+    session: Session, now: dt.datetime, lease: dt.timedelta, postgres: bool
+) -> Claim | None:
+    """Claim the oldest runnable job (queued and due, or running with an expired lease)."""
+    runnable = or_(
+        and_(ResumeJob.state == "queued", ResumeJob.next_attempt_at <= now),
+        and_(ResumeJob.state == "running", ResumeJob.lease_until < now),
+    )
+    query = select(ResumeJob).where(runnable).order_by(ResumeJob.id).limit(1)
+    if postgres:
+        query = query.with_for_update(skip_locked=True)
+    job = session.scalars(query).first()
+    if job is None:
+        return None
+    token = uuid.uuid4().hex
+    claimed = rowcount(session.execute(
+        update(ResumeJob)
+        .where(
+            ResumeJob.id == job.id,
+            ResumeJob.state == job.state,
+            ResumeJob.attempts == job.attempts,
+        )
+        .values(
+            state="running",
+            claim_token=token,
+            lease_until=now + lease,
+            attempts=job.attempts + 1,
+            updated_at=now,
+        )
+        .execution_options(synchronize_session=False)
+    ))
+    if claimed != 1:
+        return None
+    return Claim(job.id, job.request_id, job.run_id, token, job.attempts + 1)
+
+
+def _finish(session: Session, claim: Claim, now: dt.datetime, **values: object) -> None:
+    finished = rowcount(session.execute(
+        update(ResumeJob)
+        .where(
+            ResumeJob.id == claim.job_id,
+            ResumeJob.claim_token == claim.token,
+            ResumeJob.state == "running",
+        )
+        .values(updated_at=now, **values)
+        .execution_options(synchronize_session=False)
+    ))
+    if finished != 1:
+        raise LeaseLost(f"resume job {claim.job_id} was taken over by another worker")
+
+
+def complete(session: Session, claim: Claim, now: dt.datetime) -> None:
+    """Mark the job done; raise ``LeaseLost`` (→ roll back everything) if it is not ours."""
+    _finish(session, claim, now, state="done", lease_until=None, last_error=None)
+
+
+def retry_later(
+    session: Session, claim: Claim, now: dt.datetime, delay: dt.timedelta, error: str
+) -> None:
+    _finish(
+        session,
+        claim,
+        now,
+        state="queued",
+        next_attempt_at=now + delay,
+        lease_until=None,
+        claim_token=None,
+        last_error=error,
+    )
+
+
+def give_up(session: Session, claim: Claim, now: dt.datetime, error: str) -> None:
+    _finish(session, claim, now, state="failed", lease_until=None, last_error=error)
+
+
+def backoff(attempts: int, base: float, cap: float) -> dt.timedelta:
+    """Exponential backoff: base, 2·base, 4·base … capped."""
+    return dt.timedelta(seconds=min(cap, base * 2 ** max(0, attempts - 1)))

@@ -1,0 +1,38 @@
+"""Persistence for askhuman: SQLAlchemy 2 models, engine helpers and Alembic migrations.
+
+This package knows nothing about bots or platforms (it imports only SQLAlchemy,
+Alembic and the standard library), so the engine can own the business rules while
+storage owns the tables and the transaction mechanics:
+
+- :mod:`storage.models` — the tables (runs, human requests, deliveries, responses,
+  staged files, resume jobs, audit log).
+- :mod:`storage.db` — :class:`Database` (sync engine + session factory, SQLite
+  ``BEGIN IMMEDIATE`` and pragmas) and :func:`upgrade` (Alembic to ``head``).
+
+SQLite (one file) is the default; a ``postgresql+psycopg://`` URL runs the same code.
+"""
+
+from storage.db import Database, upgrade
+from storage.models import (
+    AuditLog,
+    Base,
+    Delivery,
+    HumanRequest,
+    ResumeJob,
+    Run,
+    StagedFile,
+    Vote,
+)
+
+__all__ = [
+    "AuditLog",
+    "Base",
+    "Database",
+    "Delivery",
+    "HumanRequest",
+    "ResumeJob",
+    "Run",
+    "StagedFile",
+    "Vote",
+    "upgrade",
+]

@@ -1,0 +1,1 @@
+"""Alembic migrations for :mod:`storage` (run through :func:`storage.upgrade`)."""

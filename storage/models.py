@@ -1,0 +1,163 @@
+"""The tables. Timestamps are stored as naive UTC (portable across SQLite/PostgreSQL)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+Json = dict[str, Any]
+
+
+class Base(DeclarativeBase):
+    """Declarative base; ``Base.metadata`` is what Alembic migrations mirror."""
+
+
+class Run(Base):
+    """One agent run, from the first prompt through every resume to its end."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    agent: Mapped[str] = mapped_column(String(200))
+    started_by_platform: Mapped[str] = mapped_column(String(32))
+    started_by_user: Mapped[str] = mapped_column(String(200))
+    started_by_name: Mapped[str | None] = mapped_column(String(200))
+    origin_platform: Mapped[str] = mapped_column(String(32))
+    origin_channel: Mapped[str | None] = mapped_column(String(200))
+    origin_thread: Mapped[str | None] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(32), index=True)
+    """running | waiting | succeeded | failed."""
+    prompt: Mapped[str] = mapped_column(Text)
+    snapshot: Mapped[Json | None] = mapped_column(JSON)
+    output: Mapped[Any | None] = mapped_column(JSON)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column()
+    updated_at: Mapped[dt.datetime] = mapped_column()
+
+
+class HumanRequest(Base):
+    """One ask_human call waiting for (or given) a human decision."""
+
+    __tablename__ = "human_requests"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    ref: Mapped[str] = mapped_column(String(64), unique=True)
+    """Opaque, unguessable reference carried in buttons and callbacks."""
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), index=True)
+    tool_call_id: Mapped[str] = mapped_column(String(200))
+    args: Mapped[Json] = mapped_column(JSON)
+    """Normalized ask_human arguments (untrusted, display only)."""
+    route: Mapped[str] = mapped_column(String(200))
+    quorum: Mapped[int] = mapped_column(Integer, default=1)
+    status: Mapped[str] = mapped_column(String(32))
+    """pending | submitted | timeout | cancelled | unavailable."""
+    deadline: Mapped[dt.datetime | None] = mapped_column()
+    decided_by_platform: Mapped[str | None] = mapped_column(String(32))
+    decided_by_user: Mapped[str | None] = mapped_column(String(200))
+    decided_by_name: Mapped[str | None] = mapped_column(String(200))
+    decided_at: Mapped[dt.datetime | None] = mapped_column()
+    action_id: Mapped[str | None] = mapped_column(String(200))
+    result: Mapped[Json | None] = mapped_column(JSON)
+    """The AskHumanToolResult sent to the agent."""
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    created_at: Mapped[dt.datetime] = mapped_column()
+    updated_at: Mapped[dt.datetime] = mapped_column()
+
+    __table_args__ = (Index("ix_human_requests_status_deadline", "status", "deadline"),)
+
+
+class Delivery(Base):
+    """Where a request card was posted, so it can be updated for everyone later."""
+
+    __tablename__ = "deliveries"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    request_id: Mapped[int] = mapped_column(ForeignKey("human_requests.id"), index=True)
+    platform: Mapped[str] = mapped_column(String(32))
+    target_kind: Mapped[str] = mapped_column(String(32))
+    target_id: Mapped[str] = mapped_column(String(200))
+    channel: Mapped[str] = mapped_column(String(200))
+    message_id: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[dt.datetime] = mapped_column()
+
+    __table_args__ = (Index("ix_deliveries_platform_message", "platform", "message_id"),)
+
+
+class Vote(Base):
+    """A response: who answered, with which action and values, and when.
+
+    With a quorum, each allowed person has at most one vote per request.
+    """
+
+    __tablename__ = "responses"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    request_id: Mapped[int] = mapped_column(ForeignKey("human_requests.id"), index=True)
+    platform: Mapped[str] = mapped_column(String(32))
+    user_id: Mapped[str] = mapped_column(String(200))
+    display_name: Mapped[str | None] = mapped_column(String(200))
+    action_id: Mapped[str] = mapped_column(String(200))
+    values: Mapped[Json] = mapped_column(JSON)
+    created_at: Mapped[dt.datetime] = mapped_column()
+
+    __table_args__ = (UniqueConstraint("request_id", "platform", "user_id"),)
+
+
+class StagedFile(Base):
+    """Files a responder attached (e.g. a Feishu thread reply) before submitting the form."""
+
+    __tablename__ = "staged_files"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    request_id: Mapped[int] = mapped_column(ForeignKey("human_requests.id"), index=True)
+    platform: Mapped[str] = mapped_column(String(32))
+    user_id: Mapped[str] = mapped_column(String(200))
+    field_name: Mapped[str] = mapped_column(String(200))
+    files: Mapped[list[Any]] = mapped_column(JSON)
+    created_at: Mapped[dt.datetime] = mapped_column()
+
+
+class ResumeJob(Base):
+    """The durable resume queue: one job per resolved request.
+
+    ``state`` is queued → running (claimed, with a lease) → done | failed. A claimed job
+    whose lease expired may be claimed again; ``claim_token`` makes the completion a
+    compare-and-set so a worker that lost its lease cannot complete the job twice.
+    """
+
+    __tablename__ = "resume_jobs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    request_id: Mapped[int] = mapped_column(ForeignKey("human_requests.id"), unique=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), index=True)
+    state: Mapped[str] = mapped_column(String(32))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[dt.datetime] = mapped_column()
+    lease_until: Mapped[dt.datetime | None] = mapped_column()
+    claim_token: Mapped[str | None] = mapped_column(String(64))
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column()
+    updated_at: Mapped[dt.datetime] = mapped_column()
+
+    __table_args__ = (Index("ix_resume_jobs_state_next", "state", "next_attempt_at"),)
+
+
+class AuditLog(Base):
+    """Every state change and every refused attempt: who, what, why."""
+
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    created_at: Mapped[dt.datetime] = mapped_column()
+    event: Mapped[str] = mapped_column(String(64), index=True)
+    outcome: Mapped[str] = mapped_column(String(32))
+    """ok | refused | error."""
+    run_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    request_ref: Mapped[str | None] = mapped_column(String(64), index=True)
+    actor_platform: Mapped[str | None] = mapped_column(String(32))
+    actor_user: Mapped[str | None] = mapped_column(String(200))
+    reason: Mapped[str | None] = mapped_column(Text)
+    details: Mapped[Json] = mapped_column(JSON, default=dict)

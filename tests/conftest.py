@@ -1,0 +1,63 @@
+"""Shared fixtures: database URLs for SQLite and (when available) PostgreSQL.
+
+``db_url`` is parametrized over ``sqlite`` (a fresh file per test) and ``postgres``
+(a fresh database per test, created through ``ASKHUMAN_TEST_POSTGRES_URL``). The
+postgres parameter is skipped when that variable is unset, unless
+``ASKHUMAN_REQUIRE_POSTGRES=1`` (CI), in which case it fails. Set it up with
+``eval "$(scripts/ci-postgres.sh)"``.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, make_url, text
+
+POSTGRES_ENV = "ASKHUMAN_TEST_POSTGRES_URL"
+REQUIRE_ENV = "ASKHUMAN_REQUIRE_POSTGRES"
+
+
+def postgres_base_url() -> str | None:
+    """The admin/base PostgreSQL URL, or skip/fail the test when it is missing."""
+    url = os.environ.get(POSTGRES_ENV)
+    if url:
+        return url
+    if os.environ.get(REQUIRE_ENV) == "1":
+        pytest.fail(f"{REQUIRE_ENV}=1 but {POSTGRES_ENV} is not set")
+    pytest.skip(f"set {POSTGRES_ENV} to run against PostgreSQL (scripts/ci-postgres.sh)")
+    return None
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'askhuman.db'}"
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A brand-new, empty PostgreSQL database for this test (dropped afterwards)."""
+    base = postgres_base_url()
+    assert base is not None
+    name = f"askhuman_t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        yield make_url(base).set(database=name).render_as_string(hide_password=False)
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Each test runs once per database backend, always on a fresh, empty database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'askhuman.db'}"
+    url: str = request.getfixturevalue("postgres_url")
+    return url

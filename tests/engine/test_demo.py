@@ -1,0 +1,50 @@
+"""``askhuman demo`` goes through engine + storage + console, offline."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from bot.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _no_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ASKHUMAN_CONFIG", raising=False)
+    monkeypatch.delenv("ASKHUMAN_DATABASE_URL", raising=False)
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ("approve", "Deployed v2.3.1 to staging. Health checks are green."),
+    ("reject", "Deployment of v2.3.1 cancelled: the reviewer rejected it."),
+    ("timeout", "No approval for v2.3.1 arrived in time"),
+])
+def test_non_interactive_answers(answer: str, expected: str) -> None:
+    result = runner.invoke(app, ["demo", "--answer", answer])
+    assert result.exit_code == 0, result.output
+    assert expected in result.output
+    assert "Deploy v2.3.1?" in result.output
+
+
+def test_interactive_answer() -> None:
+    result = runner.invoke(app, ["demo"], input="production\nlooks good\napprove\n")
+    assert result.exit_code == 0, result.output
+    assert "Deployed v2.3.1 to production. Health checks are green. Reviewer note: looks good" \
+        in result.output
+
+
+def test_interactive_reprompts_on_bad_value() -> None:
+    result = runner.invoke(app, ["demo"], input="moon\n\napprove\nstaging\n\napprove\n")
+    assert result.exit_code == 0, result.output
+    assert "must be one of: staging, production" in result.output
+    assert "Deployed v2.3.1 to staging" in result.output
+
+
+def test_other_scripted_agent_and_persistent_database(tmp_path: object) -> None:
+    url = f"sqlite:///{tmp_path}/demo.db"
+    result = runner.invoke(app, ["demo", "--agent", "release", "--answer", "approve",
+                                 "--database", url])
+    assert result.exit_code == 0, result.output
+    assert "Released v2.3.1" in result.output

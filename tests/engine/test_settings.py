@@ -1,0 +1,100 @@
+"""Admin configuration: validation messages, env overrides and ``askhuman config check``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bot.cli import app
+from bot.settings import ConfigError, load_file, load_settings, parse_duration
+
+ROOT = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "askhuman.yaml"
+    path.write_text(text)
+    return path
+
+
+def _problems(tmp_path: Path, text: str) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        load_file(_write(tmp_path, text))
+    return info.value.problems
+
+
+def test_example_and_builtin_default_are_valid(monkeypatch: pytest.MonkeyPatch) -> None:
+    parsed = load_file(ROOT / "askhuman.example.yaml")
+    assert parsed.routes["ops"].timeout == 7200 and parsed.routes["ops"].reminder == 1800
+    monkeypatch.delenv("ASKHUMAN_CONFIG", raising=False)
+    monkeypatch.delenv("ASKHUMAN_DATABASE_URL", raising=False)
+    settings = load_settings()
+    assert settings.agents["deploy"].model == "scripted:deploy"
+    assert settings.route_for("deploy").platforms() == ["console"]
+    assert settings.database_url == "sqlite:///askhuman.db"
+
+
+def test_env_overrides_database_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _write(tmp_path, "database_url: sqlite:///file.db\nagents: {}\nroutes: {}\n")
+    assert load_settings(path).database_url == "sqlite:///file.db"
+    monkeypatch.setenv("ASKHUMAN_DATABASE_URL", "postgresql+psycopg://x@h/db")
+    assert load_settings(path).database_url == "postgresql+psycopg://x@h/db"
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("30m", 1800), ("2h", 7200), ("1d", 86400),
+                                                (90, 90), ("45s", 45), ("1.5h", 5400)])
+def test_durations(value: object, seconds: float) -> None:
+    assert parse_duration(value) == seconds
+
+
+def test_bad_timeout_names_key_and_fix(tmp_path: Path) -> None:
+    problems = _problems(tmp_path, "routes:\n  ops:\n    timeout: soon\n    console: {}\n")
+    assert problems == [
+        'routes.ops.timeout: write a duration like "30m", "2h" or "1d", or a number of seconds'
+    ]
+
+
+def test_unknown_route_names_agent_and_route(tmp_path: Path) -> None:
+    text = "agents:\n  deploy:\n    model: m\n    route: opz\nroutes:\n  ops:\n    console: {}\n"
+    [problem] = _problems(tmp_path, text)
+    assert "agent 'deploy' uses route 'opz'" in problem and "known routes: ops" in problem
+
+
+def test_unknown_keys_are_errors(tmp_path: Path) -> None:
+    text = "routes:\n  ops:\n    console: {}\n    slack_token: xoxb\n"
+    assert _problems(tmp_path, text) == [
+        "routes.ops.slack_token: unknown key; remove it or check its spelling"
+    ]
+
+
+def test_route_needs_recipients_and_approvers(tmp_path: Path) -> None:
+    problems = _problems(tmp_path, "routes:\n  a:\n    timeout: 1h\n  b:\n    slack:\n"
+                                   "      channel: C1\n")
+    assert problems[0] == "routes.a: a route needs at least one of: slack, feishu, console"
+    assert "slack.approvers lists nobody" in problems[1]
+
+
+def test_ask_human_limits_are_checked(tmp_path: Path) -> None:
+    text = ("agents:\n  a:\n    model: m\n    ask_human: {max_fields: 99}\n"
+            "routes:\n  default:\n    console: {}\n")
+    assert _problems(tmp_path, text) == ["agents.a.ask_human: max_fields must be <= 16"]
+
+
+def test_config_check_command(tmp_path: Path) -> None:
+    ok = runner.invoke(app, ["config", "check", str(ROOT / "askhuman.example.yaml")])
+    assert ok.exit_code == 0 and "is valid: 1 agent(s), 2 route(s)" in ok.output
+    bad = _write(tmp_path, "routes:\n  ops:\n    timeout: soon\n    console: {}\n")
+    result = runner.invoke(app, ["config", "check", str(bad)])
+    assert result.exit_code == 1
+    assert "routes.ops.timeout" in result.output and '"30m"' in result.output
+    missing = runner.invoke(app, ["config", "check", str(tmp_path / "nope.yaml")])
+    assert missing.exit_code == 1 and "cannot read the file" in missing.output
+
+
+def test_db_upgrade_command(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    result = runner.invoke(app, ["db", "upgrade", "--database", url])
+    assert result.exit_code == 0 and "0001_initial" in result.output
