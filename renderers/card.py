@@ -8,13 +8,13 @@ import the engine or storage.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import JsonValue
 
-from bot.askhuman.schema import AskHumanToolArgs
+from bot.askhuman.schema import AskHumanField, AskHumanToolArgs, SelectOption
 
 CardStatus = Literal["pending", "submitted", "timeout", "cancelled", "unavailable"]
 
@@ -43,3 +43,36 @@ class RequestCard:
     """System text for timeout / cancel / unavailable (trusted, but still escaped)."""
     votes: int = 0
     quorum: int = 1
+
+
+# ---------------------------------------------------------------- shared helpers
+# Compatible additions: small pure helpers every renderer needs the same way.
+
+
+def option_token(index: int) -> str:
+    """The platform-side value of option ``index``.
+
+    Option values are model-written and may be long (Slack caps them at 150) or
+    contain anything; sending the position instead keeps payloads small and makes
+    the mapping deterministic from the args alone, so ``read_values`` can map it
+    back for any version of the card.
+    """
+    return f"o{index}"
+
+
+def option_value(options: Sequence[SelectOption], token: object) -> str | None:
+    """Map a platform option value back to the contract's option value (None if unknown)."""
+    if not isinstance(token, str) or not token.startswith("o") or not token[1:].isdigit():
+        return None
+    index = int(token[1:])
+    return options[index].value if index < len(options) else None
+
+
+def find_field(args: AskHumanToolArgs, name: str) -> AskHumanField | None:
+    """The field called ``name``, if the request has it."""
+    return next((f for f in args.fields if f.name == name), None)
+
+
+def args_of(card_or_args: RequestCard | AskHumanToolArgs) -> AskHumanToolArgs:
+    """Accept either input so platform adapters can read values with what they hold."""
+    return card_or_args.args if isinstance(card_or_args, RequestCard) else card_or_args

@@ -1,0 +1,327 @@
+"""RequestCard → Feishu/Lark Card JSON 2.0, and card callbacks → contract values.
+
+Untrusted text goes into ``plain_text`` elements wherever formatting adds
+nothing, because ``lark_md``/``markdown`` parse ``<at id=all>``; only the Markdown
+body uses a ``markdown`` element, fully escaped by ``renderers.markdown``.
+
+Identifier scheme (only this module knows it): form field names are
+``f_{field name}``, buttons ``b_{index}``, option values ``o{index}``, and each
+submit button's callback value is ``{"r": ref, "a": action id}``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import JsonValue
+
+from bot.askhuman.schema import (
+    AskHumanAction,
+    AskHumanField,
+    AskHumanToolArgs,
+    CheckboxField,
+    DateField,
+    FileField,
+    FileListField,
+    MultiSelectField,
+    NumberField,
+    ParagraphField,
+    SelectField,
+    is_identifier,
+)
+from renderers.card import RequestCard, args_of, option_token, option_value
+from renderers.markdown import FEISHU, check_feishu, markdown_chunks, plain, truncate
+from renderers.text import decision_words, field_hint, format_when, summary, value_lines
+
+Element = dict[str, Any]
+
+MAX_ELEMENTS = 200
+MAX_BYTES = 25_000
+"""Feishu rejects cards over 30 KB and style tags grow the stored size; keep margin."""
+MARKDOWN_CHUNK = 4000
+INPUT_MAX_LENGTH = 1000
+FORM_NAME = "askhuman_form"
+_TEMPLATES = {
+    ("pending", "normal"): "blue",
+    ("pending", "high"): "red",
+    "submitted": "green",
+    "timeout": "orange",
+    "cancelled": "grey",
+    "unavailable": "yellow",
+}
+_BUTTON_TYPES = {"primary": "primary_filled", "destructive": "danger_filled", "default": "default"}
+_TEXT_TAGS = frozenset({"plain_text", "lark_md"})
+
+
+@dataclass(frozen=True)
+class _Budget:
+    """How much of each kind of untrusted text one rendering may show."""
+
+    question: int
+    body: int
+    label: int
+    options: int
+    option_text: int
+    default: int
+
+
+_LADDER = (
+    _Budget(4000, 12000, 200, 100, 100, 1000),
+    _Budget(3000, 6000, 120, 50, 60, 500),
+    _Budget(2000, 3000, 80, 20, 40, 300),
+    _Budget(1000, 1500, 60, 10, 30, 200),
+    _Budget(500, 500, 40, 5, 20, 100),
+    _Budget(200, 200, 30, 3, 12, 50),
+)
+
+
+def _text(content: str, limit: int) -> dict[str, Any]:
+    return {"tag": "plain_text", "content": plain(content, limit) or "…"}
+
+
+def _div(content: str, limit: int) -> Element:
+    return {"tag": "div", "text": _text(content, limit)}
+
+
+def field_key(field: AskHumanField) -> str:
+    """The form ``name`` of a field (prefixed so it never collides with buttons)."""
+    return f"f_{field.name}"
+
+
+# ---------------------------------------------------------------- public rendering
+
+
+def render_card(card: RequestCard) -> dict[str, Any]:
+    """The Card JSON 2.0 for any status, shrunk step by step until within limits."""
+    for budget in _LADDER:
+        result = _card(card, budget)
+        if count_elements(result) <= MAX_ELEMENTS and card_size(result) <= MAX_BYTES:
+            break
+    check_feishu(result)
+    return result
+
+
+def card_size(card: Mapping[str, Any]) -> int:
+    """Bytes as Feishu measures them (UTF-8, no ASCII escaping)."""
+    return len(json.dumps(card, ensure_ascii=False).encode())
+
+
+def count_elements(obj: object) -> int:
+    """Components in the card: every tagged object except bare text objects."""
+    if isinstance(obj, dict):
+        own = int("tag" in obj and obj["tag"] not in _TEXT_TAGS)
+        return own + sum(count_elements(v) for v in obj.values())
+    if isinstance(obj, list):
+        return sum(count_elements(v) for v in obj)
+    return 0
+
+
+def _card(card: RequestCard, budget: _Budget) -> dict[str, Any]:
+    elements = _head_elements(card, budget)
+    if card.status == "pending":
+        elements.append(_form(card, budget))
+    else:
+        elements += _decision_elements(card, budget)
+    return {
+        "schema": "2.0",
+        "config": {"update_multi": True, "summary": {"content": summary(card)}},
+        "header": _header(card),
+        "body": {"elements": elements},
+    }
+
+
+def _header(card: RequestCard) -> dict[str, Any]:
+    args = card.args
+    key: object = (card.status, args.urgency) if card.status == "pending" else card.status
+    sub = f"From {card.agent_name}"
+    if args.urgency == "high":
+        sub = "Urgent · " + sub
+    if card.deadline:
+        sub += f" · Due {format_when(card.deadline)}"
+    if card.quorum > 1:
+        sub += f" · Votes {card.votes}/{card.quorum}"
+    return {
+        "title": _text(args.title or args.question, 150),
+        "subtitle": _text(sub, 200),
+        "template": _TEMPLATES.get(key, "blue"),  # type: ignore[call-overload]
+    }
+
+
+def _head_elements(card: RequestCard, budget: _Budget) -> list[Element]:
+    args = card.args
+    elements: list[Element] = []
+    if args.title or len(args.question) > 150:
+        elements.append(_div(args.question, budget.question))
+    if args.markdown:
+        chunks = markdown_chunks(args.markdown, FEISHU, MARKDOWN_CHUNK, budget.body)
+        elements += [{"tag": "markdown", "content": c} for c in chunks]
+    return elements
+
+
+# ---------------------------------------------------------------- form
+
+
+def _form(card: RequestCard, budget: _Budget) -> Element:
+    """All inputs and one submit button per action, so one click sends every value."""
+    elements: list[Element] = []
+    for field in card.args.fields:
+        elements += _field_elements(field, budget)
+    columns = [
+        {"tag": "column", "width": "auto", "elements": [_button(card, i, a, budget)]}
+        for i, a in enumerate(card.args.actions)
+    ]
+    elements.append({"tag": "column_set", "flex_mode": "flow", "columns": columns})
+    return {"tag": "form", "name": FORM_NAME, "elements": elements}
+
+
+def _field_elements(field: AskHumanField, budget: _Budget) -> list[Element]:
+    label = field.label + (" (required)" if field.required else "")
+    if isinstance(field, FileField | FileListField):
+        how = f"📎 {label} — {field_hint(field)}: reply in this card's thread with the file."
+        return [_div(how, budget.label + 120)]
+    if isinstance(field, CheckboxField):
+        box = {"tag": "checker", "name": field_key(field), "checked": bool(field.default)}
+        return [{**box, "text": _text(label, budget.label + 11)}]
+    return [_div(label, budget.label + 11), _input(field, budget)]
+
+
+def _input(field: AskHumanField, budget: _Budget) -> Element:
+    """The form component for a paragraph, number, select, multi-select or date field."""
+    el: Element = {"name": field_key(field), "required": field.required}
+    if isinstance(field, ParagraphField | NumberField):
+        paragraph = isinstance(field, ParagraphField)
+        el.update(tag="input", input_type="multiline_text" if paragraph else "text")
+        el["max_length"] = INPUT_MAX_LENGTH
+        hint = field.placeholder or ("" if paragraph else field_hint(field))
+        if hint:
+            el["placeholder"] = _text(hint, min(budget.label, 100))
+        if field.default is not None and str(field.default) != "":
+            el["default_value"] = truncate(str(field.default), min(budget.default, 1000))
+    elif isinstance(field, SelectField | MultiSelectField):
+        _select(el, field, budget)
+    elif isinstance(field, DateField):
+        el.update(tag="date_picker", placeholder=_text("Pick a date", 50))
+        if field.default:
+            el["initial_date"] = field.default
+    return {"tag": el.pop("tag"), **el}
+
+
+def _select(el: Element, field: SelectField | MultiSelectField, budget: _Budget) -> None:
+    shown = list(enumerate(field.options[: budget.options]))
+    multi = isinstance(field, MultiSelectField)
+    el.update(
+        tag="multi_select_static" if multi else "select_static",
+        placeholder=_text("Choose options" if multi else "Choose an option", 50),
+        options=[
+            {"text": _text(o.label, budget.option_text), "value": option_token(i)}
+            for i, o in shown
+        ],
+    )
+    if isinstance(field, MultiSelectField) and field.default:
+        wanted = set(field.default)
+        el["selected_values"] = [option_token(i) for i, o in shown if o.value in wanted]
+    elif isinstance(field, SelectField) and field.default is not None:
+        picked = [option_token(i) for i, o in shown if o.value == field.default]
+        if picked:
+            el["initial_option"] = picked[0]
+
+
+def _button(card: RequestCard, index: int, action: AskHumanAction, budget: _Budget) -> Element:
+    button: Element = {
+        "tag": "button",
+        "text": _text(action.label, 60),
+        "type": _BUTTON_TYPES[action.style],
+        "name": f"b_{index}",
+        "form_action_type": "submit",
+        "behaviors": [{"type": "callback", "value": {"r": card.ref, "a": action.id}}],
+    }
+    if action.style == "destructive":
+        button["confirm"] = {
+            "title": _text("Are you sure?", 50),
+            "text": _text(f"This will {action.label}.", budget.label + 20),
+        }
+    return button
+
+
+# ---------------------------------------------------------------- decided states
+
+
+def _decision_elements(card: RequestCard, budget: _Budget) -> list[Element]:
+    elements: list[Element] = [{"tag": "hr"}, _div(decision_words(card), 1200)]
+    lines = [
+        f"{truncate(label, budget.label)}: {truncate(value, 500)}"
+        for label, value in value_lines(card)
+    ]
+    if lines:
+        elements.append(_div("\n".join(lines), budget.body + 1000))
+    return elements
+
+
+# ---------------------------------------------------------------- reading callbacks
+
+
+def parse_callback_value(value: object) -> tuple[str, str] | None:
+    """``(ref, action id)`` from a button's callback value (object or JSON string)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if not isinstance(value, dict):
+        return None
+    ref, action = value.get("r"), value.get("a")
+    if isinstance(ref, str) and ref and isinstance(action, str) and is_identifier(action):
+        return ref, action
+    return None
+
+
+def read_values(
+    form_value: Mapping[str, Any] | None, card_or_args: RequestCard | AskHumanToolArgs
+) -> dict[str, JsonValue]:
+    """``action.form_value`` → contract values; missing or empty inputs are omitted.
+
+    File fields never appear here: Feishu has no upload component, so files arrive
+    as thread replies and the adapter collects them.
+    """
+    args = args_of(card_or_args)
+    values: dict[str, JsonValue] = {}
+    for field in args.fields:
+        raw = (form_value or {}).get(field_key(field))
+        if raw is None:
+            continue
+        value = _read(field, raw)
+        if value is not None:
+            values[field.name] = value
+    return values
+
+
+def _read(field: AskHumanField, raw: object) -> JsonValue:
+    """One form entry → the contract's value type (None when empty)."""
+    if isinstance(field, ParagraphField | NumberField):
+        return raw if isinstance(raw, str) and raw.strip() else None
+    if isinstance(field, SelectField):
+        return option_value(field.options, raw)
+    if isinstance(field, MultiSelectField):
+        items = raw if isinstance(raw, list) else []
+        chosen = [v for v in (option_value(field.options, t) for t in items) if v is not None]
+        return list(chosen) or None
+    if isinstance(field, CheckboxField):
+        if isinstance(raw, bool):
+            return raw
+        return str(raw).strip().lower() == "true" if str(raw).strip() else None
+    if isinstance(field, DateField):
+        return _date(raw)
+    return None
+
+
+def _date(raw: object) -> str | None:
+    """Feishu sends ``"2024-04-01 +0800"``; the contract wants ``2024-04-01``."""
+    head = raw.strip().split(" ")[0] if isinstance(raw, str) else ""
+    try:
+        return dt.date.fromisoformat(head).isoformat() if head else None
+    except ValueError:
+        return None

@@ -1,0 +1,436 @@
+"""Untrusted text → Slack mrkdwn, Feishu markdown and plain text, safely.
+
+Everything the model writes (title, question, Markdown body, labels, options,
+placeholders) may try to ping a whole channel, mention people or smuggle a
+``javascript:`` link. This module is the single place that knows how each
+platform parses text, so the renderers never build markup by hand:
+
+* ``clean`` strips control and bidi-override characters (terminal escapes,
+  "Trojan source" reordering) from every string before anything else.
+* Slack mrkdwn: ``& < >`` are escaped, bare ``@here``-style words get a word
+  joiner, links are emitted only for http/https/mailto.
+* Feishu markdown: every character Feishu treats as syntax is entity-escaped, so
+  ``<at id=all>`` and friends become literal text.
+* Plain text: no parsing happens on the platform, but we still defuse mention
+  syntax so a later copy into a parsed field cannot ping anyone.
+
+The ``check_*`` functions are the final post-check: they raise
+``UnsafeOutputError`` if mention or broadcast syntax survived, because shipping
+such a message silently would be a bug, never a feature.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from urllib.parse import quote, urlsplit
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+ELLIPSIS = "…"
+WORD_JOINER = "\u2060"
+SAFE_SCHEMES = frozenset({"http", "https", "mailto"})
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ufeff]")
+_BROADCAST_WORD = re.compile(r"@(?=here|channel|everyone|all)", re.IGNORECASE)
+_SLACK_ANGLE = re.compile(r"<(?=\s*[!@#])")
+_FEISHU_TAGS = "at|a|link|font|person|local_datetime|number_tag|text_tag|raw|img|br|hr"
+_FEISHU_TAG = re.compile(rf"<(?=\s*/?\s*(?:{_FEISHU_TAGS})\b)", re.IGNORECASE)
+_FEISHU_LINK = re.compile(r"\](?=\s*\()")
+
+_SLACK_FORBIDDEN = re.compile(r"<\s*[!@#]|@(?:here|channel|everyone)", re.IGNORECASE)
+_FEISHU_FORBIDDEN = re.compile(rf"<\s*/?\s*(?:{_FEISHU_TAGS})\b", re.IGNORECASE)
+_FEISHU_MD_LINK = re.compile(r"\]\(([^)\s]*)\)")
+
+_FEISHU_ESCAPES = {
+    "<": "&#60;", ">": "&#62;", "[": "&#91;", "]": "&#93;", "(": "&#40;", ")": "&#41;",
+    "*": "&#42;", "_": "&#95;", "`": "&#96;", "~": "&sim;", "#": "&#35;", "-": "&#45;",
+    "!": "&#33;", ":": "&#58;", "\\": "&#92;", "|": "&#124;",
+}
+_FEISHU_ESCAPE_RE = re.compile(r"[<>\[\]()*_`~#\-!:\\|]|&(?=#|[A-Za-z][A-Za-z0-9]*;)")
+
+
+class UnsafeOutputError(RuntimeError):
+    """Raised when rendered output still carries mention, broadcast or link syntax."""
+
+
+# ---------------------------------------------------------------- primitives
+
+
+def clean(text: str) -> str:
+    """Drop control and bidi characters; they can rewrite terminals or reorder text."""
+    return _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+
+
+def defuse_broadcasts(text: str) -> str:
+    """Put a word joiner after ``@`` in @here/@channel/@everyone/@all (still readable)."""
+    return _BROADCAST_WORD.sub("@" + WORD_JOINER, text)
+
+
+def truncate(text: str, limit: int) -> str:
+    """Cut to ``limit`` characters with a visible ellipsis, never failing."""
+    if len(text) <= limit:
+        return text
+    return _safe_cut(text, max(limit - 1, 0)) + ELLIPSIS
+
+
+def _safe_cut(text: str, n: int) -> str:
+    """Cut at ``n`` but never inside an ``&…;`` entity we produced."""
+    head = text[:n]
+    amp = head.rfind("&", max(0, n - 8))
+    if amp != -1 and ";" not in head[amp:]:
+        head = head[:amp]
+    return head
+
+
+def plain(text: str, limit: int | None = None) -> str:
+    """Text for plain_text objects on either platform: cleaned, defused, truncated."""
+    out = _FEISHU_TAG.sub("<" + WORD_JOINER, _SLACK_ANGLE.sub("<" + WORD_JOINER, clean(text)))
+    out = defuse_broadcasts(out)
+    return out if limit is None else truncate(out, limit)
+
+
+def slack_escape(text: str) -> str:
+    """Untrusted text as literal Slack mrkdwn (only ``& < >`` have escapes in Slack)."""
+    out = clean(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return defuse_broadcasts(out)
+
+
+def feishu_escape(text: str) -> str:
+    """Untrusted text as literal Feishu markdown, using Feishu's documented entities."""
+    out = _FEISHU_ESCAPE_RE.sub(lambda m: _FEISHU_ESCAPES.get(m.group(), "&#38;"), clean(text))
+    return defuse_broadcasts(out)
+
+
+def is_safe_url(url: str) -> bool:
+    """Only web and mail links are clickable; ``javascript:``, ``tel:``, … stay text."""
+    try:
+        scheme = urlsplit(url).scheme.lower()
+    except ValueError:
+        return False
+    return scheme in SAFE_SCHEMES and not _CONTROL.search(url)
+
+
+# ---------------------------------------------------------------- dialects
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How one platform spells the few Markdown constructs we keep."""
+
+    escape: Callable[[str], str]
+    bold: str
+    italic: str
+    strike: str
+    link: Callable[[str, str], str]
+    code: Callable[[str], str]
+
+
+def _slack_link(url: str, label: str) -> str:
+    href = quote(url, safe="/:?=&#%@+,;~!$'*._-").replace("&", "&amp;")
+    return f"<{href}|{label}>" if label else f"<{href}>"
+
+
+def _slack_code(content: str) -> str:
+    return "`" + slack_escape(content.replace("`", "'")) + "`"
+
+
+def _feishu_link(url: str, label: str) -> str:
+    href = quote(url, safe="/:?=&#%@+,;~!$'*._-")
+    return f"[{label or feishu_escape(url)}]({href})"
+
+
+def _feishu_code(content: str) -> str:
+    """Code spans are literal in CommonMark, so defuse tags/links instead of escaping."""
+    body = _FEISHU_LINK.sub("]" + WORD_JOINER, plain(content.replace("`", "'")))
+    return "`" + body + "`" if body.strip() else body
+
+
+SLACK = Dialect(slack_escape, "*", "_", "~", _slack_link, _slack_code)
+FEISHU = Dialect(feishu_escape, "**", "*", "~~", _feishu_link, _feishu_code)
+
+_PARSER = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
+
+
+# ---------------------------------------------------------------- Markdown → units
+
+
+def _inline(children: Sequence[Token], d: Dialect) -> str:
+    """Render one inline token run; links are rebuilt only for safe schemes."""
+    out: list[str] = []
+    links: list[tuple[str, int]] = []
+    for tok in children:
+        kind = tok.type
+        if kind == "text":
+            out.append(d.escape(tok.content))
+        elif kind in ("softbreak", "hardbreak"):
+            out.append("\n")
+        elif kind in ("strong_open", "strong_close"):
+            out.append(d.bold)
+        elif kind in ("em_open", "em_close"):
+            out.append(d.italic)
+        elif kind in ("s_open", "s_close"):
+            out.append(d.strike)
+        elif kind == "code_inline":
+            out.append(d.code(tok.content))
+        elif kind == "link_open":
+            links.append((str(tok.attrs.get("href", "")), len(out)))
+        elif kind == "link_close" and links:
+            href, start = links.pop()
+            label = "".join(out[start:]).replace("\n", " ")
+            del out[start:]
+            out.append(_link_or_text(href, label, d))
+        elif kind == "image":
+            alt = d.escape(tok.content or "image")
+            out.append(_link_or_text(str(tok.attrs.get("src", "")), alt, d))
+        else:
+            out.append(d.escape(tok.content))
+    return "".join(out)
+
+
+def _link_or_text(href: str, label: str, d: Dialect) -> str:
+    """A real link for safe schemes; otherwise ``label (url)`` as visible text."""
+    if is_safe_url(href):
+        return d.link(href, label)
+    shown = d.escape(href)
+    return label if not href or shown == label else f"{label} ({shown})"
+
+
+@dataclass
+class _Walk:
+    """Mutable state while flattening one top-level block into text lines."""
+
+    d: Dialect
+    lines: list[str]
+    lists: list[list[int]]  # [ordered (0/1), counter]
+    quote: int = 0
+    fresh_item: bool = False
+    heading: bool = False
+    cells: list[str] | None = None
+    rows: list[tuple[bool, list[str]]] | None = None
+    header_row: bool = False
+
+    def prefix(self) -> str:
+        """Indentation, bullet and quote marks for the next line of a list item."""
+        pre = "> " * self.quote
+        if not self.lists:
+            return pre
+        indent = "    " * (len(self.lists) - 1)
+        ordered, counter = self.lists[-1]
+        if not self.fresh_item:
+            return pre + indent + "   "
+        self.fresh_item = False
+        bullet = f"{counter}. " if ordered else ("• " if len(self.lists) == 1 else "◦ ")
+        return pre + indent + bullet
+
+    def emit(self, text: str) -> None:
+        first = self.prefix()
+        rest = "> " * self.quote + ("    " * len(self.lists) if self.lists else "")
+        parts = text.split("\n")
+        self.lines.append(first + parts[0])
+        self.lines.extend(rest + p for p in parts[1:])
+
+
+def _table_lines(rows: list[tuple[bool, list[str]]], d: Dialect) -> list[str]:
+    """Tables become one ``a | b | c`` line per row, header cells in bold."""
+    out: list[str] = []
+    for header, cells in rows:
+        shown = [f"{d.bold}{c}{d.bold}" if header and c else c for c in cells]
+        out.append(" | ".join(shown))
+    return out
+
+
+def _code_lines(content: str, d: Dialect) -> list[str]:
+    body = d.code(content.rstrip("\n"))[1:-1] if content.strip() else ""
+    return ["```", *body.split("\n"), "```"]
+
+
+def _step(w: _Walk, tok: Token) -> None:
+    """Apply one block-level token to the walk state."""
+    kind = tok.type
+    if kind in ("bullet_list_open", "ordered_list_open"):
+        start = int(str(tok.attrs.get("start", 1)))
+        w.lists.append([int(kind == "ordered_list_open"), start - 1])
+    elif kind in ("bullet_list_close", "ordered_list_close"):
+        w.lists.pop()
+    elif kind == "list_item_open":
+        w.lists[-1][1] += 1
+        w.fresh_item = True
+    elif kind in ("blockquote_open", "blockquote_close"):
+        w.quote += 1 if kind.endswith("open") else -1
+    elif kind in ("heading_open", "heading_close"):
+        w.heading = kind.endswith("open")
+    elif kind == "table_open":
+        w.rows = []
+    elif kind == "thead_open" or kind == "tbody_open":
+        w.header_row = kind == "thead_open"
+    elif kind == "tr_open":
+        w.cells = []
+    elif kind == "tr_close" and w.rows is not None and w.cells is not None:
+        w.rows.append((w.header_row, w.cells))
+        w.cells = None
+    elif kind == "table_close" and w.rows is not None:
+        for line in _table_lines(w.rows, w.d):
+            w.emit(line)
+        w.rows = None
+    elif kind == "inline":
+        _step_inline(w, tok)
+    elif kind in ("fence", "code_block"):
+        for line in _code_lines(tok.content, w.d):
+            w.emit(line)
+    elif kind == "hr":
+        w.emit("———")
+
+
+def _step_inline(w: _Walk, tok: Token) -> None:
+    text = _inline(tok.children or [], w.d)
+    if w.cells is not None:
+        w.cells.append(text.replace("\n", " "))
+    elif w.heading:
+        w.emit(f"{w.d.bold}{text}{w.d.bold}" if text.strip() else text)
+    else:
+        w.emit(text)
+
+
+def markdown_units(source: str, d: Dialect) -> list[str]:
+    """Parse Markdown and return one text unit per top-level block (paragraph, list…)."""
+    units: list[str] = []
+    walk = _Walk(d, [], [])
+    for tok in _PARSER.parse(clean(source)):
+        _step(walk, tok)
+        if tok.level == 0 and tok.nesting <= 0 and walk.lines:
+            units.append("\n".join(walk.lines))
+            walk = _Walk(d, [], [])
+    if walk.lines:
+        units.append("\n".join(walk.lines))
+    return [u for u in units if u.strip()]
+
+
+# ---------------------------------------------------------------- splitting
+
+
+def split_units(units: Iterable[str], limit: int) -> list[str]:
+    """Pack units into chunks of at most ``limit`` chars, breaking at paragraph
+    boundaries first, then at lines, then at spaces, and only then mid-word."""
+    chunks: list[str] = []
+    current = ""
+    for piece in _pieces(units, limit):
+        joined = f"{current}\n\n{piece}" if current else piece
+        if len(joined) <= limit:
+            current = joined
+        else:
+            chunks.append(current)
+            current = piece
+    if current:
+        chunks.append(current)
+    return [c for c in chunks if c]
+
+
+def _pieces(units: Iterable[str], limit: int) -> Iterable[str]:
+    for unit in units:
+        if len(unit) <= limit:
+            yield unit
+            continue
+        for line in unit.split("\n"):
+            yield from _hard_split(line, limit)
+
+
+def _hard_split(line: str, limit: int) -> Iterable[str]:
+    while len(line) > limit:
+        cut = line.rfind(" ", limit // 2, limit)
+        head = _safe_cut(line, limit) if cut == -1 else line[:cut]
+        head = head or line[:limit]
+        yield head
+        line = line[len(head):].lstrip(" ")
+    if line:
+        yield line
+
+
+def fit_chunks(chunks: Sequence[str], budget: int) -> list[str]:
+    """Keep whole chunks while they fit in ``budget`` chars; cut the next with "…"."""
+    kept: list[str] = []
+    used = 0
+    for chunk in chunks:
+        if used + len(chunk) <= budget:
+            kept.append(chunk)
+            used += len(chunk)
+            continue
+        room = budget - used
+        if room > 40:
+            kept.append(truncate(chunk, room))
+        elif kept:
+            kept[-1] = truncate(kept[-1], max(len(kept[-1]) - 1, 1))
+        else:
+            kept.append(ELLIPSIS)
+        break
+    return kept
+
+
+def markdown_chunks(source: str, d: Dialect, chunk_limit: int, budget: int) -> list[str]:
+    """Markdown body → platform text chunks, each ≤ ``chunk_limit``, all ≤ ``budget``."""
+    return fit_chunks(split_units(markdown_units(source, d), chunk_limit), budget)
+
+
+# ---------------------------------------------------------------- post-checks
+
+_NOT_DISPLAYED = frozenset(
+    {"value", "initial_value", "default_value", "initial_option", "initial_date",
+     "selected_values", "action_id", "block_id", "name", "private_metadata",
+     "callback_id", "behaviors", "url", "element_id"}
+)
+
+
+def _displayed(obj: object) -> Iterable[str]:
+    """Every string a person could see; ids, option values and prefills are skipped."""
+    if isinstance(obj, str):
+        yield obj
+    elif isinstance(obj, dict):
+        for key, value in obj.items():
+            if key not in _NOT_DISPLAYED:
+                yield from _displayed(value)
+    elif isinstance(obj, list):
+        for item in obj:
+            yield from _displayed(item)
+
+
+def check_slack(payload: object, allowed_mentions: Iterable[str] = ()) -> None:
+    """Raise if any displayed string could mention, broadcast or link unexpectedly."""
+    allowed = tuple(allowed_mentions)
+    for text in _displayed(payload):
+        for mention in allowed:
+            text = text.replace(mention, "")
+        hit = _SLACK_FORBIDDEN.search(text)
+        if hit:
+            raise UnsafeOutputError(f"Slack mention syntax survived: {hit.group()!r}")
+
+
+def check_feishu(payload: object) -> None:
+    """Raise if a Feishu tag, broadcast word or (in markdown) an unsafe link survived."""
+    for text in _displayed(payload):
+        hit = _FEISHU_FORBIDDEN.search(text) or _BROADCAST_WORD.search(text)
+        if hit:
+            raise UnsafeOutputError(f"Feishu mention syntax survived: {hit.group()!r}")
+    for content in _markdown_contents(payload):
+        for url in _FEISHU_MD_LINK.findall(content):
+            if not is_safe_url(url):
+                raise UnsafeOutputError(f"Feishu link with unsafe scheme: {url!r}")
+
+
+def _markdown_contents(obj: object) -> Iterable[str]:
+    """Contents that Feishu parses as Markdown (only there can ``[t](u)`` link)."""
+    if isinstance(obj, dict):
+        if obj.get("tag") in ("markdown", "lark_md") and isinstance(obj.get("content"), str):
+            yield obj["content"]
+        for value in obj.values():
+            yield from _markdown_contents(value)
+    elif isinstance(obj, list):
+        for item in obj:
+            yield from _markdown_contents(item)
+
+
+def check_plain(text: str) -> None:
+    """Plain text must satisfy both platforms' rules (it may be pasted into either)."""
+    check_slack(text)
+    check_feishu(text)

@@ -1,0 +1,545 @@
+"""RequestCard → Slack Block Kit, and Slack payloads → contract values.
+
+Identifier scheme (this module is the only place that knows it):
+
+* input ``block_id`` = ``v{version}:{field name}`` (``v{version}:#{index}`` if the
+  name would not fit in 255 chars); the element's ``action_id`` is ``in``. A new
+  version gives new block ids, so Slack clients drop stale typed input.
+* button ``action_id`` and ``value`` = ``ah:{ref}:{action id}``; a file button is
+  ``ahf:{ref}:{field name}``. Only the opaque reference and an id travel, never args.
+* option values are ``o{index}`` (see ``renderers.card.option_token``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import JsonValue
+
+from bot.askhuman.schema import (
+    FILE_FIELD_TYPES,
+    AskHumanAction,
+    AskHumanField,
+    AskHumanToolArgs,
+    CheckboxField,
+    DateField,
+    FileField,
+    FileListField,
+    MultiSelectField,
+    NumberField,
+    ParagraphField,
+    SelectField,
+    SelectOption,
+)
+from renderers.card import RequestCard, args_of, option_token, option_value
+from renderers.markdown import (
+    SLACK,
+    check_slack,
+    fit_chunks,
+    markdown_chunks,
+    plain,
+    slack_escape,
+    split_units,
+    truncate,
+)
+from renderers.text import STATUS_WORDS, field_hint, format_when, summary, value_lines
+
+Block = dict[str, Any]
+
+MAX_BLOCKS = 50
+SECTION_CHARS = 3000
+TOTAL_TEXT_CHARS = 11000
+"""Slack rejects messages whose blocks hold ~13.2k chars (msg_blocks_too_long); keep margin."""
+ID_CHARS = 255
+INPUT_ACTION_ID = "in"
+FILE_MODAL_CALLBACK_ID = "askhuman_files"
+ACTION_PREFIX = "ah:"
+FILE_ACTION_PREFIX = "ahf:"
+ACTION_ID_PATTERN = re.compile(r"^ah:")
+FILE_ACTION_ID_PATTERN = re.compile(r"^ahf:")
+_BLOCK_ID = re.compile(r"^v(\d+):(.+)$")
+_USER_ID = re.compile(r"^[UW][A-Z0-9]+$")
+_STYLES = {"primary": "primary", "destructive": "danger"}
+_URGENCY = {"normal": "Normal urgency", "high": ":rotating_light: *High urgency*"}
+_DECIDED_ICON = {
+    "submitted": ":white_check_mark:",
+    "timeout": ":alarm_clock:",
+    "cancelled": ":no_entry_sign:",
+    "unavailable": ":warning:",
+}
+
+
+@dataclass(frozen=True)
+class _Budget:
+    """How much of each kind of untrusted text one rendering may show."""
+
+    question: int
+    body: int
+    label: int
+    options: int
+    option_text: int
+    default: int
+
+
+_LADDER = (
+    _Budget(3000, 9000, 200, 100, 75, 3000),
+    _Budget(3000, 6000, 150, 100, 75, 1000),
+    _Budget(2000, 3000, 100, 50, 50, 500),
+    _Budget(1000, 1500, 75, 20, 40, 300),
+    _Budget(500, 500, 50, 10, 30, 200),
+    _Budget(300, 300, 40, 5, 20, 100),
+)
+
+
+@dataclass(frozen=True)
+class ModalContext:
+    """What a file modal's ``private_metadata`` carries back to the adapter."""
+
+    ref: str
+    channel: str
+    ts: str
+    field_name: str | None = None
+    action_id: str | None = None
+
+
+# ---------------------------------------------------------------- text objects
+
+
+def _plain(text: str, limit: int) -> dict[str, Any]:
+    return {"type": "plain_text", "text": plain(text, limit) or "…", "emoji": True}
+
+
+def _mrkdwn(text: str) -> dict[str, Any]:
+    """``text`` must already be escaped; verbatim stops Slack auto-parsing mentions."""
+    return {"type": "mrkdwn", "text": text or " ", "verbatim": True}
+
+
+def _section(text: str) -> Block:
+    return {"type": "section", "text": _mrkdwn(truncate(text, SECTION_CHARS))}
+
+
+# ---------------------------------------------------------------- identifiers
+
+
+def block_id(version: int, args: AskHumanToolArgs, field: AskHumanField) -> str:
+    """The input block id of ``field`` in message version ``version``."""
+    bid = f"v{version}:{field.name}"
+    return bid if len(bid) <= ID_CHARS else f"v{version}:#{args.fields.index(field)}"
+
+
+def action_id_for(ref: str, args: AskHumanToolArgs, action: AskHumanAction) -> str:
+    """Button action_id (and value): the request reference and the action id only."""
+    aid = f"{ACTION_PREFIX}{ref}:{action.id}"
+    return aid if len(aid) <= ID_CHARS else f"{ACTION_PREFIX}{ref}:#{args.actions.index(action)}"
+
+
+def _file_action_id(ref: str, args: AskHumanToolArgs, field: AskHumanField) -> str:
+    aid = f"{FILE_ACTION_PREFIX}{ref}:{field.name}"
+    return aid if len(aid) <= ID_CHARS else f"{FILE_ACTION_PREFIX}{ref}:#{args.fields.index(field)}"
+
+
+def _split_id(text: object, prefix: str) -> tuple[str, str] | None:
+    if not isinstance(text, str) or not text.startswith(prefix):
+        return None
+    ref, sep, token = text[len(prefix):].rpartition(":")
+    return (ref, token) if sep and ref and token else None
+
+
+def parse_action_id(action_id: object) -> tuple[str, str] | None:
+    """``(ref, action id)`` from a button's action_id or value, or None if not ours.
+
+    The action id may be ``#index`` for absurdly long ids; ``resolve_action`` maps it.
+    """
+    return _split_id(action_id, ACTION_PREFIX)
+
+
+def parse_file_action_id(action_id: object) -> tuple[str, str] | None:
+    """``(ref, field name)`` from a file button's action_id, or None if not ours."""
+    return _split_id(action_id, FILE_ACTION_PREFIX)
+
+
+def resolve_action(args: AskHumanToolArgs, token: str) -> AskHumanAction | None:
+    """The action a parsed token names (an id, or ``#index``)."""
+    if token.startswith("#") and token[1:].isdigit():
+        index = int(token[1:])
+        return args.actions[index] if index < len(args.actions) else None
+    return args.action(token)
+
+
+# ---------------------------------------------------------------- public rendering
+
+
+def render_request(card: RequestCard) -> dict[str, Any]:
+    """``{"text", "blocks"}`` for any status, shrunk step by step until within limits."""
+    for budget in _LADDER:
+        blocks = _blocks(card, budget)
+        if len(blocks) <= MAX_BLOCKS and total_text_chars(blocks) <= TOTAL_TEXT_CHARS:
+            break
+    payload = {"text": slack_escape(summary(card)), "blocks": blocks[:MAX_BLOCKS]}
+    check_slack(payload, allowed_mentions=_trusted_mentions(card))
+    return payload
+
+
+def total_text_chars(obj: object) -> int:
+    """Characters Slack counts towards msg_blocks_too_long (text, prefills)."""
+    if isinstance(obj, dict):
+        return sum(
+            len(v) if k in ("text", "initial_value") and isinstance(v, str) else total_text_chars(v)
+            for k, v in obj.items()
+        )
+    if isinstance(obj, list):
+        return sum(total_text_chars(v) for v in obj)
+    return 0
+
+
+def _blocks(card: RequestCard, budget: _Budget) -> list[Block]:
+    blocks = _head_blocks(card, budget)
+    if card.status == "pending":
+        blocks += [_field_block(card, f, budget) for f in card.args.fields]
+        blocks.append(_actions_block(card, budget))
+    else:
+        blocks.append({"type": "divider"})
+        blocks += _decision_blocks(card, budget)
+    return blocks
+
+
+def _head_blocks(card: RequestCard, budget: _Budget) -> list[Block]:
+    args = card.args
+    blocks: list[Block] = [{"type": "header", "text": _plain(args.title or args.question, 150)}]
+    if args.title or len(args.question) > 150:
+        question = truncate(slack_escape(args.question), min(budget.question, SECTION_CHARS))
+        blocks.append(_section(question))
+    if args.markdown:
+        chunks = markdown_chunks(args.markdown, SLACK, SECTION_CHARS, budget.body)
+        blocks += [_section(c) for c in chunks]
+    blocks.append({"type": "context", "elements": [_mrkdwn(_context_text(card))]})
+    return blocks
+
+
+def _context_text(card: RequestCard) -> str:
+    parts = [_URGENCY[card.args.urgency], f"From *{slack_escape(card.agent_name)}*"]
+    if card.deadline:
+        parts.append(f"Due {format_when(card.deadline)}")
+    if card.quorum > 1:
+        parts.append(f"Votes {card.votes}/{card.quorum}")
+    return truncate("  ·  ".join(parts), 2000)
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def _field_block(card: RequestCard, field: AskHumanField, budget: _Budget) -> Block:
+    if isinstance(field, FileField | FileListField):
+        return _file_button_block(card, field, budget)
+    block: Block = {
+        "type": "input",
+        "block_id": block_id(card.version, card.args, field),
+        "label": _plain(field.label, budget.label),
+        "optional": not field.required,
+        "element": _element(field, budget),
+    }
+    hint = _options_hint(field, budget)
+    if hint:
+        block["hint"] = _plain(hint, 2000)
+    return block
+
+
+def _element(field: AskHumanField, budget: _Budget) -> dict[str, Any]:
+    """The input element for one non-file field, defaults prefilled."""
+    el: dict[str, Any] = {"action_id": INPUT_ACTION_ID}
+    if isinstance(field, ParagraphField | NumberField):
+        el.update(type="plain_text_input", multiline=isinstance(field, ParagraphField))
+        hint = field.placeholder or (field_hint(field) if isinstance(field, NumberField) else "")
+        if hint:
+            el["placeholder"] = _plain(hint, min(budget.label, 150))
+        if field.default is not None and str(field.default) != "":
+            el["initial_value"] = truncate(str(field.default), budget.default)
+    elif isinstance(field, SelectField | MultiSelectField):
+        _select(el, field, budget)
+    elif isinstance(field, CheckboxField):
+        box = {"text": _plain("Yes", 75), "value": "true"}
+        el.update(type="checkboxes", options=[box])
+        if field.default:
+            el["initial_options"] = [box]
+    elif isinstance(field, DateField):
+        el.update(type="datepicker", placeholder=_plain("Pick a date", 150))
+        if field.default:
+            el["initial_date"] = field.default
+    return el
+
+
+def _select(el: dict[str, Any], field: SelectField | MultiSelectField, budget: _Budget) -> None:
+    shown = field.options[: budget.options]
+    options = [_option(i, o, budget) for i, o in enumerate(shown)]
+    multi = isinstance(field, MultiSelectField)
+    el.update(
+        type="multi_static_select" if multi else "static_select",
+        options=options,
+        placeholder=_plain("Choose options" if multi else "Choose an option", 150),
+    )
+    wanted = (field.default or []) if isinstance(field, MultiSelectField) else [field.default]
+    initial = [options[i] for i, o in enumerate(shown) if o.value in wanted]
+    if initial and multi:
+        el["initial_options"] = initial
+    elif initial:
+        el["initial_option"] = initial[0]
+
+
+def _option(index: int, option: SelectOption, budget: _Budget) -> dict[str, Any]:
+    return {"text": _plain(option.label, budget.option_text), "value": option_token(index)}
+
+
+def _options_hint(field: AskHumanField, budget: _Budget) -> str | None:
+    if isinstance(field, SelectField | MultiSelectField) and len(field.options) > budget.options:
+        return f"Showing the first {budget.options} of {len(field.options)} options."
+    return None
+
+
+def _file_button_block(
+    card: RequestCard, field: FileField | FileListField, budget: _Budget
+) -> Block:
+    need = " (required)" if field.required else ""
+    text = f"*{slack_escape(truncate(field.label, budget.label))}*{need}\n{field_hint(field)}"
+    button = {
+        "type": "button",
+        "text": _plain("Attach files…", 75),
+        "action_id": _file_action_id(card.ref, card.args, field),
+        "value": _file_action_id(card.ref, card.args, field),
+    }
+    return {"type": "section", "text": _mrkdwn(text), "accessory": button}
+
+
+def _actions_block(card: RequestCard, budget: _Budget) -> Block:
+    buttons = []
+    for action in card.args.actions:
+        aid = action_id_for(card.ref, card.args, action)
+        button: dict[str, Any] = {
+            "type": "button",
+            "text": _plain(action.label, 75),
+            "action_id": aid,
+            "value": aid,
+        }
+        if action.style in _STYLES:
+            button["style"] = _STYLES[action.style]
+        if action.style == "destructive":
+            button["confirm"] = _confirm(action, budget)
+        buttons.append(button)
+    return {"type": "actions", "block_id": f"v{card.version}:actions", "elements": buttons}
+
+
+def _confirm(action: AskHumanAction, budget: _Budget) -> dict[str, Any]:
+    """Destructive buttons ask once more; Slack shows a native dialog before sending."""
+    return {
+        "title": _plain("Are you sure?", 100),
+        "text": _plain(f"This will {action.label}.", min(300, budget.label + 20)),
+        "confirm": _plain(action.label, 30),
+        "deny": _plain("Cancel", 30),
+        "style": "danger",
+    }
+
+
+# ---------------------------------------------------------------- decided states
+
+
+def _trusted_mentions(card: RequestCard) -> tuple[str, ...]:
+    """The one mention we may emit: the platform-verified decider's own user id."""
+    uid = card.decided_by_id
+    return (f"<@{uid}>",) if uid and _USER_ID.fullmatch(uid) else ()
+
+
+def _decision_blocks(card: RequestCard, budget: _Budget) -> list[Block]:
+    words = STATUS_WORDS[card.status]
+    if card.status == "submitted" and card.action_label:
+        words += f": {truncate(card.action_label, 120)}"
+    line = f"{_DECIDED_ICON[card.status]} *{slack_escape(words)}*"
+    mentions = _trusted_mentions(card)
+    if mentions:
+        line += f" by {mentions[0]}"
+    elif card.decided_by_name:
+        line += f" by {slack_escape(truncate(card.decided_by_name, 100))}"
+    if card.decided_at:
+        line += f" at {format_when(card.decided_at)}"
+    if card.message and card.status != "submitted":
+        line += "\n" + slack_escape(truncate(card.message, 1000))
+    units = [line] + [
+        f"*{slack_escape(truncate(label, budget.label))}*: {slack_escape(truncate(value, 1000))}"
+        for label, value in value_lines(card)
+    ]
+    chunks = fit_chunks(split_units(units, SECTION_CHARS), budget.body + 1000)
+    return [_section(c) for c in chunks]
+
+
+# ---------------------------------------------------------------- file modal
+
+
+def file_modal(
+    card: RequestCard,
+    channel: str,
+    ts: str,
+    field_name: str | None = None,
+    action_id: str | None = None,
+) -> dict[str, Any]:
+    """The modal a file button opens (``file_input`` is modal-only in Slack).
+
+    It shows ``field_name`` or, when None, every file field of the request.
+    ``private_metadata`` carries ref, channel and ts, because a view_submission has
+    no container to find the original message by.
+    """
+    fields = [
+        f for f in card.args.fields
+        if f.type in FILE_FIELD_TYPES and (field_name is None or f.name == field_name)
+    ]
+    blocks = [_file_input(card, f) for f in fields[:100]]
+    if not blocks:
+        blocks = [_section("This request has no file fields.")]
+    view = {
+        "type": "modal",
+        "callback_id": FILE_MODAL_CALLBACK_ID,
+        "title": _plain("Attach files", 24),
+        "submit": _plain("Upload", 24),
+        "close": _plain("Cancel", 24),
+        "private_metadata": _metadata(card.ref, channel, ts, field_name, action_id),
+        "blocks": blocks,
+    }
+    check_slack(view)
+    return view
+
+
+def _file_input(card: RequestCard, field: AskHumanField) -> Block:
+    most = getattr(field, "max_files", None) or (1 if field.type == "file" else 10)
+    return {
+        "type": "input",
+        "block_id": block_id(card.version, card.args, field),
+        "label": _plain(field.label, 2000),
+        "optional": not field.required,
+        "element": {"type": "file_input", "action_id": INPUT_ACTION_ID, "max_files": min(most, 10)},
+    }
+
+
+def _metadata(ref: str, channel: str, ts: str, field: str | None, action: str | None) -> str:
+    data = {"r": ref, "c": channel, "t": ts}
+    if field is not None:
+        data["f"] = field
+    if action is not None:
+        data["a"] = action
+    text = json.dumps(data, separators=(",", ":"))
+    if len(text) > 3000:
+        raise ValueError("private_metadata would exceed Slack's 3000 characters")
+    return text
+
+
+def parse_private_metadata(text: object) -> ModalContext | None:
+    """The inverse of the modal's ``private_metadata``; None if it is not ours."""
+    try:
+        data = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    ref, channel, ts = data.get("r"), data.get("c"), data.get("t")
+    field, action = data.get("f"), data.get("a")
+    if not all(isinstance(v, str) and v for v in (ref, channel, ts)):
+        return None
+    if not all(v is None or isinstance(v, str) for v in (field, action)):
+        return None
+    return ModalContext(str(ref), str(channel), str(ts), field, action)
+
+
+# ---------------------------------------------------------------- reading values
+
+
+def read_values(
+    state_values: Mapping[str, Any], card_or_args: RequestCard | AskHumanToolArgs
+) -> dict[str, JsonValue]:
+    """Message ``state.values`` or modal ``view.state.values`` → contract values.
+
+    Blocks of other versions of the same card are accepted (matched on the field
+    name inside the block id); the current version wins, then the newest.
+    Missing or empty inputs are omitted; validation is the engine's job.
+    """
+    args = args_of(card_or_args)
+    current = card_or_args.version if isinstance(card_or_args, RequestCard) else None
+    chosen: dict[str, tuple[tuple[bool, int], Mapping[str, Any]]] = {}
+    for bid, actions in state_values.items():
+        found = _field_for_block(args, bid)
+        state = _element_state(actions)
+        if found is None or state is None:
+            continue
+        version, field = found
+        rank = (version == current, version)
+        if field.name not in chosen or rank > chosen[field.name][0]:
+            chosen[field.name] = (rank, state)
+    values: dict[str, JsonValue] = {}
+    for field in args.fields:
+        if field.name in chosen:
+            value = _read_state(field, chosen[field.name][1])
+            if value is not None:
+                values[field.name] = value
+    return values
+
+
+def _field_for_block(args: AskHumanToolArgs, bid: str) -> tuple[int, AskHumanField] | None:
+    match = _BLOCK_ID.match(bid)
+    if not match:
+        return None
+    key = match.group(2)
+    if key.startswith("#") and key[1:].isdigit():
+        index = int(key[1:])
+        field = args.fields[index] if index < len(args.fields) else None
+    else:
+        field = next((f for f in args.fields if f.name == key), None)
+    return None if field is None else (int(match.group(1)), field)
+
+
+def _element_state(actions: object) -> Mapping[str, Any] | None:
+    if not isinstance(actions, Mapping) or not actions:
+        return None
+    state = actions.get(INPUT_ACTION_ID, next(iter(actions.values())))
+    return state if isinstance(state, Mapping) else None
+
+
+def _read_state(field: AskHumanField, state: Mapping[str, Any]) -> JsonValue:
+    """One element's state → the contract's value type (None when empty)."""
+    if isinstance(field, ParagraphField | NumberField):
+        value = state.get("value")
+        return value if isinstance(value, str) and value.strip() else None
+    if isinstance(field, SelectField):
+        picked = state.get("selected_option")
+        token = picked.get("value") if isinstance(picked, dict) else None
+        return option_value(field.options, token)
+    if isinstance(field, MultiSelectField):
+        tokens = [o.get("value") for o in _list(state.get("selected_options")) if _is_dict(o)]
+        chosen = [v for v in (option_value(field.options, t) for t in tokens) if v is not None]
+        return list(chosen) or None
+    if isinstance(field, CheckboxField):
+        picked = _list(state.get("selected_options"))
+        return any(isinstance(o, dict) and o.get("value") == "true" for o in picked)
+    if isinstance(field, DateField):
+        date = state.get("selected_date")
+        return date if isinstance(date, str) and date else None
+    files = [_file_ref(f) for f in _list(state.get("files")) if isinstance(f, dict)]
+    return list(files) or None
+
+
+def _is_dict(value: object) -> bool:
+    return isinstance(value, dict)
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _file_ref(file: Mapping[str, Any]) -> JsonValue:
+    """A Slack file object → the contract's file reference."""
+    return {
+        "platform": "slack",
+        "id": str(file.get("id", "")),
+        "name": str(file.get("name") or file.get("title") or ""),
+        "mimetype": str(file.get("mimetype", "")),
+        "size": int(file.get("size") or 0),
+        "url": str(file.get("url_private_download") or file.get("url_private") or ""),
+    }

@@ -1,0 +1,158 @@
+"""Plain-text rendering for terminals and notification fallbacks.
+
+The same words also feed Slack's fallback ``text`` and Feishu's chat-list
+summary, so the helpers that turn a field, a value or a status into words live
+here and the platform renderers only add their own escaping on top.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+
+from pydantic import JsonValue
+
+from bot.askhuman.schema import (
+    AskHumanField,
+    FileField,
+    FileListField,
+    MultiSelectField,
+    NumberField,
+    SelectField,
+)
+from renderers.card import RequestCard
+from renderers.markdown import check_plain, plain, truncate
+
+STATUS_WORDS = {
+    "pending": "Waiting for a response",
+    "submitted": "Answered",
+    "timeout": "Timed out",
+    "cancelled": "Cancelled",
+    "unavailable": "Unavailable",
+}
+STYLE_WORDS = {"primary": " [primary]", "destructive": " [destructive]", "default": ""}
+
+
+def format_when(moment: dt.datetime) -> str:
+    """A deadline or decision time in UTC; naive datetimes are taken as UTC."""
+    aware = moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+    return aware.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def field_hint(field: AskHumanField) -> str:
+    """What kind of answer a field expects, in a few words (raw, unescaped)."""
+    if isinstance(field, SelectField | MultiSelectField):
+        kind = "options" if isinstance(field, SelectField) else "choose any"
+        return f"{kind}: " + " / ".join(o.label for o in field.options)
+    if isinstance(field, NumberField):
+        bounds = [f"min {field.min_value}"] if field.min_value is not None else []
+        bounds += [f"max {field.max_value}"] if field.max_value is not None else []
+        return "number" + (f" ({', '.join(bounds)})" if bounds else "")
+    if isinstance(field, FileField | FileListField):
+        most = field.max_files or (1 if isinstance(field, FileField) else None)
+        return "file upload" + (f" (up to {most})" if most else "")
+    return {"checkbox": "yes / no", "date": "date (YYYY-MM-DD)"}.get(field.type, "text")
+
+
+def value_text(field: AskHumanField | None, value: JsonValue) -> str:
+    """A submitted value as words: option labels, Yes/No, file names (raw, unescaped)."""
+    if isinstance(value, bool):
+        return "Yes" if value else "No"
+    if isinstance(field, SelectField | MultiSelectField):
+        labels = {o.value: o.label for o in field.options}
+        items = value if isinstance(value, list) else [value]
+        return ", ".join(labels.get(str(v), str(v)) for v in items)
+    if isinstance(value, list):
+        return ", ".join(_item_text(v) for v in value) or "—"
+    return "—" if value is None or value == "" else str(value)
+
+
+def _item_text(item: JsonValue) -> str:
+    if isinstance(item, dict):
+        return str(item.get("name") or item.get("id") or "file")
+    return str(item)
+
+
+def value_lines(card: RequestCard) -> list[tuple[str, str]]:
+    """``(label, value)`` pairs for the submitted values, in field order."""
+    values: Mapping[str, JsonValue] = card.values
+    names = [f.name for f in card.args.fields if f.name in values]
+    names += [n for n in values if n not in names]
+    fields = {f.name: f for f in card.args.fields}
+    return [
+        (fields[n].label if n in fields else n, value_text(fields.get(n), values[n]))
+        for n in names
+    ]
+
+
+def decision_words(card: RequestCard, who: str | None = None) -> str:
+    """E.g. "Answered: Approve — by Alice at 2024-05-01 10:00 UTC" (raw)."""
+    words = STATUS_WORDS[card.status]
+    if card.status == "submitted" and card.action_label:
+        words += f": {card.action_label}"
+    by = who if who is not None else card.decided_by_name
+    if by:
+        words += f" — by {by}"
+    if card.decided_at:
+        words += f" at {format_when(card.decided_at)}"
+    if card.message and card.status != "submitted":
+        words += f". {card.message}"
+    return words
+
+
+def summary(card: RequestCard, limit: int = 200) -> str:
+    """One short sanitized line for notifications and chat-list previews."""
+    subject = card.args.title or card.args.question
+    if card.status == "pending":
+        lead = "[Urgent] " if card.args.urgency == "high" else ""
+        line = f"{lead}{subject} — {card.agent_name} asks for your input"
+    else:
+        line = f"{STATUS_WORDS[card.status]}: {subject}"
+    return plain(" ".join(line.split()), limit)
+
+
+def render_text(card: RequestCard) -> str:
+    """The whole request as readable, sanitized plain text."""
+    lines = _head_lines(card)
+    if card.status == "pending":
+        lines += _field_lines(card) + _action_lines(card)
+    else:
+        lines += ["", decision_words(card)]
+        lines += [f"  {label}: {value}" for label, value in value_lines(card)]
+    out = plain("\n".join(lines).rstrip() + "\n")
+    check_plain(out)
+    return out
+
+
+def _head_lines(card: RequestCard) -> list[str]:
+    args = card.args
+    lines = [("[URGENT] " if args.urgency == "high" else "") + (args.title or args.question)]
+    if args.title:
+        lines += ["", args.question]
+    if args.markdown:
+        lines += ["", truncate(args.markdown.strip(), 20000)]
+    meta = f"From: {card.agent_name}"
+    if card.deadline:
+        meta += f" · Due: {format_when(card.deadline)}"
+    if card.quorum > 1:
+        meta += f" · Votes: {card.votes}/{card.quorum}"
+    return [*lines, "", meta]
+
+
+def _field_lines(card: RequestCard) -> list[str]:
+    if not card.args.fields:
+        return []
+    lines = ["", "Fields:"]
+    for i, field in enumerate(card.args.fields, 1):
+        need = " (required)" if field.required else ""
+        default = getattr(field, "default", None)
+        shown = f" [default: {value_text(field, default)}]" if default not in (None, "") else ""
+        lines.append(f"  {i}. {field.label}{need} — {field_hint(field)}{shown}")
+    return lines
+
+
+def _action_lines(card: RequestCard) -> list[str]:
+    lines = ["", "Actions:"]
+    for i, action in enumerate(card.args.actions, 1):
+        lines.append(f"  {i}. {action.label}{STYLE_WORDS[action.style]}")
+    return lines

@@ -1,0 +1,59 @@
+"""Feishu specifics: form layout, callback values, read_values."""
+
+from __future__ import annotations
+
+from renderers import feishu
+from tests.renderers.cases import make_card
+from tests.renderers.helpers import assert_valid_feishu, walk
+
+
+def test_form_and_buttons() -> None:
+    card = feishu.render_card(make_card("incident"))
+    assert_valid_feishu(card)
+    assert card["header"]["template"] == "blue"
+    form = card["body"]["elements"][-1]
+    assert form["tag"] == "form"
+    buttons = [d for d in walk(form) if d.get("tag") == "button"]
+    assert [b["type"] for b in buttons] == ["primary_filled", "danger_filled", "default"]
+    assert buttons[1]["confirm"]["title"]["content"]
+    assert buttons[0]["behaviors"][0]["value"] == {"r": "req_incident_7f3a", "a": "ack"}
+    multi = next(d for d in walk(form) if d.get("tag") == "multi_select_static")
+    assert multi["required"] is False and multi["selected_values"] == ["o0"]
+
+
+def test_header_colors_follow_state() -> None:
+    assert feishu.render_card(make_card("deploy"))["header"]["template"] == "red"
+    colors = {s: feishu.render_card(make_card("deploy", s))["header"]["template"]
+              for s in ("submitted", "timeout", "cancelled")}
+    assert colors == {"submitted": "green", "timeout": "orange", "cancelled": "grey"}
+
+
+def test_parse_callback_value() -> None:
+    assert feishu.parse_callback_value({"r": "x", "a": "approve"}) == ("x", "approve")
+    assert feishu.parse_callback_value('{"r": "x", "a": "approve"}') == ("x", "approve")
+    assert feishu.parse_callback_value({"r": "x", "a": "bad id"}) is None
+    assert feishu.parse_callback_value("garbage") is None
+    assert feishu.parse_callback_value(None) is None
+
+
+def test_read_values() -> None:
+    card = make_card("incident")
+    form = {"f_services": ["o1", "o9"], "f_postmortem": "2025-04-01 +0800",
+            "f_customer_facing": "false", "other": 1}
+    assert feishu.read_values(form, card) == {
+        "services": ["auth"], "postmortem": "2025-04-01", "customer_facing": False}
+    assert feishu.read_values({"f_customer_facing": True}, card.args) == {"customer_facing": True}
+    assert feishu.read_values({"f_postmortem": "soon"}, card) == {}
+    refund = make_card("refund")
+    assert feishu.read_values({"f_amount": "7", "f_reason": " "}, refund) == {"amount": "7"}
+    assert feishu.read_values(None, refund) == {}
+
+
+def test_file_fields_explain_thread_reply() -> None:
+    from bot.askhuman.schema import AskHumanToolArgs
+    from renderers.card import RequestCard
+
+    args = AskHumanToolArgs.model_validate({"question": "q", "fields": [
+        {"name": "doc", "label": "Contract", "type": "file"}]})
+    card = feishu.render_card(RequestCard(ref="r", args=args, agent_name="a"))
+    assert "reply in this card's thread" in str(card)
