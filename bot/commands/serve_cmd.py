@@ -1,9 +1,170 @@
-"""Placeholder: filled in by its issue."""
+"""``askhuman serve``: the long-running bot process.
+
+One process runs the engine's worker loop (resumes, timeouts), every configured
+chat platform, and an ASGI app (``/healthz`` plus platform HTTP endpoints) under
+uvicorn. Platforms plug in through ``PLATFORM_STARTERS``: each starter looks at the
+environment, registers its adapter with the engine and returns what must be
+mounted or run, or None when that platform is not configured. Slack's starter is
+here; Feishu appends its own.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from starlette.applications import Starlette
+
+from bot.engine.core import Engine
+from bot.settings import ConfigError, Settings, load_settings
+from bot.web import Endpoint, create_app
+
+log = logging.getLogger("askhuman.serve")
+
+BackgroundTask = Callable[[asyncio.Event], Awaitable[None]]
+"""A coroutine that runs until the event is set (e.g. a Socket Mode connection)."""
+
+
+@dataclass
+class PlatformRuntime:
+    """What a started platform needs from the server."""
+
+    name: str
+    endpoints: list[tuple[str, Endpoint]] = field(default_factory=list)
+    tasks: list[BackgroundTask] = field(default_factory=list)
+
+
+PlatformStarter = Callable[[Engine, Settings, Mapping[str, str]], PlatformRuntime | None]
+"""``(engine, settings, env) -> runtime | None``; raise with a helpful message on bad config."""
+
+
+def start_slack(
+    engine: Engine, settings: Settings, env: Mapping[str, str]
+) -> PlatformRuntime | None:
+    """Slack in Socket Mode when ``SLACK_APP_TOKEN`` is set, else HTTP ``/slack/events``."""
+    from bot.platforms.slack import from_env
+
+    required = any(route.slack is not None for route in settings.routes.values())
+    platform = from_env(engine, env, required=required)
+    if platform is None:
+        return None
+    platform.register(engine)
+    mode = "socket mode" if platform.config.socket_mode else "http /slack/events"
+    log.info("slack enabled", extra={"platform": "slack", "mode": mode})
+    return PlatformRuntime("slack", platform.endpoints(), platform.background_tasks())
+
+
+PLATFORM_STARTERS: list[PlatformStarter] = [start_slack]
+
+
+def start_platforms(
+    engine: Engine, settings: Settings, env: Mapping[str, str] | None = None
+) -> list[PlatformRuntime]:
+    """Run every starter; platforms that are not configured are skipped."""
+    env = os.environ if env is None else env
+    runtimes = [r for starter in PLATFORM_STARTERS if (r := starter(engine, settings, env))]
+    if not runtimes:
+        log.warning("no chat platform is configured; only the HTTP endpoints will run")
+    return runtimes
+
+
+def build_app(engine: Engine, runtimes: list[PlatformRuntime]) -> Starlette:
+    """The ASGI app; its lifespan runs the engine worker and platform background tasks."""
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        stop = asyncio.Event()
+        tasks = [asyncio.create_task(engine.serve_forever(stop), name="engine-worker")]
+        for runtime in runtimes:
+            tasks += [
+                asyncio.create_task(_until_stopped(task, stop), name=f"{runtime.name}-background")
+                for task in runtime.tasks
+            ]
+        try:
+            yield
+        finally:
+            stop.set()
+            done, pending = await asyncio.wait(tasks, timeout=10)
+            for task in pending:
+                task.cancel()
+            for task in done:
+                if not task.cancelled() and task.exception() is not None:
+                    log.error(
+                        "background task failed",
+                        extra={"task": task.get_name(), "error": repr(task.exception())},
+                    )
+
+    endpoints = [endpoint for runtime in runtimes for endpoint in runtime.endpoints]
+    return create_app(endpoints, lifespan)
+
+
+async def _until_stopped(task: BackgroundTask, stop: asyncio.Event) -> None:
+    await task(stop)
+
+
+def prepare(settings: Settings, env: Mapping[str, str] | None = None) -> Starlette:
+    """Create/upgrade the database, build the engine and platforms, return the app."""
+    from storage import Database
+
+    database = Database(settings.database_url)
+    database.upgrade()
+    engine = Engine(database, settings)
+    return build_app(engine, start_platforms(engine, settings, env))
+
+
+class _KeyValueFormatter(logging.Formatter):
+    """Plain log lines plus the ``extra=`` fields as ``key=value`` (structured, greppable)."""
+
+    _STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        extras = {k: v for k, v in record.__dict__.items() if k not in self._STANDARD}
+        if extras:
+            line += " " + " ".join(f"{k}={v!r}" for k, v in sorted(extras.items()))
+        return line
+
+
+def configure_logging(level: str) -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(_KeyValueFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
 
 
 def register(app: typer.Typer) -> None:
-    """Not available yet."""
+    """Add ``askhuman serve``."""
+
+    @app.command("serve")
+    def serve(
+        config: Annotated[
+            Path | None,
+            typer.Option(help="Config file (default: $ASKHUMAN_CONFIG, else the built-in one)."),
+        ] = None,
+        host: Annotated[str, typer.Option(help="Address for the HTTP endpoints.")] = "127.0.0.1",
+        port: Annotated[int, typer.Option(help="Port for the HTTP endpoints.")] = 3000,
+        log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+    ) -> None:
+        """Run the bot: Slack (Socket Mode if SLACK_APP_TOKEN is set, else HTTP
+        /slack/events), other configured platforms, and the resume/timeout worker."""
+        import uvicorn
+
+        from bot.platforms.slack.config import SlackConfigError
+
+        configure_logging(log_level)
+        try:
+            settings = load_settings(config)
+            asgi = prepare(settings)
+        except (ConfigError, SlackConfigError) as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+        log.info("serving", extra={"host": host, "port": port, "config": settings.source})
+        uvicorn.run(asgi, host=host, port=port, log_level=log_level.lower(), log_config=None)

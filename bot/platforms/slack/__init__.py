@@ -1,0 +1,34 @@
+"""Slack (slack-bolt ``AsyncApp``): translate Slack payloads into engine calls and back.
+
+Layout (small modules, one concern each):
+
+- ``config``     — ``SlackConfig.from_env`` (SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET,
+  SLACK_APP_TOKEN, SLACK_API_URL) and the errors that name a missing variable.
+- ``client``     — the ``AsyncWebClient`` with slack-sdk retry handlers (429, 5xx, network).
+- ``adapter``    — ``SlackAdapter``: the engine's ``PlatformAdapter`` (deliver/update/result).
+- ``directory``  — ``SlackDirectory``: the engine's ``Directory`` (TTL-cached memberships).
+- ``listeners/`` — one Bolt listener per concern: slash command, mention, buttons, modal.
+- ``app``        — ``build_app`` (Bolt wiring, event dedupe) and ``http_endpoint``.
+- ``runtime``    — ``SlackPlatform``, everything above for one engine; used by ``serve``.
+"""
+
+from bot.platforms.slack.adapter import SlackAdapter
+from bot.platforms.slack.app import EVENTS_PATH, build_app, http_endpoint
+from bot.platforms.slack.client import make_client, retry_handlers
+from bot.platforms.slack.config import SlackConfig, SlackConfigError
+from bot.platforms.slack.directory import SlackDirectory
+from bot.platforms.slack.runtime import SlackPlatform, from_env
+
+__all__ = [
+    "EVENTS_PATH",
+    "SlackAdapter",
+    "SlackConfig",
+    "SlackConfigError",
+    "SlackDirectory",
+    "SlackPlatform",
+    "build_app",
+    "from_env",
+    "http_endpoint",
+    "make_client",
+    "retry_handlers",
+]

@@ -1,0 +1,125 @@
+"""``PlatformAdapter`` for Slack: post cards, update them, post run results.
+
+The engine calls these after its transactions commit. Transient Slack trouble is
+retried by the client's handlers; what is left is permanent, so ``deliver`` raises
+``DeliveryError`` (the engine resolves the request ``unavailable``) while ``update``
+and ``post_run_result`` log and carry on: the decision is already stored, and a
+stale card must never undo it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.engine.ports import DeliveryError, DeliveryRef, DeliveryTarget, Origin
+from bot.platforms.slack.client import error_code
+from renderers.card import RequestCard
+from renderers.markdown import slack_escape, truncate
+from renderers.slack import render_request
+
+log = logging.getLogger(__name__)
+
+PLATFORM = "slack"
+MAX_RESULT_CHARS = 3900
+
+
+class SlackAdapter:
+    """Outbound Slack calls for the engine."""
+
+    platform = PLATFORM
+
+    def __init__(self, client: AsyncWebClient) -> None:
+        self._client = client
+
+    async def deliver(self, card: RequestCard, target: DeliveryTarget) -> DeliveryRef:
+        """Post the card to a channel, or to a user's DM (opened with conversations.open)."""
+        message = render_request(card)
+        try:
+            channel = target.id
+            if target.kind == "user":
+                opened = await self._client.conversations_open(users=target.id)
+                channel = str((opened.get("channel") or {}).get("id") or "")
+                if not channel:
+                    raise DeliveryError(f"conversations.open gave no channel for {target.id}")
+            posted = await self._client.chat_postMessage(
+                channel=channel,
+                text=message["text"],
+                blocks=message["blocks"],
+                unfurl_links=False,
+                unfurl_media=False,
+            )
+        except (SlackApiError, SlackClientError, OSError, TimeoutError) as exc:
+            code = error_code(exc)
+            log.warning(
+                "slack delivery failed",
+                extra={"platform": PLATFORM, "ref": card.ref, "target": target.id, "error": code},
+            )
+            raise DeliveryError(f"Slack could not deliver to {target.id}: {code}") from exc
+        ref = DeliveryRef(
+            platform=PLATFORM, channel=str(posted["channel"]), message_id=str(posted["ts"])
+        )
+        log.info(
+            "slack card delivered",
+            extra={
+                "platform": PLATFORM,
+                "ref": card.ref,
+                "channel": ref.channel,
+                "ts": ref.message_id,
+            },
+        )
+        return ref
+
+    async def update(self, card: RequestCard, ref: DeliveryRef) -> None:
+        """Re-render the card in place for everyone (chat.update)."""
+        message = render_request(card)
+        try:
+            await self._client.chat_update(
+                channel=ref.channel,
+                ts=ref.message_id,
+                text=message["text"],
+                blocks=message["blocks"],
+            )
+        except (SlackApiError, SlackClientError, OSError, TimeoutError) as exc:
+            log.warning(
+                "slack card update failed",
+                extra={
+                    "platform": PLATFORM,
+                    "ref": card.ref,
+                    "channel": ref.channel,
+                    "ts": ref.message_id,
+                    "error": error_code(exc),
+                },
+            )
+            return
+        log.info(
+            "slack card updated",
+            extra={
+                "platform": PLATFORM,
+                "ref": card.ref,
+                "status": card.status,
+                "ts": ref.message_id,
+            },
+        )
+
+    async def post_run_result(self, origin: Origin, text: str) -> None:
+        """Post a run's output (untrusted: escaped, truncated) in the thread it came from."""
+        if not origin.channel:
+            log.info("run result has no slack channel to go to", extra={"platform": PLATFORM})
+            return
+        body = truncate(slack_escape(text), MAX_RESULT_CHARS) or "(empty output)"
+        try:
+            await self._client.chat_postMessage(
+                channel=origin.channel,
+                thread_ts=origin.thread,
+                text=body,
+                unfurl_links=False,
+                unfurl_media=False,
+            )
+        except (SlackApiError, SlackClientError, OSError, TimeoutError) as exc:
+            log.warning(
+                "posting run result failed",
+                extra={"platform": PLATFORM, "channel": origin.channel, "error": error_code(exc)},
+            )

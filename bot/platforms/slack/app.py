@@ -1,0 +1,97 @@
+"""The Bolt ``AsyncApp``: one listener per concern, wired to the engine.
+
+Nothing here talks to the database or renders blocks; listeners translate Slack
+payloads into engine calls. The same app serves HTTP (``/slack/events``, signed
+requests) and Socket Mode (no signature; the websocket is authenticated instead).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.response import BoltResponse
+from slack_sdk.web.async_client import AsyncWebClient
+from starlette.requests import Request
+from starlette.responses import Response
+
+from bot.platforms.slack.dedupe import RecentIds
+from bot.platforms.slack.directory import SlackDirectory
+from bot.platforms.slack.engine_api import SlackEngine
+from bot.platforms.slack.listeners.actions import (
+    ActionListener,
+    FileButtonListener,
+    ignore_other_actions,
+)
+from bot.platforms.slack.listeners.commands import CommandListener
+from bot.platforms.slack.listeners.mentions import MentionListener
+from bot.platforms.slack.listeners.views import FileSubmissionListener
+from renderers import slack as render
+
+log = logging.getLogger(__name__)
+
+COMMAND = "/askhuman"
+EVENTS_PATH = "/slack/events"
+
+
+def dedupe_events(seen: RecentIds) -> Callable[..., Awaitable[BoltResponse | None]]:
+    """Middleware: an Events API delivery we already took is acked, not re-processed.
+
+    Slack retries events (``X-Slack-Retry-Num``) when an ack was slow or lost. The
+    first delivery of an ``event_id`` is processed even if it carries a retry header,
+    because the original may never have reached us.
+    """
+
+    async def middleware(
+        body: dict[str, Any], next: Callable[[], Awaitable[BoltResponse]]
+    ) -> BoltResponse | None:
+        event_id = body.get("event_id") if body.get("type") == "event_callback" else None
+        if event_id and not seen.add(str(event_id)):
+            log.info(
+                "duplicate slack event ignored",
+                extra={"platform": "slack", "event_id": event_id},
+            )
+            return BoltResponse(status=200, body="", headers={"X-Slack-No-Retries": "1"})
+        return await next()
+
+    return middleware
+
+
+def build_app(
+    engine: SlackEngine,
+    client: AsyncWebClient,
+    *,
+    signing_secret: str | None,
+    directory: SlackDirectory | None = None,
+    command: str = COMMAND,
+    seen_events: RecentIds | None = None,
+) -> AsyncApp:
+    """The Bolt app. ``signing_secret=None`` is only valid for Socket Mode."""
+    app = AsyncApp(
+        client=client,
+        signing_secret=signing_secret or "",
+        request_verification_enabled=signing_secret is not None,
+        logger=logging.getLogger("bot.platforms.slack.bolt"),
+    )
+    app.middleware(dedupe_events(seen_events or RecentIds()))
+    app.command(command)(CommandListener(engine))
+    app.event("app_mention")(MentionListener(engine, directory))
+    app.action(render.FILE_ACTION_ID_PATTERN)(FileButtonListener(engine))
+    app.action(render.ACTION_ID_PATTERN)(ActionListener(engine))
+    app.action({"type": "block_actions"})(ignore_other_actions)
+    app.view(render.FILE_MODAL_CALLBACK_ID)(FileSubmissionListener(engine))
+    return app
+
+
+def http_endpoint(app: AsyncApp) -> Callable[[Request], Awaitable[Response]]:
+    """A Starlette endpoint for ``/slack/events`` (events, interactivity, commands)."""
+    from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
+
+    handler = AsyncSlackRequestHandler(app)
+
+    async def endpoint(request: Request) -> Response:
+        return await handler.handle(request)
+
+    return endpoint

@@ -1,0 +1,73 @@
+"""The Slack Web API client with retries, and one way to turn its errors into text.
+
+Every outbound call goes through one ``AsyncWebClient`` whose slack-sdk retry
+handlers absorb transient trouble: 429 (sleeping for ``Retry-After``), 5xx and
+dropped connections. Anything still failing after that is permanent for our
+purposes, and callers map it to ``DeliveryError`` or a log line.
+"""
+
+from __future__ import annotations
+
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.http_retry.async_handler import AsyncRetryHandler
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+)
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.platforms.slack.config import SlackConfig
+
+DEFAULT_TIMEOUT_SECONDS = 30
+
+
+class AnyServerErrorRetryHandler(AsyncServerErrorRetryHandler):
+    """slack-sdk's handler only retries 500 and 503; gateways also say 502 and 504."""
+
+    async def _can_retry_async(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        return response is not None and 500 <= response.status_code < 600
+
+
+def retry_handlers(
+    *, rate_limit_retries: int = 3, server_error_retries: int = 3, connection_retries: int = 2
+) -> list[AsyncRetryHandler]:
+    """The retry policy for every Web API call (slack-sdk handlers, tuned counts)."""
+    return [
+        AsyncConnectionErrorRetryHandler(max_retry_count=connection_retries),
+        AsyncRateLimitErrorRetryHandler(max_retry_count=rate_limit_retries),
+        AnyServerErrorRetryHandler(max_retry_count=server_error_retries),
+    ]
+
+
+def make_client(config: SlackConfig, *, timeout: int = DEFAULT_TIMEOUT_SECONDS) -> AsyncWebClient:
+    """Build the bot-token client; ``SLACK_API_URL`` redirects it (tests, proxies)."""
+    return AsyncWebClient(
+        token=config.bot_token,
+        base_url=config.api_url or AsyncWebClient.BASE_URL,
+        timeout=timeout,
+        retry_handlers=retry_handlers(),
+    )
+
+
+def error_code(exc: BaseException) -> str:
+    """A short, secret-free description of a failed call (Slack's error code if any)."""
+    if isinstance(exc, SlackApiError):
+        response = exc.response
+        data = getattr(response, "data", None)
+        if isinstance(data, dict) and data.get("error"):
+            return str(data["error"])
+        return f"http_{getattr(response, 'status_code', 'error')}"
+    if isinstance(exc, SlackClientError):
+        return type(exc).__name__
+    return type(exc).__name__

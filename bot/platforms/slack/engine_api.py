@@ -1,0 +1,34 @@
+"""The slice of the engine that Slack listeners call, as a Protocol.
+
+Listeners depend on this instead of the concrete ``Engine`` class so they can be
+unit-tested with a stand-in and so the adapter stays apart from the core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from bot.engine.ports import Identity, Origin
+from bot.engine.results import RespondResult
+from renderers.card import RequestCard
+
+
+class SlackEngine(Protocol):
+    """What Slack needs from the engine (start runs, answer, look up requests)."""
+
+    async def start_run(
+        self, agent: str, prompt: str, started_by: Identity, origin: Origin
+    ) -> str: ...
+
+    async def respond(
+        self, ref: str, responder: Identity, action_id: str, values: Mapping[str, Any]
+    ) -> RespondResult: ...
+
+    async def attach_files(
+        self, ref: str, responder: Identity, field_name: str, files: Sequence[Mapping[str, Any]]
+    ) -> RespondResult: ...
+
+    async def card(self, ref: str) -> RequestCard | None: ...
+
+    async def pending_for(self, identity: Identity) -> list[RequestCard]: ...

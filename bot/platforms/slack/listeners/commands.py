@@ -1,0 +1,134 @@
+"""``/askhuman run | pending | help``.
+
+Every branch acks at once: ``help`` and usage errors answer in the ack itself; ``run``
+and ``pending`` ack empty and then do their (slower) work, replying through the
+Web API or the command's ``response_url``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from slack_bolt.async_app import AsyncAck, AsyncRespond
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.engine.ports import Identity
+from bot.platforms.slack.client import error_code
+from bot.platforms.slack.engine_api import SlackEngine
+from bot.platforms.slack.runs import start_run
+from bot.platforms.slack.text import quote
+from renderers.card import RequestCard
+from renderers.markdown import slack_escape
+from renderers.text import format_when, summary
+
+log = logging.getLogger(__name__)
+
+HELP = """*askhuman* lets AI agents ask people for approvals.
+• `/askhuman run <agent> <prompt>` — start a run; its final answer appears here, in a thread.
+• `@askhuman <agent>: <prompt>` — the same, by mentioning me in a channel I'm in.
+• `/askhuman pending` — the open requests you may answer.
+• `/askhuman help` — this message."""
+
+RUN_USAGE = (
+    "Usage: `/askhuman run <agent> <prompt>`, e.g. `/askhuman run deploy ship v1.2 to staging`."
+)
+NOT_IN_CHANNEL = (
+    "I can't post in this conversation, so the run would have nowhere to report. "
+    "Invite me with `/invite @askhuman`, or run the command in a channel I'm in."
+)
+MAX_PENDING_LINES = 20
+
+
+def parse(text: str) -> tuple[str, str]:
+    """Split ``"run deploy ship it"`` into ``("run", "deploy ship it")``."""
+    head, _, rest = text.strip().partition(" ")
+    return head.lower(), rest.strip()
+
+
+def pending_text(cards: list[RequestCard]) -> str:
+    """An ephemeral list of open requests; card text is untrusted and escaped."""
+    if not cards:
+        return "Nothing is waiting for you. :tada:"
+    lines = [f"*{len(cards)} open request(s) you may answer:*"]
+    for card in cards[:MAX_PENDING_LINES]:
+        due = f", due {format_when(card.deadline)}" if card.deadline else ""
+        lines.append(
+            f"• {slack_escape(summary(card, 150))} (agent `{slack_escape(card.agent_name)}`{due})"
+        )
+    if len(cards) > MAX_PENDING_LINES:
+        lines.append(f"…and {len(cards) - MAX_PENDING_LINES} more.")
+    return "\n".join(lines)
+
+
+class CommandListener:
+    """One listener for the slash command; sub-commands are small methods."""
+
+    def __init__(self, engine: SlackEngine) -> None:
+        self._engine = engine
+
+    async def __call__(
+        self,
+        ack: AsyncAck,
+        command: dict[str, Any],
+        client: AsyncWebClient,
+        respond: AsyncRespond,
+    ) -> None:
+        sub, rest = parse(str(command.get("text") or ""))
+        user = Identity(
+            platform="slack",
+            user_id=str(command["user_id"]),
+            display_name=command.get("user_name") or None,
+        )
+        if sub == "run":
+            agent, _, prompt = rest.partition(" ")
+            if not agent or not prompt.strip():
+                await ack(text=RUN_USAGE, response_type="ephemeral")
+                return
+            await ack()
+            channel = str(command["channel_id"])
+            await self._run(client, respond, user, channel, agent, prompt.strip())
+        elif sub == "pending":
+            await ack()
+            cards = await self._engine.pending_for(user)
+            await respond(text=pending_text(cards), response_type="ephemeral")
+        elif sub in ("", "help"):
+            await ack(text=HELP, response_type="ephemeral")
+        else:
+            unknown = f"I don't know `{slack_escape(sub[:40])}`.\n\n{HELP}"
+            await ack(text=unknown, response_type="ephemeral")
+
+    async def _run(
+        self,
+        client: AsyncWebClient,
+        respond: AsyncRespond,
+        user: Identity,
+        channel: str,
+        agent: str,
+        prompt: str,
+    ) -> None:
+        """Post a "started" message first, so the run has a thread to report into."""
+        try:
+            started = await client.chat_postMessage(
+                channel=channel,
+                text=f"<@{user.user_id}> started *{slack_escape(agent)}*:\n{quote(prompt)}",
+                unfurl_links=False,
+                unfurl_media=False,
+            )
+        except (SlackApiError, SlackClientError, OSError, TimeoutError) as exc:
+            log.info(
+                "cannot post the run's thread root",
+                extra={"platform": "slack", "channel": channel, "error": error_code(exc)},
+            )
+            await respond(text=NOT_IN_CHANNEL, response_type="ephemeral")
+            return
+        await start_run(
+            self._engine,
+            client,
+            agent=agent,
+            prompt=prompt,
+            user=user,
+            channel=str(started["channel"]),
+            thread_ts=str(started["ts"]),
+        )

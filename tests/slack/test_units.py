@@ -1,0 +1,189 @@
+"""Unit tests: config errors, directory caching, Web API retries, dedupe, serve wiring."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
+
+import pytest
+from slack_sdk.errors import SlackApiError
+
+from bot.commands.serve_cmd import start_platforms
+from bot.engine.core import Engine
+from bot.engine.ports import DeliveryError, DeliveryTarget, Origin
+from bot.platforms.slack.adapter import SlackAdapter
+from bot.platforms.slack.client import make_client
+from bot.platforms.slack.config import SlackConfig, SlackConfigError
+from bot.platforms.slack.dedupe import RecentIds
+from bot.platforms.slack.directory import SlackDirectory
+from bot.platforms.slack.listeners.commands import parse
+from bot.platforms.slack.listeners.mentions import parse_mention
+from storage import Database
+from tests.fakes.slack_api import BOT_TOKEN, FakeSlackAPI
+from tests.slack.conftest import make_settings
+
+# ------------------------------------------------------------------ config
+
+
+def test_missing_bot_token_names_the_variable() -> None:
+    with pytest.raises(SlackConfigError, match=r"SLACK_BOT_TOKEN is not set.*OAuth & Permissions"):
+        SlackConfig.from_env({"SLACK_SIGNING_SECRET": "s"})
+
+
+def test_http_mode_needs_signing_secret() -> None:
+    with pytest.raises(
+        SlackConfigError, match=r"SLACK_SIGNING_SECRET is not set.*Basic Information"
+    ):
+        SlackConfig.from_env({"SLACK_BOT_TOKEN": "xoxb-1"})
+
+
+def test_required_slack_without_any_variable() -> None:
+    assert SlackConfig.from_env({}) is None
+    with pytest.raises(SlackConfigError, match="SLACK_BOT_TOKEN"):
+        SlackConfig.from_env({}, required=True)
+
+
+def test_wrong_token_kinds_are_explained_without_echoing_them() -> None:
+    with pytest.raises(SlackConfigError) as err:
+        SlackConfig.from_env(
+            {"SLACK_BOT_TOKEN": "xoxp-secret-user-token", "SLACK_SIGNING_SECRET": "s"}
+        )
+    assert "xoxp-secret" not in str(err.value)
+    with pytest.raises(SlackConfigError, match="SLACK_APP_TOKEN"):
+        SlackConfig.from_env({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xoxb-2"})
+
+
+def test_socket_mode_and_api_url() -> None:
+    config = SlackConfig.from_env(
+        {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1", "SLACK_API_URL": "http://x/api"}
+    )
+    assert config is not None and config.socket_mode and config.api_url == "http://x/api/"
+    assert "xoxb" not in repr(config) and "xapp" not in repr(config)
+
+
+# ------------------------------------------------------------------ parsing
+
+
+def test_command_and_mention_parsing() -> None:
+    assert parse("  RUN deploy ship it ") == ("run", "deploy ship it")
+    assert parse("") == ("", "")
+    assert parse_mention("<@UBOT> deploy: ship v1") == ("deploy", "ship v1")
+    assert parse_mention("<@UBOT|askhuman> deploy ship\nv1") == ("deploy", "ship\nv1")
+    assert parse_mention("<@UBOT>") is None
+
+
+def test_recent_ids_expire() -> None:
+    seen = RecentIds(ttl_seconds=0.05, max_size=2)
+    assert seen.add("a") and not seen.add("a")
+    assert seen.add("b") and seen.add("c") and "a" not in seen  # bounded
+    import time
+
+    time.sleep(0.06)
+    assert seen.add("c")
+
+
+# ------------------------------------------------------------------ directory + client
+
+
+@pytest.fixture
+def fake() -> FakeSlackAPI:
+    with FakeSlackAPI() as server:
+        server.add_users(["U1", "U2"])
+        yield server
+
+
+def _client(fake: FakeSlackAPI):  # type: ignore[no-untyped-def]
+    config = SlackConfig(bot_token=BOT_TOKEN, signing_secret="s", api_url=fake.base_url)
+    return make_client(config)
+
+
+async def test_directory_caches_and_single_flights(fake: FakeSlackAPI) -> None:
+    fake.group_members["S1"] = ["U1"]
+    fake.channel_members["C1"] = [f"U{i}" for i in range(450)]  # three pages of 200
+    directory = SlackDirectory(_client(fake), ttl_seconds=60)
+    results = await asyncio.gather(*(directory.group_members("S1") for _ in range(20)))
+    assert all(r == {"U1"} for r in results)
+    assert len(fake.calls_to("usergroups.users.list")) == 1
+    members = await directory.chat_members("C1")
+    assert len(members) == 450 and len(fake.calls_to("conversations.members")) == 3
+    await directory.chat_members("C1")
+    assert len(fake.calls_to("conversations.members")) == 3
+    assert await directory.resolve_users(["U1", "<@W2>", "bob@example.com"]) == {"U1", "W2"}
+    assert await directory.display_name("U1") == "user-u1"
+
+
+async def test_directory_fails_closed_and_does_not_cache_errors(fake: FakeSlackAPI) -> None:
+    directory = SlackDirectory(_client(fake), ttl_seconds=60)
+    assert await directory.group_members("S404") == set()
+    fake.group_members["S404"] = ["U2"]
+    assert await directory.group_members("S404") == {"U2"}
+
+
+async def test_rate_limit_and_server_errors_are_retried(fake: FakeSlackAPI) -> None:
+    client = _client(fake)
+    fake.fail("chat.postMessage", status=429, retry_after=0, times=2)
+    fake.fail("chat.postMessage", status=502, times=1)
+    response = await client.chat_postMessage(channel="C1", text="hi")
+    assert response["ok"] and len(fake.calls_to("chat.postMessage")) == 4
+
+
+async def test_adapter_delivers_to_dm_and_maps_permanent_errors(fake: FakeSlackAPI) -> None:
+    from tests.slack.test_adapter_cards import sample_card
+
+    adapter = SlackAdapter(_client(fake))
+    ref = await adapter.deliver(sample_card(), DeliveryTarget("user", "U1"))
+    assert ref.channel == "DU1" and fake.calls_to("conversations.open")
+    fake.missing_channels.add("C404")
+    with pytest.raises(DeliveryError, match="channel_not_found"):
+        await adapter.deliver(sample_card(), DeliveryTarget("channel", "C404"))
+    fake.fail("chat.update", status=200, error="message_not_found")
+    await adapter.update(sample_card(), ref)  # logged, never raised
+
+
+async def test_run_result_is_escaped(fake: FakeSlackAPI) -> None:
+    adapter = SlackAdapter(_client(fake))
+    await adapter.post_run_result(Origin("slack", "C1", "1.1"), "<!channel> done & <@U1>")
+    body = fake.calls_to("chat.postMessage")[0].body
+    assert body["thread_ts"] == "1.1"
+    assert "<!" not in body["text"] and "<@" not in body["text"] and "&amp;" in body["text"]
+
+
+def test_tokens_never_logged(fake: FakeSlackAPI, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+
+    async def go() -> None:
+        with contextlib.suppress(SlackApiError):
+            await _client(fake).chat_postMessage(channel="C404", text="x")
+
+    fake.missing_channels.add("C404")
+    asyncio.run(go())
+    assert BOT_TOKEN not in caplog.text
+
+
+# ------------------------------------------------------------------ serve wiring
+
+
+def _engine(tmp_path: Path, **route: object) -> Engine:
+    settings = make_settings(f"sqlite:///{tmp_path / 'u.db'}", **route)
+    return Engine(Database(settings.database_url), settings)
+
+
+def test_serve_picks_http_or_socket_mode(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    http = start_platforms(
+        engine, engine.settings, {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s"}
+    )
+    assert [p for p, _ in http[0].endpoints] == ["/slack/events"] and not http[0].tasks
+    socket = start_platforms(
+        engine, engine.settings, {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}
+    )
+    assert socket[0].endpoints == [] and len(socket[0].tasks) == 1
+    assert "slack" in engine._adapters
+
+
+def test_serve_requires_slack_secrets_when_routes_use_slack(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    with pytest.raises(SlackConfigError, match="SLACK_BOT_TOKEN"):
+        start_platforms(engine, engine.settings, {})
