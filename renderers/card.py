@@ -61,11 +61,17 @@ def option_token(index: int) -> str:
 
 
 def option_value(options: Sequence[SelectOption], token: object) -> str | None:
-    """Map a platform option value back to the contract's option value (None if unknown)."""
-    if not isinstance(token, str) or not token.startswith("o") or not token[1:].isdigit():
+    """Map a platform option value back to the contract's option value.
+
+    A token the card never offered (a forged or stale payload) comes back as the raw
+    string, so the engine refuses it with a clear reason and an audit row instead of
+    the answer silently losing the field. Only a non-string gives None.
+    """
+    if not isinstance(token, str):
         return None
-    index = int(token[1:])
-    return options[index].value if index < len(options) else None
+    if token.startswith("o") and token[1:].isdigit() and int(token[1:]) < len(options):
+        return options[int(token[1:])].value
+    return token
 
 
 def find_field(args: AskHumanToolArgs, name: str) -> AskHumanField | None:

@@ -40,8 +40,9 @@ def test_read_values() -> None:
     card = make_card("incident")
     form = {"f_services": ["o1", "o9"], "f_postmortem": "2025-04-01 +0800",
             "f_customer_facing": "false", "other": 1}
+    # "o9" was never offered: it is passed on raw so the engine refuses it loudly.
     assert feishu.read_values(form, card) == {
-        "services": ["auth"], "postmortem": "2025-04-01", "customer_facing": False}
+        "services": ["auth", "o9"], "postmortem": "2025-04-01", "customer_facing": False}
     assert feishu.read_values({"f_customer_facing": True}, card.args) == {"customer_facing": True}
     assert feishu.read_values({"f_postmortem": "soon"}, card) == {}
     refund = make_card("refund")

@@ -19,13 +19,12 @@ from slack_bolt.async_app import AsyncAck, AsyncRespond
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.askhuman.schema import MultiSelectField, SelectField
 from bot.engine.ports import Identity
 from bot.platforms.slack.client import error_code
 from bot.platforms.slack.engine_api import SlackEngine
 from bot.platforms.slack.replies import safe_text, tell
 from renderers import slack as render
-from renderers.card import RequestCard, option_value
+from renderers.card import RequestCard
 
 log = logging.getLogger(__name__)
 
@@ -46,31 +45,6 @@ def message_location(body: Mapping[str, Any]) -> tuple[str | None, str | None]:
     channel = container.get("channel_id") or (body.get("channel") or {}).get("id")
     ts = container.get("message_ts") or (body.get("message") or {}).get("ts")
     return (str(channel) if channel else None, str(ts) if ts else None)
-
-
-def unoffered_options(state_values: Mapping[str, Any], card: RequestCard) -> dict[str, JsonValue]:
-    """Raw option tokens the card never offered, keyed by field name.
-
-    ``read_values`` drops an option it cannot map (a forged or stale payload). Passing
-    the raw token on instead lets the engine refuse it with a clear message and an
-    audit row, rather than the answer silently losing the field.
-    """
-    out: dict[str, JsonValue] = {}
-    for field in card.args.fields:
-        if not isinstance(field, SelectField | MultiSelectField):
-            continue
-        state = (state_values.get(render.block_id(card.version, card.args, field)) or {}).get(
-            render.INPUT_ACTION_ID
-        ) or {}
-        picked = state.get("selected_options") or (
-            [state["selected_option"]] if state.get("selected_option") else []
-        )
-        for option in picked if isinstance(picked, list) else []:
-            token = option.get("value") if isinstance(option, dict) else option
-            if option_value(field.options, token) is None:
-                out[field.name] = f"(not offered) {str(token)[:40]}"
-                break
-    return out
 
 
 class ActionListener:
@@ -127,8 +101,6 @@ class ActionListener:
         if card is not None:
             state_values = (body.get("state") or {}).get("values") or {}
             values = render.read_values(state_values, card)
-            for name, raw in unoffered_options(state_values, card).items():
-                values.setdefault(name, raw)
             action = render.resolve_action(card.args, token)
             action_id = action.id if action is not None else token
         result = await self._engine.respond(ref, who, action_id, values)
