@@ -5,7 +5,7 @@ Alembic and the standard library), so the engine can own the business rules whil
 storage owns the tables and the transaction mechanics:
 
 - :mod:`storage.models` — the tables (runs, human requests, deliveries, responses,
-  staged files, resume jobs, audit log).
+  staged files, resume jobs, the side-effect outbox, audit log).
 - :mod:`storage.db` — :class:`Database` (sync engine + session factory, SQLite
   ``BEGIN IMMEDIATE`` and pragmas) and :func:`upgrade` (Alembic to ``head``).
 
@@ -18,6 +18,7 @@ from storage.models import (
     Base,
     Delivery,
     HumanRequest,
+    OutboxItem,
     ResumeJob,
     Run,
     StagedFile,
@@ -30,6 +31,7 @@ __all__ = [
     "Database",
     "Delivery",
     "HumanRequest",
+    "OutboxItem",
     "ResumeJob",
     "Run",
     "StagedFile",

@@ -145,6 +145,36 @@ class ResumeJob(Base):
     __table_args__ = (Index("ix_resume_jobs_state_next", "state", "next_attempt_at"),)
 
 
+class OutboxItem(Base):
+    """A side effect a platform still has to see, written in the state change's transaction.
+
+    ``kind`` is deliver_request | update_card | post_run_result. ``state`` is queued →
+    running (claimed, with a lease) → done | failed, exactly like ``ResumeJob``: a
+    process that dies mid-call leaves a lease that expires, and the next sweep retries,
+    so a committed change is never left untold.
+    """
+
+    __tablename__ = "outbox"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    request_id: Mapped[int | None] = mapped_column(ForeignKey("human_requests.id"), index=True)
+    run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id"), index=True)
+    platform: Mapped[str | None] = mapped_column(String(32))
+    """The platform told (post_run_result); None = every platform of the request."""
+    payload: Mapped[Json] = mapped_column(JSON, default=dict)
+    state: Mapped[str] = mapped_column(String(32))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[dt.datetime] = mapped_column()
+    lease_until: Mapped[dt.datetime | None] = mapped_column()
+    claim_token: Mapped[str | None] = mapped_column(String(64))
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column()
+    updated_at: Mapped[dt.datetime] = mapped_column()
+
+    __table_args__ = (Index("ix_outbox_state_next", "state", "next_attempt_at"),)
+
+
 class AuditLog(Base):
     """Every state change and every refused attempt: who, what, why."""
 

@@ -14,9 +14,10 @@ Build one ``Engine`` per process and share it with every platform adapter::
 Public API (all coroutines are safe to call concurrently, from several processes too):
 
 - ``Engine(database, settings, runtimes=None, clock=None, *, max_attempts=5,
-  backoff_base=2.0, backoff_cap=300.0, lease_seconds=300.0)`` — ``runtimes`` maps an
-  agent name to an ``AgentRuntime`` (default: ``bot.agents`` registry); ``clock``
-  returns an aware UTC datetime (tests pass a fake one).
+  backoff_base=2.0, backoff_cap=300.0, lease_seconds=300.0, outbox_max_attempts=8,
+  outbox_lease_seconds=120.0)`` — ``runtimes`` maps an agent name to an
+  ``AgentRuntime`` (default: ``bot.agents`` registry); ``clock`` returns an aware UTC
+  datetime (tests pass a fake one). The ``outbox_*`` knobs bound platform retries.
 - ``register_adapter(adapter: PlatformAdapter, directory: Directory | None = None)``.
 - ``await start_run(agent, prompt, started_by: Identity, origin: Origin) -> str`` — the
   run id; runs the agent's first leg and handles the outcome (posts the output to
@@ -34,12 +35,17 @@ Public API (all coroutines are safe to call concurrently, from several processes
 - ``await card(ref) -> RequestCard | None``; ``await pending_for(identity) ->
   list[RequestCard]``; ``await find_by_message(platform, message_id) -> str | None``.
 - ``await run_worker_once() -> int`` and ``await serve_forever(stop, poll_interval=2.0)``
-  — the durable resume queue plus timeout sweeps.
+  — the durable resume queue, outbox retries and timeout sweeps; ``run_worker_once``
+  returns how many resumes ran. ``await job_states()`` / ``await outbox_states()`` count
+  resume jobs / outbox rows by state (health checks).
 
-Rules: a decision is a compare-and-set in one transaction with its vote, its audit row
-and its resume job; adapters are called only after commits (card updates, deliveries,
-run results), and their failures are logged, never allowed to lose a decision. Every
-refused attempt leaves the request unchanged and adds an audit row.
+Rules: a decision is a compare-and-set in one transaction with its vote, its audit row,
+its resume job and its outbox row. Adapters are called only after commits (card updates,
+deliveries, run results) and only for side effects recorded in the ``outbox`` table in
+that same transaction (``bot.engine.outbox``): the committing process tries them at once,
+and failures or crashes are retried by the worker sweep with backoff, so nothing that
+was committed is left untold. Every refused attempt leaves the request unchanged and
+adds an audit row.
 """
 
 from bot.engine.core import Engine, RuntimeFactory, registry_runtimes, targets_for

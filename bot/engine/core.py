@@ -23,8 +23,9 @@ from bot.askhuman.schema import (
     timeout_result,
     unavailable_result,
 )
-from bot.engine import authz, store, worker
+from bot.engine import authz, outbox, store, worker
 from bot.engine.cards import already_decided_message, build_card, output_text, to_db_time
+from bot.engine.outbox import Attempt, OutboxClaim
 from bot.engine.ports import (
     DeliveryError,
     DeliveryRef,
@@ -38,7 +39,7 @@ from bot.engine.results import RespondResult, UnknownAgentError
 from bot.engine.values import FILE_KEYS, InvalidValues, check_answer, check_values, quoted
 from bot.settings import RouteSettings, Settings
 from renderers.card import RequestCard
-from storage import Database, Delivery, HumanRequest, ResumeJob, Run, StagedFile
+from storage import Database, Delivery, HumanRequest, OutboxItem, ResumeJob, Run, StagedFile
 
 log = logging.getLogger("askhuman.engine")
 
@@ -105,6 +106,8 @@ class Engine:
         backoff_base: float = 2.0,
         backoff_cap: float = 300.0,
         lease_seconds: float = 300.0,
+        outbox_max_attempts: int = 8,
+        outbox_lease_seconds: float = 120.0,
     ) -> None:
         self.db = database
         self.settings = settings
@@ -116,6 +119,8 @@ class Engine:
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
         self.lease = dt.timedelta(seconds=lease_seconds)
+        self.outbox_max_attempts = outbox_max_attempts
+        self.outbox_lease = dt.timedelta(seconds=outbox_lease_seconds)
         self._wake: asyncio.Event | None = None
 
     # ------------------------------------------------------------------ plumbing
@@ -131,13 +136,23 @@ class Engine:
         return to_db_time(self._clock())
 
     async def _tx(self, fn: Callable[[Session], T]) -> T:
-        """Run ``fn`` in one transaction on a worker thread (sync SQLAlchemy)."""
+        """Run ``fn`` in one transaction on a worker thread (sync SQLAlchemy).
 
-        def work() -> T:
+        Side effects ``fn`` put in the outbox are tried right after the commit (and
+        only if it committed), so callers cannot forget them and a crash cannot lose
+        them: the rows stay claimed until their lease runs out, then the sweep retries.
+        """
+
+        def work() -> tuple[T, list[OutboxClaim]]:
             with self.db.transaction() as session:
-                return fn(session)
+                result = fn(session)
+                claims = outbox.taken(session)
+            return result, claims
 
-        return await asyncio.to_thread(work)
+        result, claims = await asyncio.to_thread(work)
+        for claim in claims:
+            await self._dispatch(claim)
+        return result
 
     def _poke(self) -> None:
         if self._wake is not None:
@@ -191,12 +206,10 @@ class Engine:
             await self._fail_run(run_id, str(exc) or type(exc).__name__)
             return run_id
         try:
-            new_ref = await self._tx(lambda s: self._apply_outcome(s, run_id, outcome))
+            await self._tx(lambda s: self._apply_outcome(s, run_id, outcome))
         except Exception as exc:
             log.exception("could not store the run outcome", extra={"run_id": run_id})
             await self._fail_run(run_id, str(exc) or type(exc).__name__)
-            return run_id
-        await self._after_outcome(run_id, new_ref)
         return run_id
 
     def _apply_outcome(self, session: Session, run_id: str, outcome: Outcome) -> str | None:
@@ -210,6 +223,7 @@ class Engine:
         if outcome.kind == "output":
             run.status, run.output = "succeeded", outcome.output
             store.audit(session, now, "run_succeeded", run_id=run_id)
+            self._enqueue_result(session, run)
             return None
         call = outcome.deferred_call
         if call is None:
@@ -224,14 +238,30 @@ class Engine:
         run.status = "waiting"
         store.audit(session, now, "request_created", run_id=run_id, ref=request.ref,
                     details={"route": route_name, "tool_call_id": call.tool_call_id})
+        outbox.enqueue(session, now, self.outbox_lease, "deliver_request",
+                       request_id=request.id, run_id=run_id, payload={"ref": request.ref})
         return request.ref
 
-    async def _after_outcome(self, run_id: str, new_ref: str | None) -> None:
-        """Side effects after the commit: deliver the new request or post the result."""
-        if new_ref is not None:
-            await self._deliver(new_ref)
+    def _enqueue_result(self, session: Session, run: Run) -> None:
+        """Queue posting the run's final output or failure where it started.
+
+        The text is fixed now, in the transaction that ended the run, so a retry posts
+        exactly what the run ended with.
+        """
+        if run.status == "succeeded":
+            text = output_text(run.output)
         else:
-            await self._post_result(run_id)
+            text = f"The run failed: {run.error}"
+        outbox.enqueue(session, self.now(), self.outbox_lease, "post_run_result",
+                       run_id=run.id, platform=run.origin_platform,
+                       payload={"text": text, "channel": run.origin_channel,
+                                "thread": run.origin_thread})
+
+    def _enqueue_update(self, session: Session, request: HumanRequest) -> None:
+        """Queue re-rendering every delivered copy of ``request``'s card."""
+        outbox.enqueue(session, self.now(), self.outbox_lease, "update_card",
+                       request_id=request.id, run_id=request.run_id,
+                       payload={"ref": request.ref})
 
     async def _fail_run(self, run_id: str, error: str) -> None:
         now = self.now()
@@ -240,69 +270,251 @@ class Engine:
             run = session.get(Run, run_id)
             if run is not None:
                 run.status, run.error, run.updated_at = "failed", error, now
+                self._enqueue_result(session, run)
             store.audit(session, now, "run_failed", outcome="error", run_id=run_id,
                         reason=error)
 
         await self._tx(fail)
-        await self._post_result(run_id)
 
-    async def _post_result(self, run_id: str) -> None:
-        run = await self._tx(lambda s: s.get(Run, run_id))
-        if run is None:
-            return
-        entry = self._adapters.get(run.origin_platform)
-        if entry is None:
-            log.warning("no adapter for the run's origin", extra={"run_id": run_id,
-                        "platform": run.origin_platform})
-            return
-        if run.status == "succeeded":
-            text = output_text(run.output)
-        else:
-            text = f"The run failed: {run.error}"
-        origin = Origin(run.origin_platform, run.origin_channel, run.origin_thread)
+    # ------------------------------------------------------------------ outbox
+
+    async def _dispatch(self, claim: OutboxClaim) -> None:
+        """Try one claimed side effect and record how it went; never raises.
+
+        If recording fails too, the row keeps its lease and the sweep retries it later.
+        """
+        extra = {"outbox_id": claim.item_id, "kind": claim.kind, "attempt": claim.attempts}
         try:
-            await entry[0].post_run_result(origin, text)
+            if claim.attempts > self.outbox_max_attempts:
+                attempt = Attempt("the side effect kept crashing the worker", permanent=True)
+            else:
+                attempt = await self._attempt(claim)
+            await self._settle(claim, attempt)
+        except worker.LeaseLost:
+            log.warning("outbox lease lost; another worker owns the side effect", extra=extra)
         except Exception:
-            log.exception("posting the run result failed", extra={"run_id": run_id})
+            log.exception("outbox dispatch failed; the sweep retries it", extra=extra)
 
-    # ------------------------------------------------------------------ delivery
+    async def _attempt(self, claim: OutboxClaim) -> Attempt:
+        """Run the side effect once; an unexpected error is a transient failure."""
+        handlers = {"deliver_request": self._send_request, "update_card": self._send_update,
+                    "post_run_result": self._send_result}
+        handler = handlers.get(claim.kind)
+        if handler is None:
+            return Attempt(f"unknown outbox kind {claim.kind!r}", permanent=True)
+        try:
+            return await handler(claim)
+        except Exception as exc:
+            log.exception("outbox side effect crashed", extra={"outbox_id": claim.item_id})
+            return Attempt(str(exc) or type(exc).__name__)
 
-    async def _deliver(self, ref: str) -> None:
-        """Post the card to every configured target; all failing → ``unavailable``."""
-        loaded = await self._tx(lambda s: self._load(s, ref))
-        if loaded is None:
+    async def _settle(self, claim: OutboxClaim, attempt: Attempt) -> None:
+        """Mark the row done, schedule a retry with backoff, or give up (audited)."""
+        if attempt.error is None:
+            await self._tx(lambda s: outbox.complete(s, claim, self.now()))
             return
-        request, _run, card = loaded
+        if attempt.permanent or claim.attempts >= self.outbox_max_attempts:
+            await self._tx(partial(self._outbox_give_up, claim=claim, error=attempt.error))
+            self._poke()
+            return
+        delay = worker.backoff(claim.attempts, self.backoff_base, self.backoff_cap)
+        payload = claim.payload if attempt.payload is None else attempt.payload
+
+        def retry(session: Session) -> None:
+            now = self.now()
+            outbox.retry_later(session, claim, now, delay, attempt.error or "", payload)
+            store.audit(session, now, "outbox_retry", outcome="error", run_id=claim.run_id,
+                        ref=claim.payload.get("ref"), reason=attempt.error,
+                        details={"kind": claim.kind, "attempt": claim.attempts,
+                                 "delay_seconds": delay.total_seconds()})
+
+        await self._tx(retry)
+
+    def _outbox_give_up(self, session: Session, *, claim: OutboxClaim, error: str) -> None:
+        """Fail the row; an undeliverable request is resolved ``unavailable`` in the same
+        transaction, so the agent is resumed instead of waiting for its timeout."""
+        now = self.now()
+        outbox.give_up(session, claim, now, error)
+        ref = claim.payload.get("ref")
+        store.audit(session, now, "outbox_failed", outcome="error", run_id=claim.run_id,
+                    ref=ref, reason=error,
+                    details={"kind": claim.kind, "attempt": claim.attempts})
+        if claim.kind != "deliver_request" or ref is None or claim.request_id is None:
+            return
+        if store.deliveries(session, claim.request_id):
+            return
+        result = unavailable_result(f"The request could not be delivered to anyone ({error}).")
+        self._resolve_in(session, ref, result, "unavailable")
+
+    async def _sweep_outbox(self, limit: int) -> int:
+        """Retry due side effects (failed earlier, or left behind by a dead process)."""
+        done = 0
+        while done < limit:
+            claim = await self._tx(lambda s: outbox.claim_next(
+                s, self.now(), self.outbox_lease, self.db.is_postgres))
+            if claim is None:
+                break
+            await self._dispatch(claim)
+            done += 1
+        return done
+
+    async def outbox_states(self) -> dict[str, int]:
+        """Outbox counts by state (for health checks and tests)."""
+
+        def count(session: Session) -> dict[str, int]:
+            out: dict[str, int] = {}
+            for state in session.scalars(select(OutboxItem.state)):
+                out[state] = out.get(state, 0) + 1
+            return out
+
+        return await self._tx(count)
+
+    # ------------------------------------------------------------------ side effects
+
+    async def _send_result(self, claim: OutboxClaim) -> Attempt:
+        """post_run_result: post the stored text where the run started."""
+        platform = claim.platform or ""
+        entry = self._adapters.get(platform)
+        if entry is None:
+            log.warning("no adapter for the run's origin", extra={"run_id": claim.run_id,
+                        "platform": platform})
+            return Attempt()
+        origin = Origin(platform, claim.payload.get("channel"), claim.payload.get("thread"))
+        try:
+            await entry[0].post_run_result(origin, str(claim.payload.get("text", "")))
+        except DeliveryError as exc:
+            return Attempt(str(exc), permanent=True)
+        except Exception as exc:
+            log.exception("posting the run result failed", extra={"run_id": claim.run_id})
+            return Attempt(str(exc) or type(exc).__name__)
+        return Attempt()
+
+    async def _send_update(self, claim: OutboxClaim) -> Attempt:
+        """update_card: re-render the card as it is now on every delivered copy (idempotent)."""
+        ref = str(claim.payload.get("ref", ""))
+
+        def load(session: Session) -> tuple[RequestCard, list[DeliveryRef]] | None:
+            loaded = self._load(session, ref)
+            if loaded is None:
+                return None
+            rows = store.deliveries(session, loaded[0].id)
+            return loaded[2], [DeliveryRef(d.platform, d.channel, d.message_id) for d in rows]
+
+        found = await self._tx(load)
+        if found is None:
+            return Attempt()
+        card, refs = found
+        errors = [error for delivery in refs
+                  if (error := await self._update_one(card, delivery)) is not None]
+        return Attempt("; ".join(errors)) if errors else Attempt()
+
+    async def _update_one(self, card: RequestCard, delivery: DeliveryRef) -> str | None:
+        """Update one copy; a transient error is returned (retry), a permanent one logged."""
+        entry = self._adapters.get(delivery.platform)
+        if entry is None:
+            return None
+        extra = {"ref": card.ref, "platform": delivery.platform,
+                 "message_id": delivery.message_id}
+        try:
+            await entry[0].update(card, delivery)
+        except DeliveryError:
+            log.warning("card update refused for good", exc_info=True, extra=extra)
+        except Exception as exc:
+            log.exception("card update failed", extra=extra)
+            return f"{delivery.platform} {delivery.message_id}: {exc or type(exc).__name__}"
+        return None
+
+    async def _send_request(self, claim: OutboxClaim) -> Attempt:
+        """deliver_request: post the card to every configured target that lacks it.
+
+        Targets that already have a message (``deliveries``) or failed for good (kept in
+        the payload) are skipped, so a retry never double-posts. No target reached and
+        nothing left to retry → give up, which resolves the request ``unavailable``.
+        """
+        ref = str(claim.payload.get("ref", ""))
+        found = await self._tx(lambda s: self._delivery_state(s, ref))
+        if found is None:
+            return Attempt()  # gone or already resolved: nobody needs the card any more
+        request, card, delivered = found
         route = self.settings.routes.get(request.route)
-        failures: list[str] = []
-        delivered = 0
+        permanent: dict[str, str] = dict(claim.payload.get("permanent") or {})
+        transient: dict[str, str] = {}
         for platform in route.platforms() if route else []:
             entry = self._adapters.get(platform)
             if entry is None:
-                failures.append(f"{platform}: the {platform} platform is not running")
+                permanent[platform] = f"the {platform} platform is not running"
                 continue
             for target in targets_for(route, platform) if route else []:
-                try:
-                    ref_ = await entry[0].deliver(card, target)
-                except Exception as exc:
-                    if not isinstance(exc, DeliveryError):
-                        log.exception("adapter crashed while delivering", extra={"ref": ref})
-                    failures.append(f"{platform} {target.kind} {target.id}: {exc}")
+                key = f"{platform} {target.kind} {target.id}"
+                if key in delivered or key in permanent:
                     continue
-                delivered += 1
-                await self._tx(partial(self._store_delivery, request=request, target=target,
-                                       ref=ref_))
+                failure = await self._deliver_one(entry[0], request, card, target)
+                if failure is None:
+                    delivered.add(key)
+                elif failure[0]:
+                    permanent[key] = failure[1]
+                else:
+                    transient[key] = failure[1]
+        return self._delivery_verdict(ref, claim.payload, delivered, permanent, transient)
+
+    def _delivery_state(
+        self, session: Session, ref: str
+    ) -> tuple[HumanRequest, RequestCard, set[str]] | None:
+        """The pending request, its card, and the targets that already have it."""
+        loaded = self._load(session, ref)
+        if loaded is None or loaded[0].status != store.OPEN:
+            return None
+        request, _run, card = loaded
+        done = {f"{d.platform} {d.target_kind} {d.target_id}"
+                for d in store.deliveries(session, request.id)}
+        return request, card, done
+
+    async def _deliver_one(
+        self, adapter: PlatformAdapter, request: HumanRequest, card: RequestCard,
+        target: DeliveryTarget,
+    ) -> tuple[bool, str] | None:
+        """Post to one target and record it; None on success, else (permanent, error)."""
+        try:
+            ref = await adapter.deliver(card, target)
+        except DeliveryError as exc:
+            return True, str(exc)
+        except Exception as exc:
+            log.exception("adapter crashed while delivering", extra={"ref": request.ref})
+            return False, str(exc) or type(exc).__name__
+        await self._tx(partial(self._store_delivery, request=request, target=target, ref=ref,
+                               version=card.version))
+        return None
+
+    @staticmethod
+    def _delivery_verdict(
+        ref: str, payload: dict[str, Any], delivered: set[str], permanent: dict[str, str],
+        transient: dict[str, str],
+    ) -> Attempt:
+        failures = [f"{key}: {error}" for key, error in {**permanent, **transient}.items()]
         if failures:
             log.warning("delivery failures", extra={"ref": ref, "failures": failures})
-        if delivered == 0:
-            reason = "; ".join(failures) or "the route has no recipients"
-            await self._resolve_system(ref, unavailable_result(
-                f"The request could not be delivered to anyone ({reason})."), "unavailable")
+        if transient:
+            return Attempt("; ".join(failures), payload={**payload, "permanent": permanent})
+        if delivered:
+            return Attempt()
+        return Attempt("; ".join(failures) or "the route has no recipients", permanent=True)
+
+    # ------------------------------------------------------------------ delivery records
 
     def _store_delivery(
-        self, session: Session, *, request: HumanRequest, target: DeliveryTarget, ref: DeliveryRef
+        self, session: Session, *, request: HumanRequest, target: DeliveryTarget,
+        ref: DeliveryRef, version: int,
     ) -> None:
+        """Record where the card went; if the request changed while it was being posted
+        (a vote, a decision on another copy), queue an update so this copy is not stale.
+
+        The request row is locked on PostgreSQL, so either the decision's own card update
+        sees this delivery or this transaction sees the decision.
+        """
         now = self.now()
+        current = store.get_request(session, request.ref, lock=self.db.is_postgres)
+        if current is not None and current.version != version:
+            self._enqueue_update(session, current)
         session.add(Delivery(
             request_id=request.id, platform=ref.platform, target_kind=target.kind,
             target_id=target.id, channel=ref.channel, message_id=ref.message_id, created_at=now,
@@ -321,30 +533,6 @@ class Engine:
         if run is None:
             return None
         return request, run, build_card(request, run.agent, store.vote_count(session, request.id))
-
-    async def _update_cards(self, ref: str) -> None:
-        """Re-render every delivered copy of the card; failures are logged, never raised."""
-
-        def load(session: Session) -> tuple[RequestCard, list[DeliveryRef]] | None:
-            loaded = self._load(session, ref)
-            if loaded is None:
-                return None
-            rows = store.deliveries(session, loaded[0].id)
-            return loaded[2], [DeliveryRef(d.platform, d.channel, d.message_id) for d in rows]
-
-        found = await self._tx(load)
-        if found is None:
-            return
-        card, refs = found
-        for delivery in refs:
-            entry = self._adapters.get(delivery.platform)
-            if entry is None:
-                continue
-            try:
-                await entry[0].update(card, delivery)
-            except Exception:
-                log.exception("card update failed", extra={"ref": ref,
-                              "platform": delivery.platform, "message_id": delivery.message_id})
 
     # ------------------------------------------------------------------ answers
 
@@ -422,8 +610,7 @@ class Engine:
         result = AskHumanToolResult(status="submitted", action=selected, values=clean)
         answer = await self._tx(lambda s: self._decide(s, ref, responder, result))
         if answer.outcome in ("accepted", "recorded"):
-            await self._update_cards(ref)
-            self._poke()
+            self._poke()  # the card update was already tried right after the commit
             answer = RespondResult(answer.outcome, answer.message, await self.card(ref))
         return answer
 
@@ -452,12 +639,14 @@ class Engine:
             store.bump_version(session, now, request)
             store.audit(session, now, "vote_recorded", run_id=request.run_id, ref=ref,
                         actor=who, details={"action_id": action.id, "votes": votes})
+            self._enqueue_update(session, request)
             return RespondResult("recorded", f"Recorded, {votes} of {request.quorum} "
                                  f"needed for {quoted(action.label)}.")
         if not store.resolve(session, now, request, result, who):
             raise RuntimeError("compare-and-set lost under a row lock")  # rolls back the vote
         store.audit(session, now, "decided", run_id=request.run_id, ref=ref, actor=who,
                     details={"action_id": action.id, "values": result.values})
+        self._enqueue_update(session, request)
         log.info("request decided", extra={"ref": ref, "action_id": action.id})
         return RespondResult("accepted", f"Thanks, your answer ({action.label}) was recorded.")
 
@@ -528,27 +717,31 @@ class Engine:
         self, ref: str, result: AskHumanToolResult, event: str, actor: Identity | None = None
     ) -> RespondResult:
         """Compare-and-set a non-human outcome (timeout, cancel, unavailable)."""
-
-        def resolve(session: Session) -> RespondResult:
-            now = self.now()
-            request = store.get_request(session, ref, lock=self.db.is_postgres)
-            if request is None:
-                return RespondResult("not_found", NOT_FOUND)
-            if not store.resolve(session, now, request, result, actor):
-                message = already_decided_message(request)
-                store.audit(session, now, f"{event}_too_late", outcome="refused",
-                            run_id=request.run_id, ref=ref, actor=actor, reason=message)
-                return RespondResult("already_decided", message)
-            store.audit(session, now, event, run_id=request.run_id, ref=ref, actor=actor,
-                        reason=result.message)
-            return RespondResult("accepted", result.message or event)
-
-        answer = await self._tx(resolve)
+        answer = await self._tx(lambda s: self._resolve_in(s, ref, result, event, actor))
         if answer.outcome == "accepted":
-            log.info("request resolved", extra={"ref": ref, "status": result.status})
-            await self._update_cards(ref)
             self._poke()
         return RespondResult(answer.outcome, answer.message, await self.card(ref))
+
+    def _resolve_in(
+        self, session: Session, ref: str, result: AskHumanToolResult, event: str,
+        actor: Identity | None = None,
+    ) -> RespondResult:
+        """The compare-and-set itself, inside the caller's transaction (queues the resume
+        and the card update with it)."""
+        now = self.now()
+        request = store.get_request(session, ref, lock=self.db.is_postgres)
+        if request is None:
+            return RespondResult("not_found", NOT_FOUND)
+        if not store.resolve(session, now, request, result, actor):
+            message = already_decided_message(request)
+            store.audit(session, now, f"{event}_too_late", outcome="refused",
+                        run_id=request.run_id, ref=ref, actor=actor, reason=message)
+            return RespondResult("already_decided", message)
+        store.audit(session, now, event, run_id=request.run_id, ref=ref, actor=actor,
+                    reason=result.message)
+        self._enqueue_update(session, request)
+        log.info("request resolved", extra={"ref": ref, "status": result.status})
+        return RespondResult("accepted", result.message or event)
 
     async def expire_due(self) -> int:
         """Give every overdue pending request Dify's timeout result; returns how many."""
@@ -602,7 +795,13 @@ class Engine:
     # ------------------------------------------------------------------ resume worker
 
     async def run_worker_once(self, limit: int = 50) -> int:
-        """Process due resume jobs until none is left (or ``limit``); returns how many ran."""
+        """Process due resume jobs until none is left (or ``limit``); returns how many ran.
+
+        First it retries due outbox side effects (up to ``limit``; not counted in the
+        return value), so a delivery that gave up resolves ``unavailable`` and its resume
+        runs in the same sweep.
+        """
+        await self._sweep_outbox(limit)
         done = 0
         while done < limit:
             claim = await self._tx(self._claim)
@@ -639,15 +838,14 @@ class Engine:
             await self._retry_or_fail(claim, run.id, str(exc) or type(exc).__name__)
             return
 
-        def commit(session: Session) -> str | None:
+        def commit(session: Session) -> None:
             worker.complete(session, claim, self.now())
-            new_ref = self._apply_outcome(session, run.id, outcome)
+            self._apply_outcome(session, run.id, outcome)
             store.audit(session, self.now(), "resumed", run_id=run.id, ref=request.ref,
                         details={"attempt": claim.attempts, "status": result.status})
-            return new_ref
 
         try:
-            new_ref = await self._tx(commit)
+            await self._tx(commit)  # also delivers the follow-up request / posts the output
         except worker.LeaseLost:
             log.warning("lease lost; another worker owns the resume", extra=extra)
             return
@@ -656,7 +854,6 @@ class Engine:
             await self._retry_or_fail(claim, run.id, str(exc) or type(exc).__name__)
             return
         log.info("run resumed", extra=extra)
-        await self._after_outcome(run.id, new_ref)
 
     async def _retry_or_fail(self, claim: worker.Claim, run_id: str, error: str) -> None:
         if claim.attempts >= self.max_attempts:
@@ -685,6 +882,7 @@ class Engine:
             run = session.get(Run, run_id)
             if run is not None:
                 run.status, run.error, run.updated_at = "failed", message, now
+                self._enqueue_result(session, run)
             store.audit(session, now, "resume_failed", outcome="error", run_id=run_id,
                         reason=message)
 
@@ -692,7 +890,6 @@ class Engine:
             await self._tx(fail)
         except worker.LeaseLost:
             return
-        await self._post_result(run_id)
 
     async def serve_forever(self, stop: asyncio.Event, poll_interval: float = 2.0) -> None:
         """Loop timeouts and resume jobs until ``stop`` is set; decisions wake it early."""

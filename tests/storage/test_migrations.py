@@ -14,12 +14,12 @@ def test_upgrade_creates_schema_and_is_idempotent(db_url: str) -> None:
     assert current_revision(db_url) is None
     storage.upgrade(db_url)
     storage.upgrade(db_url)  # second call is a no-op
-    assert current_revision(db_url) == "0001_initial"
+    assert current_revision(db_url) == "0002_outbox"
     engine = make_engine(db_url)
     try:
         tables = set(inspect(engine).get_table_names())
         assert {"runs", "human_requests", "deliveries", "responses", "audit_log",
-                "resume_jobs", "staged_files"} <= tables
+                "resume_jobs", "staged_files", "outbox"} <= tables
         with engine.connect() as conn:
             diff = compare_metadata(MigrationContext.configure(conn), storage.Base.metadata)
         assert diff == []

@@ -1,0 +1,162 @@
+"""The durable outbox: what platforms must still be told, claimed and retried like resumes.
+
+A state change that needs a platform call (deliver a new request, re-render a decided
+card, post a run's result) adds an outbox row *in its own transaction*, so the intent
+commits with the change or not at all. The row is born claimed by the process that
+wrote it (``running`` with a lease): that process tries the call right after the
+commit, keeping the click-to-card-update latency low, and no other replica can race
+it. If the call fails the row goes back to ``queued`` with backoff; if the process
+dies the lease expires. Either way the worker sweep claims it again — with
+``FOR UPDATE SKIP LOCKED`` on PostgreSQL and a conditional UPDATE on SQLite (every
+SQLite transaction is ``BEGIN IMMEDIATE``), exactly as ``bot.engine.worker`` does.
+Finishing is a compare-and-set on the claim token, so a worker that lost its lease
+cannot mark someone else's attempt.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.orm import Session
+
+from bot.engine.store import rowcount
+from bot.engine.worker import LeaseLost
+from storage import OutboxItem
+
+Kind = Literal["deliver_request", "update_card", "post_run_result"]
+PENDING_KEY = "askhuman.outbox"
+"""``Session.info`` key holding the claims enqueued in the current transaction."""
+
+
+@dataclass(frozen=True)
+class OutboxClaim:
+    """One outbox row this process holds until ``lease_until`` (a snapshot of the row)."""
+
+    item_id: int
+    kind: str
+    token: str
+    attempts: int
+    request_id: int | None
+    run_id: str | None
+    platform: str | None
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+def enqueue(
+    session: Session,
+    now: dt.datetime,
+    lease: dt.timedelta,
+    kind: Kind,
+    *,
+    request_id: int | None = None,
+    run_id: str | None = None,
+    platform: str | None = None,
+    payload: dict[str, Any] | None = None,
+) -> OutboxClaim:
+    """Record a side effect, already claimed by us for the immediate post-commit attempt.
+
+    The claim is also remembered on the session so the engine can try it as soon as
+    the transaction commits (see :func:`taken`).
+    """
+    token = uuid.uuid4().hex
+    item = OutboxItem(
+        kind=kind, request_id=request_id, run_id=run_id, platform=platform,
+        payload=payload or {}, state="running", attempts=1, next_attempt_at=now,
+        lease_until=now + lease, claim_token=token, created_at=now, updated_at=now,
+    )
+    session.add(item)
+    session.flush()
+    claim = _snapshot(item, token, 1)
+    session.info.setdefault(PENDING_KEY, []).append(claim)
+    return claim
+
+
+def taken(session: Session) -> list[OutboxClaim]:
+    """The claims enqueued in this session's transaction (removed from the session)."""
+    claims: list[OutboxClaim] = session.info.pop(PENDING_KEY, [])
+    return claims
+
+
+def _snapshot(item: OutboxItem, token: str, attempts: int) -> OutboxClaim:
+    return OutboxClaim(item.id, item.kind, token, attempts, item.request_id, item.run_id,
+                       item.platform, dict(item.payload or {}))
+
+
+def claim_next(
+    session: Session, now: dt.datetime, lease: dt.timedelta, postgres: bool
+) -> OutboxClaim | None:
+    """Claim the oldest runnable row (queued and due, or running with an expired lease)."""
+    runnable = or_(
+        and_(OutboxItem.state == "queued", OutboxItem.next_attempt_at <= now),
+        and_(OutboxItem.state == "running", OutboxItem.lease_until < now),
+    )
+    query = select(OutboxItem).where(runnable).order_by(OutboxItem.id).limit(1)
+    if postgres:
+        query = query.with_for_update(skip_locked=True)
+    item = session.scalars(query).first()
+    if item is None:
+        return None
+    token = uuid.uuid4().hex
+    claimed = rowcount(session.execute(
+        update(OutboxItem)
+        .where(OutboxItem.id == item.id, OutboxItem.state == item.state,
+               OutboxItem.attempts == item.attempts)
+        .values(state="running", claim_token=token, lease_until=now + lease,
+                attempts=item.attempts + 1, updated_at=now)
+        .execution_options(synchronize_session=False)
+    ))
+    if claimed != 1:
+        return None
+    return _snapshot(item, token, item.attempts + 1)
+
+
+def _finish(session: Session, claim: OutboxClaim, now: dt.datetime, **values: object) -> None:
+    finished = rowcount(session.execute(
+        update(OutboxItem)
+        .where(OutboxItem.id == claim.item_id, OutboxItem.claim_token == claim.token,
+               OutboxItem.state == "running")
+        .values(updated_at=now, **values)
+        .execution_options(synchronize_session=False)
+    ))
+    if finished != 1:
+        raise LeaseLost(f"outbox item {claim.item_id} was taken over by another worker")
+
+
+def complete(session: Session, claim: OutboxClaim, now: dt.datetime) -> None:
+    """Mark the side effect done; ``LeaseLost`` if another worker owns the row now."""
+    _finish(session, claim, now, state="done", lease_until=None, last_error=None)
+
+
+def retry_later(
+    session: Session,
+    claim: OutboxClaim,
+    now: dt.datetime,
+    delay: dt.timedelta,
+    error: str,
+    payload: dict[str, Any],
+) -> None:
+    """Release the row for a later sweep; ``payload`` keeps what the next try should skip."""
+    _finish(session, claim, now, state="queued", next_attempt_at=now + delay,
+            lease_until=None, claim_token=None, last_error=error, payload=payload)
+
+
+def give_up(session: Session, claim: OutboxClaim, now: dt.datetime, error: str) -> None:
+    _finish(session, claim, now, state="failed", lease_until=None, last_error=error)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """How one try of a side effect went.
+
+    ``error`` None means done. ``permanent`` means retrying cannot help (the platform
+    refused for good, e.g. ``DeliveryError``). ``payload`` replaces the row's payload
+    on a retry, e.g. to remember targets that failed for good and must not be retried.
+    """
+
+    error: str | None = None
+    permanent: bool = False
+    payload: dict[str, Any] | None = None
