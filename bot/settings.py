@@ -118,7 +118,6 @@ class RouteSettings(_Strict):
     """Where a request goes, who may answer, and how long it waits."""
 
     timeout: float = Field(default=86400.0, description="seconds")
-    reminder: float | None = None
     quorum: int = Field(default=1, ge=1)
     allow_self_approval: bool = False
     slack: SlackRoute | None = None
@@ -129,11 +128,6 @@ class RouteSettings(_Strict):
     @classmethod
     def _timeout(cls, v: object) -> float:
         return parse_duration(v)
-
-    @field_validator("reminder", mode="before")
-    @classmethod
-    def _reminder(cls, v: object) -> float | None:
-        return None if v is None else parse_duration(v)
 
     @model_validator(mode="after")
     def _somewhere_to_go(self) -> RouteSettings:
