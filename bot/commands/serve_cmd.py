@@ -23,6 +23,7 @@ import typer
 from starlette.applications import Starlette
 
 from bot.engine.core import Engine
+from bot.logs import configure_logging
 from bot.settings import ConfigError, Settings, load_settings
 from bot.web import Endpoint, create_app
 
@@ -117,27 +118,6 @@ def prepare(settings: Settings, env: Mapping[str, str] | None = None) -> Starlet
     database.upgrade()
     engine = Engine(database, settings)
     return build_app(engine, start_platforms(engine, settings, env))
-
-
-class _KeyValueFormatter(logging.Formatter):
-    """Plain log lines plus the ``extra=`` fields as ``key=value`` (structured, greppable)."""
-
-    _STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
-
-    def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
-        extras = {k: v for k, v in record.__dict__.items() if k not in self._STANDARD}
-        if extras:
-            line += " " + " ".join(f"{k}={v!r}" for k, v in sorted(extras.items()))
-        return line
-
-
-def configure_logging(level: str) -> None:
-    handler = logging.StreamHandler()
-    handler.setFormatter(_KeyValueFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
 
 
 def register(app: typer.Typer) -> None:
