@@ -62,7 +62,20 @@ def start_slack(
     return PlatformRuntime("slack", platform.endpoints(), platform.background_tasks())
 
 
-PLATFORM_STARTERS: list[PlatformStarter] = [start_slack]
+def start_feishu(
+    engine: Engine, settings: Settings, env: Mapping[str, str]
+) -> PlatformRuntime | None:
+    """Feishu over the long connection (default) or HTTP /feishu/events (FEISHU_MODE=http)."""
+    from bot.platforms.feishu import build_feishu_platform, feishu_configured
+
+    if not feishu_configured(settings, env):
+        return None
+    platform = build_feishu_platform(settings, engine, env)  # registers adapter + directory
+    log.info("feishu enabled", extra={"platform": "feishu", "mode": platform.config.mode})
+    return PlatformRuntime("feishu", platform.endpoints(), platform.background_tasks())
+
+
+PLATFORM_STARTERS: list[PlatformStarter] = [start_slack, start_feishu]
 
 
 def start_platforms(
@@ -137,13 +150,14 @@ def register(app: typer.Typer) -> None:
         /slack/events), other configured platforms, and the resume/timeout worker."""
         import uvicorn
 
+        from bot.platforms.feishu import FeishuConfigError
         from bot.platforms.slack.config import SlackConfigError
 
         configure_logging(log_level)
         try:
             settings = load_settings(config)
             asgi = prepare(settings)
-        except (ConfigError, SlackConfigError) as exc:
+        except (ConfigError, SlackConfigError, FeishuConfigError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
         log.info("serving", extra={"host": host, "port": port, "config": settings.source})

@@ -1,0 +1,210 @@
+"""Feishu ``PlatformAdapter``: send request cards, patch them, reply with run results.
+
+The one subtle rule lives here: Feishu rolls back a card if it is patched while the
+click that caused the patch is still waiting for its 3-second reply. So every card
+callback "holds" its request until the reply has gone out; ``update`` calls for a held
+request are parked in a background task and patched once the hold is released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import re
+from dataclasses import dataclass, field
+
+from bot.engine.ports import DeliveryError, DeliveryRef, DeliveryTarget, Origin
+from bot.platforms.feishu.client import FeishuApi, FeishuApiError, dumps
+from renderers.card import RequestCard
+from renderers.feishu import render_card
+
+log = logging.getLogger("askhuman.feishu.adapter")
+
+MAX_CARD_BYTES = 30 * 1024
+"""Feishu's limit for a card message body (send, reply and patch)."""
+MAX_TEXT_CHARS = 20_000
+MAX_TRACKED_MESSAGES = 10_000
+HOLD_TIMEOUT_SECONDS = 5.0
+"""A held request is patched at the latest after this, even if no release came."""
+_AT_TAG = re.compile(r"<(\s*/?\s*at\b)", re.IGNORECASE)
+
+
+def delivery_uuid(ref: str, target: DeliveryTarget) -> str:
+    """Idempotency key for one request to one target: a retried send is a no-op.
+
+    Feishu accepts at most 50 characters; a hex digest of 32 keeps it opaque and short.
+    """
+    digest = hashlib.sha256(f"askhuman|{ref}|{target.kind}|{target.id}".encode()).hexdigest()
+    return digest[:32]
+
+
+def receive_id_type(target: DeliveryTarget) -> str:
+    """How Feishu should read ``target.id``: chat, email, open_id, union_id or user_id."""
+    if target.kind == "channel":
+        return "chat_id"
+    if "@" in target.id:
+        return "email"
+    if target.id.startswith("ou_"):
+        return "open_id"
+    if target.id.startswith("on_"):
+        return "union_id"
+    return "user_id"
+
+
+def plain_text(text: str) -> str:
+    """Make untrusted text safe for a ``text`` message: no ``<at>`` mentions (no @all)."""
+    if len(text) > MAX_TEXT_CHARS:
+        text = text[: MAX_TEXT_CHARS - 1] + "…"
+    return _AT_TAG.sub("<\u200b\\1", text)
+
+
+@dataclass
+class _Hold:
+    count: int = 0
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class FeishuAdapter:
+    """Implements ``bot.engine.ports.PlatformAdapter`` for Feishu."""
+
+    platform = "feishu"
+
+    def __init__(self, api: FeishuApi, hold_timeout: float = HOLD_TIMEOUT_SECONDS) -> None:
+        self._api = api
+        self._hold_timeout = hold_timeout
+        self._holds: dict[str, _Hold] = {}
+        self._patch_locks: dict[str, asyncio.Lock] = {}
+        self._patched_versions: dict[str, int] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- PlatformAdapter ---------------------------------------------------------------
+
+    async def deliver(self, card: RequestCard, target: DeliveryTarget) -> DeliveryRef:
+        """Send the card; raise ``DeliveryError`` once retries are exhausted."""
+        content = self._render(card)
+        id_type = receive_id_type(target)
+        try:
+            sent = await self._api.send_message(
+                id_type, target.id, "interactive", content, delivery_uuid(card.ref, target)
+            )
+        except FeishuApiError as exc:
+            raise DeliveryError(f"Feishu refused the card for {target.kind}: {exc}") from exc
+        log.info(
+            "feishu card delivered",
+            extra={"ref": card.ref, "message_id": sent.message_id, "receive_id_type": id_type},
+        )
+        channel = sent.chat_id or (target.id if target.kind == "channel" else "")
+        return DeliveryRef(platform=self.platform, channel=channel, message_id=sent.message_id)
+
+    async def update(self, card: RequestCard, ref: DeliveryRef) -> None:
+        """Patch the card for everyone; wait for a pending callback reply first.
+
+        Not held: errors surface to the engine's outbox (``DeliveryError`` when Feishu
+        refuses for good, ``FeishuApiError`` when retries ran out, so it retries later).
+        Held by a click still being answered: the patch is parked in a background task
+        (the engine awaits this call before the click's toast can be chosen), and its
+        failures are only logged.
+        """
+        hold = self._holds.get(card.ref)
+        if hold is not None and not hold.released.is_set():
+            task = asyncio.create_task(self._patch_after(hold, card, ref))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return
+        await self._patch(card, ref)
+
+    async def post_run_result(self, origin: Origin, text: str) -> None:
+        """Reply in the thread that started the run (or post to its chat)."""
+        content = dumps({"text": plain_text(text) or "(empty result)"})
+        # The engine's outbox may retry this call: the uuid makes Feishu drop repeats.
+        key = f"result|{origin.channel}|{origin.thread}|{text}"
+        uuid = hashlib.sha256(key.encode()).hexdigest()[:32]
+        try:
+            if origin.thread:
+                await self._api.reply_message(origin.thread, "text", content, uuid)
+            elif origin.channel:
+                await self._api.send_message("chat_id", origin.channel, "text", content, uuid)
+        except FeishuApiError as exc:
+            log.error(
+                "could not post feishu run result",
+                extra={"chat_id": origin.channel, "thread_id": origin.thread, "code": exc.code},
+            )
+            if not exc.retryable:
+                raise DeliveryError(str(exc)) from exc
+            raise
+
+    # -- callback holds (used by the event handlers) ------------------------------------
+
+    def hold(self, request_ref: str) -> None:
+        """A callback for ``request_ref`` is being answered: park patches until release."""
+        hold = self._holds.get(request_ref)
+        if hold is None or hold.released.is_set():
+            hold = self._holds[request_ref] = _Hold()
+        hold.count += 1
+
+    def release(self, request_ref: str) -> None:
+        """The callback reply has been sent; parked patches may run now."""
+        hold = self._holds.get(request_ref)
+        if hold is None:
+            return
+        hold.count -= 1
+        if hold.count <= 0:
+            hold.released.set()
+            del self._holds[request_ref]
+
+    async def drain(self, timeout: float = 10.0) -> None:
+        """Wait for parked patches (shutdown and tests)."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout)
+
+    # -- internals ---------------------------------------------------------------------
+
+    async def _patch_after(self, hold: _Hold, card: RequestCard, ref: DeliveryRef) -> None:
+        try:
+            await asyncio.wait_for(hold.released.wait(), self._hold_timeout)
+        except TimeoutError:
+            log.warning("feishu reply hold timed out; patching anyway", extra={"ref": card.ref})
+        with contextlib.suppress(FeishuApiError, DeliveryError):
+            await self._patch(card, ref)  # failures are logged there; nobody awaits us
+
+    async def _patch(self, card: RequestCard, ref: DeliveryRef) -> None:
+        lock = self._patch_locks.setdefault(ref.message_id, asyncio.Lock())
+        async with lock:
+            # Patches of one message are serialized; never overwrite a newer version.
+            if self._patched_versions.get(ref.message_id, -1) > card.version:
+                return
+            try:
+                content = self._render(card)
+                await self._api.patch_message(ref.message_id, content)
+            except (FeishuApiError, DeliveryError) as exc:
+                log.error(
+                    "could not patch feishu card",
+                    extra={"ref": card.ref, "message_id": ref.message_id, "error": str(exc)},
+                )
+                if isinstance(exc, FeishuApiError) and not exc.retryable:
+                    raise DeliveryError(str(exc)) from exc
+                raise
+            self._patched_versions[ref.message_id] = card.version
+            self._forget_old_messages()
+            log.info(
+                "feishu card patched",
+                extra={"ref": card.ref, "message_id": ref.message_id, "status": card.status},
+            )
+
+    def _forget_old_messages(self) -> None:
+        """Bound the per-message bookkeeping (old cards are rarely patched again)."""
+        while len(self._patched_versions) > MAX_TRACKED_MESSAGES:
+            oldest = next(iter(self._patched_versions))
+            del self._patched_versions[oldest]
+            lock = self._patch_locks.get(oldest)
+            if lock is not None and not lock.locked():
+                del self._patch_locks[oldest]
+
+    @staticmethod
+    def _render(card: RequestCard) -> str:
+        content = dumps(render_card(card))
+        if len(content.encode("utf-8")) > MAX_CARD_BYTES:
+            raise DeliveryError(f"card for {card.ref} exceeds Feishu's 30 KB limit")
+        return content

@@ -1,0 +1,413 @@
+"""Inbound Feishu events, shared by the HTTP callback endpoint and the long connection.
+
+The SDK's ``EventDispatcherHandler`` calls these handlers synchronously, on a thread
+that is *not* the application's event loop (a ``to_thread`` worker for HTTP, the
+long-connection thread for WS). They hand work to the main loop with
+``run_coroutine_threadsafe``: a card click waits (at most ``reply_budget``) for the
+engine's decision so the toast can say what happened; a message starts a run in the
+background so Feishu gets its acknowledgement at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import json
+import logging
+import mimetypes
+import re
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import lark_oapi as lark
+from lark_oapi.event.callback.model.p2_card_action_trigger import (
+    P2CardActionTrigger,
+    P2CardActionTriggerResponse,
+)
+
+from bot.engine.ports import Identity, Origin
+from bot.engine.results import EngineError, RespondResult
+from bot.platforms.feishu.adapter import FeishuAdapter
+from bot.platforms.feishu.client import FeishuApi, FeishuApiError, dumps
+from bot.platforms.feishu.replay import ReplayGuard, parse_epoch
+from renderers.card import RequestCard
+from renderers.feishu import parse_callback_value, read_values
+
+log = logging.getLogger("askhuman.feishu.events")
+
+PLATFORM = "feishu"
+_COMMAND = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9_.\-]{0,63})\s*[:：]\s*(.+)$", re.DOTALL)
+HELP_TEXT = "To start a run, write `<agent>: <what to do>`, for example `deploy: ship v1.2.3`."
+FILE_MESSAGE_TYPES = ("file", "image", "media", "audio")
+
+
+class EngineApi(Protocol):
+    """The slice of ``bot.engine.Engine`` the Feishu handlers use."""
+
+    async def start_run(
+        self, agent: str, prompt: str, started_by: Identity, origin: Origin
+    ) -> str: ...
+
+    async def respond(
+        self, ref: str, responder: Identity, action_id: str, values: Mapping[str, Any]
+    ) -> RespondResult: ...
+
+    async def card(self, ref: str) -> RequestCard | None: ...
+
+    async def find_by_message(self, platform: str, message_id: str) -> str | None: ...
+
+    async def attach_files(
+        self, ref: str, responder: Identity, field_name: str, files: Any
+    ) -> RespondResult: ...
+
+
+@dataclass
+class ReplyContext:
+    """Per HTTP request: refs whose card patches must wait until the reply is sent."""
+
+    held_refs: list[str] = field(default_factory=list)
+
+
+current_reply: contextvars.ContextVar[ReplyContext | None] = contextvars.ContextVar(
+    "askhuman_feishu_reply", default=None
+)
+
+
+def toast(kind: str, content: str) -> P2CardActionTriggerResponse:
+    """A toast-only callback reply (never a 2.0 card: Feishu may reject it, 200673)."""
+    return P2CardActionTriggerResponse({"toast": {"type": kind, "content": content[:500]}})
+
+
+_TOAST_KIND = {
+    "accepted": "success",
+    "recorded": "success",
+    "rejected": "error",
+    "already_decided": "error",
+    "not_found": "error",
+}
+
+
+class FeishuEventHandlers:
+    """Translate card clicks and messages into engine calls."""
+
+    def __init__(
+        self,
+        engine: EngineApi,
+        adapter: FeishuAdapter,
+        api: FeishuApi,
+        guard: ReplayGuard,
+        *,
+        reply_budget: float = 2.5,
+        ws_release_delay: float = 0.3,
+    ) -> None:
+        self._engine = engine
+        self._adapter = adapter
+        self._api = api
+        self._guard = guard
+        self._budget = reply_budget
+        self._ws_release_delay = ws_release_delay
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._background: set[concurrent.futures.Future[Any]] = set()
+
+    def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The application's loop: engine calls and adapter holds run there."""
+        self._loop = loop
+
+    def dispatcher(self, encrypt_key: str, verification_token: str) -> Any:
+        """An SDK dispatcher wired to these handlers (keys unused on the WS path)."""
+        return (
+            lark.EventDispatcherHandler.builder(encrypt_key, verification_token)
+            .register_p2_card_action_trigger(self.on_card_action)
+            .register_p2_im_message_receive_v1(self.on_message)
+            .build()
+        )
+
+    async def drain(self, timeout: float = 10.0) -> None:
+        """Wait (on the main loop) until scheduled message handling has finished."""
+        pending = [asyncio.wrap_future(f) for f in set(self._background)]
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
+
+    # -- card.action.trigger ------------------------------------------------------------
+
+    def on_card_action(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
+        """Answer a click within the 3-second budget; never raises (the SDK would 500)."""
+        try:
+            return self._card_action(data)
+        except Exception:
+            log.exception("feishu card callback failed")
+            return toast("error", "Something went wrong; please try again.")
+
+    def _card_action(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
+        header, event = data.header, data.event
+        event_id = getattr(header, "event_id", None) or ""
+        if not self._guard.first_event(event_id):
+            log.info("duplicate feishu callback ignored", extra={"event_id": event_id})
+            return P2CardActionTriggerResponse({})
+        created = parse_epoch(getattr(header, "create_time", None))
+        if created is None or not self._guard.fresh(created):
+            log.warning("stale feishu callback refused", extra={"event_id": event_id})
+            return toast("error", "This click is too old; please try again.")
+        operator = getattr(getattr(event, "operator", None), "open_id", None)
+        action = getattr(event, "action", None)
+        parsed = parse_callback_value(getattr(action, "value", None))
+        if not operator or event is None or parsed is None:
+            log.warning("malformed feishu callback refused", extra={"event_id": event_id})
+            return toast("error", "This button is not valid.")
+        ref, action_id = parsed
+        message_id = getattr(getattr(event, "context", None), "open_message_id", None)
+        form_value = getattr(action, "form_value", None) or {}
+        loop = self._require_loop()
+        # Hold before deciding (same FIFO queue), so the engine's card update is parked
+        # until our reply has been sent; released by the transport.
+        loop.call_soon_threadsafe(self._adapter.hold, ref)
+        future = asyncio.run_coroutine_threadsafe(
+            self._decide(ref, action_id, Identity(PLATFORM, operator), form_value, message_id),
+            loop,
+        )
+        try:
+            kind, text = future.result(timeout=self._budget)
+        except concurrent.futures.TimeoutError:
+            log.warning("feishu decision slower than the reply budget", extra={"ref": ref})
+            return toast("info", "Received; working on it.")
+        finally:
+            self._schedule_release(loop, ref)
+        log.info(
+            "feishu card callback answered",
+            extra={"ref": ref, "event_id": event_id, "operator": operator, "toast": kind},
+        )
+        return toast(kind, text)
+
+    async def _decide(
+        self,
+        ref: str,
+        action_id: str,
+        who: Identity,
+        form_value: Mapping[str, Any],
+        message_id: str | None,
+    ) -> tuple[str, str]:
+        if message_id:
+            delivered = await self._engine.find_by_message(PLATFORM, message_id)
+            if delivered is None:
+                # Unknown message (or its delivery is not recorded yet): fail closed.
+                log.warning(
+                    "feishu callback from an unknown message",
+                    extra={"ref": ref[:64], "message_id": message_id, "operator": who.user_id},
+                )
+                return "error", "This card is not active (yet); please try again in a moment."
+            if delivered != ref:
+                # The button claims a request other than the one this card carries.
+                log.warning(
+                    "feishu callback ref does not match its message",
+                    extra={"ref": ref[:64], "message_id": message_id, "operator": who.user_id},
+                )
+                return "error", "This card does not match its request."
+        card = await self._engine.card(ref)
+        if card is None:
+            result = await self._engine.respond(ref, who, action_id, {})
+            return "error", result.message
+        try:
+            values = read_values(form_value, card)
+        except ValueError as exc:
+            log.info("feishu form values unreadable", extra={"ref": ref, "error": str(exc)})
+            # Let the engine authorize first and audit the refusal with the raw values.
+            values = {k: v for k, v in form_value.items() if isinstance(k, str)}
+        result = await self._engine.respond(ref, who, action_id, values)
+        return _TOAST_KIND.get(result.outcome, "error"), result.message
+
+    def _schedule_release(self, loop: asyncio.AbstractEventLoop, ref: str) -> None:
+        ctx = current_reply.get()
+        if ctx is not None:
+            ctx.held_refs.append(ref)  # HTTP: released once the response has been sent
+            return
+        # WS: the SDK sends the ACK right after we return (we are returning now);
+        # give it a moment before the parked patch goes out.
+        loop.call_soon_threadsafe(
+            loop.call_later, self._ws_release_delay, self._adapter.release, ref
+        )
+
+    # -- im.message.receive_v1 ----------------------------------------------------------
+
+    def on_message(self, data: Any) -> None:
+        """Queue the message for the main loop and return at once (Feishu wants an ack)."""
+        try:
+            self._message(data)
+        except Exception:
+            log.exception("feishu message event failed")
+
+    def _message(self, data: Any) -> None:
+        event_id = getattr(data.header, "event_id", None) or ""
+        event = data.event
+        message = getattr(event, "message", None)
+        sender = getattr(event, "sender", None)
+        if message is None or sender is None:
+            return
+        if getattr(sender, "sender_type", "user") != "user":
+            return  # other bots, and our own messages
+        open_id = getattr(getattr(sender, "sender_id", None), "open_id", None)
+        message_id = getattr(message, "message_id", None)
+        if not open_id or not message_id:
+            return
+        if not self._guard.first_event(event_id) or not self._guard.first_event(
+            f"message:{message_id}"
+        ):
+            log.info("duplicate feishu message ignored", extra={"message_id": message_id})
+            return
+        incoming = Incoming(
+            message_id=message_id,
+            chat_id=getattr(message, "chat_id", None) or "",
+            chat_type=getattr(message, "chat_type", None) or "",
+            message_type=getattr(message, "message_type", None) or "",
+            content=getattr(message, "content", None) or "",
+            parent_id=getattr(message, "parent_id", None),
+            root_id=getattr(message, "root_id", None),
+            mentions=[
+                (m.key or "", m.name or "")
+                for m in getattr(message, "mentions", None) or []
+                if getattr(m, "key", None)
+            ],
+            sender=Identity(PLATFORM, open_id),
+        )
+        self._spawn(self._handle_message(incoming))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        future = asyncio.run_coroutine_threadsafe(coro, self._require_loop())
+        self._background.add(future)
+        future.add_done_callback(self._background.discard)
+
+    async def _handle_message(self, msg: Incoming) -> None:
+        try:
+            if msg.message_type in FILE_MESSAGE_TYPES:
+                await self._attach(msg)
+            elif msg.message_type == "text":
+                await self._command(msg)
+        except Exception:
+            log.exception("handling a feishu message failed", extra={"message_id": msg.message_id})
+
+    async def _command(self, msg: Incoming) -> None:
+        text = message_text(msg)
+        if text is None:
+            return
+        if msg.chat_type != "p2p" and not msg.mentions:
+            return  # in groups we only act when @-mentioned
+        match = _COMMAND.match(text)
+        if match is None:
+            if msg.parent_id or msg.root_id:
+                return  # chatter in a card's thread, not a command
+            await self._reply(msg.message_id, HELP_TEXT)
+            return
+        agent, prompt = match.group(1), match.group(2).strip()
+        origin = Origin(PLATFORM, msg.chat_id or None, msg.message_id)
+        log.info(
+            "feishu run requested",
+            extra={"agent": agent, "chat_id": msg.chat_id, "user": msg.sender.user_id},
+        )
+        try:
+            await self._engine.start_run(agent, prompt, msg.sender, origin)
+        except EngineError as exc:
+            await self._reply(msg.message_id, str(exc))
+        except Exception:
+            log.exception("feishu run failed to start", extra={"agent": agent})
+            await self._reply(msg.message_id, "The run could not be started; see the bot's logs.")
+
+    async def _attach(self, msg: Incoming) -> None:
+        ref = None
+        for anchor in (msg.parent_id, msg.root_id):
+            if anchor:
+                ref = await self._engine.find_by_message(PLATFORM, anchor)
+                if ref:
+                    break
+        if ref is None:
+            return  # a file that does not answer one of our cards
+        card = await self._engine.card(ref)
+        fields = card.args.fields if card else []
+        file_fields = [f for f in fields if f.type in ("file", "file-list")]
+        if not file_fields:
+            await self._reply(msg.message_id, "This request does not ask for files.")
+            return
+        file_ref = file_reference(msg)
+        if file_ref is None:
+            return
+        result = await self._engine.attach_files(ref, msg.sender, file_fields[0].name, [file_ref])
+        log.info(
+            "feishu file reply",
+            extra={"ref": ref, "user": msg.sender.user_id, "outcome": result.outcome},
+        )
+        await self._reply(msg.message_id, result.message)
+
+    async def _reply(self, message_id: str, text: str) -> None:
+        try:
+            await self._api.reply_message(message_id, "text", dumps({"text": text}))
+        except FeishuApiError as exc:
+            log.warning("feishu reply failed", extra={"message_id": message_id, "code": exc.code})
+
+    def _require_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            raise RuntimeError("FeishuEventHandlers.bind_loop() was not called")
+        return self._loop
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """The parts of ``im.message.receive_v1`` askhuman uses."""
+
+    message_id: str
+    chat_id: str
+    chat_type: str
+    message_type: str
+    content: str
+    parent_id: str | None
+    root_id: str | None
+    mentions: list[tuple[str, str]]
+    sender: Identity
+
+
+def _content(msg: Incoming) -> dict[str, Any]:
+    try:
+        data = json.loads(msg.content)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def message_text(msg: Incoming) -> str | None:
+    """The message text with leading @-mentions removed and the others as ``@name``."""
+    text = _content(msg).get("text")
+    if not isinstance(text, str):
+        return None
+    text = text.strip()
+    names = dict(msg.mentions)
+    while True:  # strip leading mentions (the bot's, and any before the command)
+        for key in names:
+            if text.startswith(key):
+                text = text[len(key) :].lstrip()
+                break
+        else:
+            break
+    for key, name in names.items():
+        text = text.replace(key, f"@{name}")
+    return text
+
+
+def file_reference(msg: Incoming) -> dict[str, Any] | None:
+    """A contract file reference (``{platform, id, name, mimetype, size, url}``)."""
+    data = _content(msg)
+    key = data.get("file_key") or data.get("image_key")
+    if not isinstance(key, str) or not key:
+        return None
+    name = data.get("file_name")
+    if not isinstance(name, str) or not name:
+        name = f"{key}.png" if msg.message_type == "image" else key
+    mimetype = mimetypes.guess_type(name)[0] or (
+        "image/png" if msg.message_type == "image" else "application/octet-stream"
+    )
+    return {
+        "platform": PLATFORM,
+        "id": key,
+        "name": name[:255],
+        "mimetype": mimetype,
+        "size": None,
+        "url": None,
+    }

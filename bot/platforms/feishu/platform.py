@@ -1,0 +1,150 @@
+"""Assembly: config + API client + adapter + directory + handlers + one transport."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from bot.platforms.feishu.adapter import FeishuAdapter
+from bot.platforms.feishu.client import FeishuApi
+from bot.platforms.feishu.config import FeishuConfig
+from bot.platforms.feishu.directory import FeishuDirectory
+from bot.platforms.feishu.handlers import EngineApi, FeishuEventHandlers
+from bot.platforms.feishu.http import make_endpoint
+from bot.platforms.feishu.replay import ReplayGuard
+from bot.platforms.feishu.ws import LongConnection
+
+log = logging.getLogger("askhuman.feishu")
+
+HTTP_PATH = "/feishu/events"
+
+
+class FeishuPlatform:
+    """Everything Feishu needs at run time; build it with ``build_feishu_platform``.
+
+    - ``adapter`` / ``directory``: registered with the engine by the builder.
+    - ``http_route``: ``(path, endpoint)`` for ``bot.web.create_app`` (HTTP mode only).
+    - ``start()`` / ``stop()``: call from the app's lifespan, on the main event loop.
+    """
+
+    def __init__(
+        self,
+        config: FeishuConfig,
+        engine: EngineApi,
+        api: FeishuApi | None = None,
+        approver_entries: list[str] | None = None,
+    ) -> None:
+        self.config = config
+        self.approver_entries = list(approver_entries or [])
+        """Configured approvers (open_ids, emails, mobiles) resolved by ``start()``."""
+        self.api = api or FeishuApi(config)
+        self.adapter = FeishuAdapter(self.api)
+        self.directory = FeishuDirectory(self.api)
+        self.guard = ReplayGuard(window_seconds=config.replay_window_seconds)
+        self.handlers = FeishuEventHandlers(
+            engine, self.adapter, self.api, self.guard, reply_budget=config.reply_budget_seconds
+        )
+        # On the WS path the SDK neither decrypts nor checks anything; keys stay unused.
+        self.dispatcher = self.handlers.dispatcher(config.encrypt_key, config.verification_token)
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=8, thread_name_prefix="feishu-callback"
+        )
+        self.http_endpoint: Callable[[Request], Awaitable[Response]] = make_endpoint(
+            self.dispatcher,
+            self.adapter,
+            self.guard,
+            config.encrypt_key,
+            self.handlers.bind_loop,
+            self._executor,
+        )
+        self._long_connection: LongConnection | None = None
+
+    def endpoints(self) -> list[tuple[str, Callable[[Request], Awaitable[Response]]]]:
+        """Routes for ``create_app``: ``/feishu/events`` in HTTP mode, none for ws."""
+        return [(HTTP_PATH, self.http_endpoint)] if self.config.mode == "http" else []
+
+    def background_tasks(self) -> list[Callable[[asyncio.Event], Awaitable[None]]]:
+        """One task for the server's lifespan: ``start()``, wait for shutdown, ``stop()``."""
+
+        async def run(stop: asyncio.Event) -> None:
+            await self.start()
+            try:
+                await stop.wait()
+            finally:
+                await self.stop()
+
+        return [run]
+
+    async def start(self) -> None:
+        """Bind to the running loop, resolve approvers, and open the long connection (ws)."""
+        self.handlers.bind_loop(asyncio.get_running_loop())
+        if self.approver_entries:
+            await self.directory.warm_up(self.approver_entries)
+        if self.config.mode == "ws":
+            self.start_long_connection()
+        log.info("feishu platform started", extra={"mode": self.config.mode})
+
+    def start_long_connection(self) -> None:
+        """Open the long connection in its own thread (``start()`` calls this in ws mode)."""
+        if self._long_connection is None:
+            self._long_connection = LongConnection(self.config, self.dispatcher)
+        self._long_connection.start()
+
+    async def stop(self) -> None:
+        """Finish parked card patches and stop the long connection (best effort)."""
+        await self.handlers.drain(timeout=5.0)
+        await self.adapter.drain(timeout=5.0)
+        if self._long_connection is not None:
+            self._long_connection.stop()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def feed_ws_event(self, payload: bytes) -> Any:
+        """Dispatch a raw event exactly as the long connection would (no checks)."""
+        return self.dispatcher._do_without_validation(payload)
+
+
+def feishu_approver_entries(settings: Any) -> list[str]:
+    """Every Feishu approver entry in the routes (emails are resolved at start-up)."""
+    entries: list[str] = []
+    for route in settings.routes.values():
+        if route.feishu is not None:
+            entries.extend(route.feishu.approvers.users)
+    return list(dict.fromkeys(entries))
+
+
+def feishu_configured(settings: Any, env: Mapping[str, str]) -> bool:
+    """Whether ``serve`` should run Feishu: credentials given, or a route needs it.
+
+    A route that uses Feishu without ``FEISHU_APP_ID`` makes ``build_feishu_platform``
+    raise ``FeishuConfigError`` naming the variable, which is what an admin needs.
+    """
+    if env.get("FEISHU_APP_ID"):
+        return True
+    return any(route.feishu is not None for route in settings.routes.values())
+
+
+def build_feishu_platform(
+    settings: Any,
+    engine: Any,
+    env: Mapping[str, str] | None = None,
+    config: FeishuConfig | None = None,
+) -> FeishuPlatform:
+    """Read ``FEISHU_*`` (or use ``config``), build the platform, register it with the engine.
+
+    Raises ``FeishuConfigError`` naming the missing variable. ``settings`` is the
+    engine's ``Settings``; it is only used to find approver entries for ``start()``.
+    """
+    platform = FeishuPlatform(
+        config or FeishuConfig.from_env(env),
+        engine,
+        approver_entries=feishu_approver_entries(settings),
+    )
+    engine.register_adapter(platform.adapter, platform.directory)
+    log.info("feishu enabled", extra={"platform": "feishu", "mode": platform.config.mode})
+    return platform

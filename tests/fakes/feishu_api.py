@@ -1,0 +1,404 @@
+"""A fake Feishu/Lark Open API for tests, served on 127.0.0.1 (see ``asgi_server``).
+
+It speaks just enough of the real API for lark-oapi: tenant token, message create /
+reply / patch, contact ``batch_get_id``, chat members (paginated) and message
+resources. It records every call, can inject failures (HTTP 429/5xx or Feishu error
+codes) for the next N calls of an endpoint, rejects cards that are not schema 2.0
+JSON within 30 KB, and dedupes message sends by ``uuid`` like Feishu does.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+TOKEN = "t-fake-tenant-token"
+MAX_CARD_BYTES = 30 * 1024
+ENDPOINTS = (
+    "token",
+    "message.create",
+    "message.reply",
+    "message.patch",
+    "user.batch_get_id",
+    "chat_members.get",
+    "message_resource.get",
+)
+
+
+@dataclass
+class Call:
+    """One request the fake received (after auth), with what it answered."""
+
+    endpoint: str
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any
+    at: float
+    """``time.monotonic()`` when the request arrived."""
+    status: int = 200
+    code: int = 0
+
+
+@dataclass
+class Failure:
+    times: int
+    status: int
+    code: int
+    raw_body: str | None = None
+
+
+@dataclass
+class Message:
+    message_id: str
+    chat_id: str
+    msg_type: str
+    content: str
+    parent_id: str | None = None
+    uuid: str | None = None
+    receive_id: str | None = None
+    receive_id_type: str | None = None
+    patches: list[str] = field(default_factory=list)
+    """Every patched content, oldest first (``content`` is always the current one)."""
+
+    def card(self, original: bool = False) -> dict[str, Any]:
+        """The card as currently shown, or as first sent."""
+        data: dict[str, Any] = json.loads(self.sent_content if original else self.content)
+        return data
+
+    @property
+    def sent_content(self) -> str:
+        return self._sent if self._sent is not None else self.content
+
+    def __post_init__(self) -> None:
+        self._sent: str | None = self.content
+
+
+class FakeFeishuApi:
+    """State and ASGI app of the fake; thread-safe (uvicorn runs it in another thread)."""
+
+    def __init__(
+        self,
+        app_id: str = "cli_test_app",
+        app_secret: str = "test-secret",
+        users: dict[str, str] | None = None,
+        chats: dict[str, list[str]] | None = None,
+    ) -> None:
+        self.app_id = app_id
+        self.app_secret = app_secret
+        self.users = {k.lower(): v for k, v in (users or {}).items()}
+        """email or mobile -> open_id"""
+        self.chats = {k: list(v) for k, v in (chats or {}).items()}
+        """chat_id -> member open_ids (the bot is in every listed chat)."""
+        self.calls: list[Call] = []
+        self.messages: dict[str, Message] = {}
+        self.resources: dict[tuple[str, str], tuple[bytes, str]] = {}
+        self.deduped_sends = 0
+        self._by_uuid: dict[str, str] = {}
+        self._failures: dict[str, list[Failure]] = defaultdict(list)
+        self._lock = threading.Lock()
+        self._counter = 0
+        self.app = Starlette(routes=self._routes())
+
+    # -- test controls ------------------------------------------------------------------
+
+    def fail_next(
+        self,
+        endpoint: str,
+        times: int = 1,
+        *,
+        status: int = 500,
+        code: int | None = None,
+        raw_body: str | None = None,
+    ) -> None:
+        """Answer the next ``times`` calls of ``endpoint`` with an error.
+
+        ``status=429`` defaults to Feishu's rate-limit code 99991400; ``code`` alone
+        (with ``status=200`` or 400) simulates a Feishu business error.
+        """
+        if endpoint not in ENDPOINTS:
+            raise ValueError(f"unknown endpoint {endpoint!r}; one of {ENDPOINTS}")
+        default = 99991400 if status == 429 else (1000004 if status >= 500 else 230099)
+        with self._lock:
+            self._failures[endpoint].append(Failure(times, status, code or default, raw_body))
+
+    def add_resource(self, message_id: str, file_key: str, content: bytes, name: str) -> None:
+        with self._lock:
+            self.resources[(message_id, file_key)] = (content, name)
+
+    def calls_to(self, endpoint: str) -> list[Call]:
+        with self._lock:
+            return [c for c in self.calls if c.endpoint == endpoint]
+
+    def successful(self, endpoint: str) -> list[Call]:
+        return [c for c in self.calls_to(endpoint) if c.status == 200 and c.code == 0]
+
+    def wait_for(self, endpoint: str, count: int = 1, timeout: float = 10.0) -> list[Call]:
+        """Poll until ``count`` successful calls of ``endpoint`` arrived (sync helper)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = self.successful(endpoint)
+            if len(found) >= count:
+                return found
+            time.sleep(0.02)
+        raise AssertionError(
+            f"expected {count} successful {endpoint} call(s), got {self.successful(endpoint)}"
+        )
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def _routes(self) -> list[Route]:
+        return [
+            Route("/open-apis/auth/v3/tenant_access_token/internal", self._token, methods=["POST"]),
+            Route("/open-apis/im/v1/messages", self._create, methods=["POST"]),
+            Route("/open-apis/im/v1/messages/{mid}/reply", self._reply, methods=["POST"]),
+            Route("/open-apis/im/v1/messages/{mid}", self._patch, methods=["PATCH"]),
+            Route(
+                "/open-apis/contact/v3/users/batch_get_id", self._batch_get_id, methods=["POST"]
+            ),
+            Route("/open-apis/im/v1/chats/{cid}/members", self._members, methods=["GET"]),
+            Route(
+                "/open-apis/im/v1/messages/{mid}/resources/{key}", self._resource, methods=["GET"]
+            ),
+        ]
+
+    async def _begin(
+        self, endpoint: str, request: Request, auth: bool = True
+    ) -> tuple[Call, Response | None]:
+        raw = await request.body()
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        call = Call(
+            endpoint=endpoint,
+            method=request.method,
+            path=request.url.path,
+            query=dict(request.query_params),
+            body=body,
+            at=time.monotonic(),
+        )
+        with self._lock:
+            self.calls.append(call)
+            queue = self._failures.get(endpoint) or []
+            failure = queue[0] if queue else None
+            if failure is not None:
+                failure.times -= 1
+                if failure.times <= 0:
+                    queue.pop(0)
+        if failure is not None:
+            call.status, call.code = failure.status, failure.code
+            if failure.raw_body is not None:
+                return call, PlainTextResponse(failure.raw_body, status_code=failure.status)
+            return call, self._error(call, failure.code, "injected failure", failure.status)
+        if auth and request.headers.get("authorization") != f"Bearer {TOKEN}":
+            return call, self._error(call, 99991663, "Invalid access token for authorization", 400)
+        return call, None
+
+    @staticmethod
+    def _error(call: Call, code: int, msg: str, status: int = 400) -> Response:
+        call.status, call.code = status, code
+        return JSONResponse({"code": code, "msg": msg}, status_code=status)
+
+    @staticmethod
+    def _ok(data: dict[str, Any]) -> Response:
+        return JSONResponse({"code": 0, "msg": "success", "data": data})
+
+    def _next_id(self, prefix: str) -> str:
+        with self._lock:
+            self._counter += 1
+            return f"{prefix}{self._counter:08x}"
+
+    @staticmethod
+    def _check_card(content: object) -> str | None:
+        """Why a card would be refused by Feishu, or None if it is acceptable."""
+        if not isinstance(content, str):
+            return "content must be a JSON string"
+        if len(content.encode("utf-8")) > MAX_CARD_BYTES:
+            return "card content exceeds 30 KB"
+        try:
+            card = json.loads(content)
+        except ValueError:
+            return "card content is not JSON"
+        if not isinstance(card, dict) or card.get("schema") != "2.0":
+            return "card must be schema 2.0"
+        if not isinstance(card.get("body"), dict) or not isinstance(
+            card["body"].get("elements"), list
+        ):
+            return "card 2.0 needs body.elements"
+        if (card.get("config") or {}).get("update_multi") is not True:
+            return "shared cards need config.update_multi = true"
+        return None
+
+    def _message_payload(self, message: Message) -> dict[str, Any]:
+        return {
+            "message_id": message.message_id,
+            "chat_id": message.chat_id,
+            "msg_type": message.msg_type,
+            "parent_id": message.parent_id or "",
+            "body": {"content": message.content},
+        }
+
+    # -- endpoints ------------------------------------------------------------------------
+
+    async def _token(self, request: Request) -> Response:
+        call, failed = await self._begin("token", request, auth=False)
+        if failed:
+            return failed
+        body = call.body or {}
+        if body.get("app_id") != self.app_id or body.get("app_secret") != self.app_secret:
+            return self._error(call, 10014, "app secret invalid")
+        return JSONResponse(
+            {"code": 0, "msg": "ok", "tenant_access_token": TOKEN, "expire": 7200}
+        )
+
+    async def _create(self, request: Request) -> Response:
+        call, failed = await self._begin("message.create", request)
+        if failed:
+            return failed
+        body = call.body or {}
+        id_type = call.query.get("receive_id_type", "")
+        receive_id = str(body.get("receive_id", ""))
+        msg_type, content = body.get("msg_type"), body.get("content")
+        if msg_type == "interactive" and (problem := self._check_card(content)):
+            return self._error(call, 230099, problem)
+        uuid = body.get("uuid")
+        with self._lock:
+            known = self._by_uuid.get(uuid) if uuid else None
+            if known is not None:
+                self.deduped_sends += 1
+                return self._ok(self._message_payload(self.messages[known]))
+        if id_type == "chat_id":
+            if receive_id not in self.chats:
+                return self._error(call, 230002, "Bot/User can NOT be out of the chat.")
+            chat_id = receive_id
+        elif id_type in ("open_id", "email", "user_id", "union_id"):
+            open_id = self.users.get(receive_id.lower()) if id_type == "email" else receive_id
+            if not open_id:
+                return self._error(call, 230013, "Bot has NO availability to this user.")
+            chat_id = f"oc_p2p_{open_id}"
+        else:
+            return self._error(call, 99992402, "field validation failed: receive_id_type")
+        message = Message(
+            message_id=self._next_id("om_"),
+            chat_id=chat_id,
+            msg_type=str(msg_type),
+            content=str(content),
+            uuid=uuid,
+            receive_id=receive_id,
+            receive_id_type=id_type,
+        )
+        with self._lock:
+            self.messages[message.message_id] = message
+            if uuid:
+                self._by_uuid[uuid] = message.message_id
+        return self._ok(self._message_payload(message))
+
+    async def _reply(self, request: Request) -> Response:
+        call, failed = await self._begin("message.reply", request)
+        if failed:
+            return failed
+        body = call.body or {}
+        parent_id = request.path_params["mid"]
+        msg_type, content = body.get("msg_type"), body.get("content")
+        if msg_type == "interactive" and (problem := self._check_card(content)):
+            return self._error(call, 230099, problem)
+        parent = self.messages.get(parent_id)
+        message = Message(
+            message_id=self._next_id("om_"),
+            chat_id=parent.chat_id if parent else "oc_unknown",
+            msg_type=str(msg_type),
+            content=str(content),
+            parent_id=parent_id,
+            uuid=body.get("uuid"),
+        )
+        with self._lock:
+            self.messages[message.message_id] = message
+        return self._ok(self._message_payload(message))
+
+    async def _patch(self, request: Request) -> Response:
+        call, failed = await self._begin("message.patch", request)
+        if failed:
+            return failed
+        message = self.messages.get(request.path_params["mid"])
+        if message is None or message.msg_type != "interactive":
+            return self._error(call, 230001, "message not found or not a card")
+        content = (call.body or {}).get("content")
+        if problem := self._check_card(content):
+            return self._error(call, 230099, problem)
+        with self._lock:
+            message.patches.append(str(content))
+            message.content = str(content)
+        return self._ok({})
+
+    async def _batch_get_id(self, request: Request) -> Response:
+        call, failed = await self._begin("user.batch_get_id", request)
+        if failed:
+            return failed
+        body = call.body or {}
+        emails, mobiles = body.get("emails") or [], body.get("mobiles") or []
+        if len(emails) > 50 or len(mobiles) > 50:
+            return self._error(call, 99992402, "at most 50 emails and 50 mobiles")
+        users: list[dict[str, Any]] = []
+        for email in emails:
+            entry: dict[str, Any] = {"email": email}
+            if open_id := self.users.get(email.lower()):
+                entry["user_id"] = open_id
+            users.append(entry)
+        for mobile in mobiles:
+            entry = {"mobile": mobile}
+            if open_id := self.users.get(mobile):
+                entry["user_id"] = open_id
+            users.append(entry)
+        return self._ok({"user_list": users})
+
+    async def _members(self, request: Request) -> Response:
+        call, failed = await self._begin("chat_members.get", request)
+        if failed:
+            return failed
+        chat_id = request.path_params["cid"]
+        if chat_id not in self.chats:
+            return self._error(call, 232011, "Operator can NOT be out of the chat.")
+        members = self.chats[chat_id]
+        size = int(call.query.get("page_size") or 20)
+        size = max(1, min(size, 100))
+        start = int(call.query.get("page_token") or 0)
+        page = members[start : start + size]
+        more = start + size < len(members)
+        items = [
+            {"member_id_type": "open_id", "member_id": m, "name": m, "tenant_key": "t"}
+            for m in page
+        ]
+        return self._ok(
+            {
+                "items": items,
+                "page_token": str(start + size) if more else "",
+                "has_more": more,
+                "member_total": len(members),
+            }
+        )
+
+    async def _resource(self, request: Request) -> Response:
+        call, failed = await self._begin("message_resource.get", request)
+        if failed:
+            return failed
+        key = (request.path_params["mid"], request.path_params["key"])
+        found = self.resources.get(key)
+        if found is None:
+            return self._error(call, 234003, "File not in msg.", 404)
+        content, name = found
+        return Response(
+            content,
+            media_type="application/octet-stream",
+            headers={"Content-Disposition": f"attachment; filename=\"{quote(name)}\""},
+        )
