@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import JsonValue
@@ -33,6 +32,7 @@ from bot.askhuman.schema import (
     SelectField,
     is_identifier,
 )
+from renderers.budget import Budget
 from renderers.card import RequestCard, args_of, option_token, option_value
 from renderers.markdown import FEISHU, check_feishu, markdown_chunks, plain, truncate
 from renderers.text import decision_words, field_hint, format_when, summary, value_lines
@@ -57,25 +57,13 @@ _BUTTON_TYPES = {"primary": "primary_filled", "destructive": "danger_filled", "d
 _TEXT_TAGS = frozenset({"plain_text", "lark_md"})
 
 
-@dataclass(frozen=True)
-class _Budget:
-    """How much of each kind of untrusted text one rendering may show."""
-
-    question: int
-    body: int
-    label: int
-    options: int
-    option_text: int
-    default: int
-
-
 _LADDER = (
-    _Budget(4000, 12000, 200, 100, 100, 1000),
-    _Budget(3000, 6000, 120, 50, 60, 500),
-    _Budget(2000, 3000, 80, 20, 40, 300),
-    _Budget(1000, 1500, 60, 10, 30, 200),
-    _Budget(500, 500, 40, 5, 20, 100),
-    _Budget(200, 200, 30, 3, 12, 50),
+    Budget(4000, 12000, 200, 100, 100, 1000),
+    Budget(3000, 6000, 120, 50, 60, 500),
+    Budget(2000, 3000, 80, 20, 40, 300),
+    Budget(1000, 1500, 60, 10, 30, 200),
+    Budget(500, 500, 40, 5, 20, 100),
+    Budget(200, 200, 30, 3, 12, 50),
 )
 
 
@@ -120,7 +108,7 @@ def count_elements(obj: object) -> int:
     return 0
 
 
-def _card(card: RequestCard, budget: _Budget) -> dict[str, Any]:
+def _card(card: RequestCard, budget: Budget) -> dict[str, Any]:
     elements = _head_elements(card, budget)
     if card.status == "pending":
         elements.append(_form(card, budget))
@@ -151,7 +139,7 @@ def _header(card: RequestCard) -> dict[str, Any]:
     }
 
 
-def _head_elements(card: RequestCard, budget: _Budget) -> list[Element]:
+def _head_elements(card: RequestCard, budget: Budget) -> list[Element]:
     args = card.args
     elements: list[Element] = []
     if args.title or len(args.question) > 150:
@@ -165,7 +153,7 @@ def _head_elements(card: RequestCard, budget: _Budget) -> list[Element]:
 # ---------------------------------------------------------------- form
 
 
-def _form(card: RequestCard, budget: _Budget) -> Element:
+def _form(card: RequestCard, budget: Budget) -> Element:
     """All inputs and one submit button per action, so one click sends every value."""
     elements: list[Element] = []
     for field in card.args.fields:
@@ -178,7 +166,7 @@ def _form(card: RequestCard, budget: _Budget) -> Element:
     return {"tag": "form", "name": FORM_NAME, "elements": elements}
 
 
-def _field_elements(field: AskHumanField, budget: _Budget) -> list[Element]:
+def _field_elements(field: AskHumanField, budget: Budget) -> list[Element]:
     label = field.label + (" (required)" if field.required else "")
     if isinstance(field, FileField | FileListField):
         how = f"📎 {label} — {field_hint(field)}: reply in this card's thread with the file."
@@ -189,7 +177,7 @@ def _field_elements(field: AskHumanField, budget: _Budget) -> list[Element]:
     return [_div(label, budget.label + 11), _input(field, budget)]
 
 
-def _input(field: AskHumanField, budget: _Budget) -> Element:
+def _input(field: AskHumanField, budget: Budget) -> Element:
     """The form component for a paragraph, number, select, multi-select or date field."""
     el: Element = {"name": field_key(field), "required": field.required}
     if isinstance(field, ParagraphField | NumberField):
@@ -210,7 +198,7 @@ def _input(field: AskHumanField, budget: _Budget) -> Element:
     return {"tag": el.pop("tag"), **el}
 
 
-def _select(el: Element, field: SelectField | MultiSelectField, budget: _Budget) -> None:
+def _select(el: Element, field: SelectField | MultiSelectField, budget: Budget) -> None:
     shown = list(enumerate(field.options[: budget.options]))
     multi = isinstance(field, MultiSelectField)
     el.update(
@@ -230,7 +218,7 @@ def _select(el: Element, field: SelectField | MultiSelectField, budget: _Budget)
             el["initial_option"] = picked[0]
 
 
-def _button(card: RequestCard, index: int, action: AskHumanAction, budget: _Budget) -> Element:
+def _button(card: RequestCard, index: int, action: AskHumanAction, budget: Budget) -> Element:
     button: Element = {
         "tag": "button",
         "text": _text(action.label, 60),
@@ -250,7 +238,7 @@ def _button(card: RequestCard, index: int, action: AskHumanAction, budget: _Budg
 # ---------------------------------------------------------------- decided states
 
 
-def _decision_elements(card: RequestCard, budget: _Budget) -> list[Element]:
+def _decision_elements(card: RequestCard, budget: Budget) -> list[Element]:
     elements: list[Element] = [{"tag": "hr"}, _div(decision_words(card), 1200)]
     lines = [
         f"{truncate(label, budget.label)}: {truncate(value, 500)}"

@@ -35,6 +35,7 @@ from bot.askhuman.schema import (
     SelectField,
     SelectOption,
 )
+from renderers.budget import Budget
 from renderers.card import RequestCard, args_of, option_token, option_value
 from renderers.markdown import (
     SLACK,
@@ -73,25 +74,13 @@ _DECIDED_ICON = {
 }
 
 
-@dataclass(frozen=True)
-class _Budget:
-    """How much of each kind of untrusted text one rendering may show."""
-
-    question: int
-    body: int
-    label: int
-    options: int
-    option_text: int
-    default: int
-
-
 _LADDER = (
-    _Budget(3000, 9000, 200, 100, 75, 3000),
-    _Budget(3000, 6000, 150, 100, 75, 1000),
-    _Budget(2000, 3000, 100, 50, 50, 500),
-    _Budget(1000, 1500, 75, 20, 40, 300),
-    _Budget(500, 500, 50, 10, 30, 200),
-    _Budget(300, 300, 40, 5, 20, 100),
+    Budget(3000, 9000, 200, 100, 75, 3000),
+    Budget(3000, 6000, 150, 100, 75, 1000),
+    Budget(2000, 3000, 100, 50, 50, 500),
+    Budget(1000, 1500, 75, 20, 40, 300),
+    Budget(500, 500, 50, 10, 30, 200),
+    Budget(300, 300, 40, 5, 20, 100),
 )
 
 
@@ -196,7 +185,7 @@ def total_text_chars(obj: object) -> int:
     return 0
 
 
-def _blocks(card: RequestCard, budget: _Budget) -> list[Block]:
+def _blocks(card: RequestCard, budget: Budget) -> list[Block]:
     blocks = _head_blocks(card, budget)
     if card.status == "pending":
         blocks += [_field_block(card, f, budget) for f in card.args.fields]
@@ -207,7 +196,7 @@ def _blocks(card: RequestCard, budget: _Budget) -> list[Block]:
     return blocks
 
 
-def _head_blocks(card: RequestCard, budget: _Budget) -> list[Block]:
+def _head_blocks(card: RequestCard, budget: Budget) -> list[Block]:
     args = card.args
     blocks: list[Block] = [{"type": "header", "text": _plain(args.title or args.question, 150)}]
     if args.title or len(args.question) > 150:
@@ -232,7 +221,7 @@ def _context_text(card: RequestCard) -> str:
 # ---------------------------------------------------------------- inputs
 
 
-def _field_block(card: RequestCard, field: AskHumanField, budget: _Budget) -> Block:
+def _field_block(card: RequestCard, field: AskHumanField, budget: Budget) -> Block:
     if isinstance(field, FileField | FileListField):
         return _file_button_block(card, field, budget)
     block: Block = {
@@ -248,7 +237,7 @@ def _field_block(card: RequestCard, field: AskHumanField, budget: _Budget) -> Bl
     return block
 
 
-def _element(field: AskHumanField, budget: _Budget) -> dict[str, Any]:
+def _element(field: AskHumanField, budget: Budget) -> dict[str, Any]:
     """The input element for one non-file field, defaults prefilled."""
     el: dict[str, Any] = {"action_id": INPUT_ACTION_ID}
     if isinstance(field, ParagraphField | NumberField):
@@ -272,7 +261,7 @@ def _element(field: AskHumanField, budget: _Budget) -> dict[str, Any]:
     return el
 
 
-def _select(el: dict[str, Any], field: SelectField | MultiSelectField, budget: _Budget) -> None:
+def _select(el: dict[str, Any], field: SelectField | MultiSelectField, budget: Budget) -> None:
     shown = field.options[: budget.options]
     options = [_option(i, o, budget) for i, o in enumerate(shown)]
     multi = isinstance(field, MultiSelectField)
@@ -289,18 +278,18 @@ def _select(el: dict[str, Any], field: SelectField | MultiSelectField, budget: _
         el["initial_option"] = initial[0]
 
 
-def _option(index: int, option: SelectOption, budget: _Budget) -> dict[str, Any]:
+def _option(index: int, option: SelectOption, budget: Budget) -> dict[str, Any]:
     return {"text": _plain(option.label, budget.option_text), "value": option_token(index)}
 
 
-def _options_hint(field: AskHumanField, budget: _Budget) -> str | None:
+def _options_hint(field: AskHumanField, budget: Budget) -> str | None:
     if isinstance(field, SelectField | MultiSelectField) and len(field.options) > budget.options:
         return f"Showing the first {budget.options} of {len(field.options)} options."
     return None
 
 
 def _file_button_block(
-    card: RequestCard, field: FileField | FileListField, budget: _Budget
+    card: RequestCard, field: FileField | FileListField, budget: Budget
 ) -> Block:
     need = " (required)" if field.required else ""
     text = f"*{slack_escape(truncate(field.label, budget.label))}*{need}\n{field_hint(field)}"
@@ -313,7 +302,7 @@ def _file_button_block(
     return {"type": "section", "text": _mrkdwn(text), "accessory": button}
 
 
-def _actions_block(card: RequestCard, budget: _Budget) -> Block:
+def _actions_block(card: RequestCard, budget: Budget) -> Block:
     buttons = []
     for action in card.args.actions:
         aid = action_id_for(card.ref, card.args, action)
@@ -331,7 +320,7 @@ def _actions_block(card: RequestCard, budget: _Budget) -> Block:
     return {"type": "actions", "block_id": f"v{card.version}:actions", "elements": buttons}
 
 
-def _confirm(action: AskHumanAction, budget: _Budget) -> dict[str, Any]:
+def _confirm(action: AskHumanAction, budget: Budget) -> dict[str, Any]:
     """Destructive buttons ask once more; Slack shows a native dialog before sending."""
     return {
         "title": _plain("Are you sure?", 100),
@@ -351,7 +340,7 @@ def _trusted_mentions(card: RequestCard) -> tuple[str, ...]:
     return (f"<@{uid}>",) if uid and _USER_ID.fullmatch(uid) else ()
 
 
-def _decision_blocks(card: RequestCard, budget: _Budget) -> list[Block]:
+def _decision_blocks(card: RequestCard, budget: Budget) -> list[Block]:
     words = STATUS_WORDS[card.status]
     if card.status == "submitted" and card.action_label:
         words += f": {truncate(card.action_label, 120)}"
