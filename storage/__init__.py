@@ -21,6 +21,7 @@ from storage.models import (
     OutboxItem,
     ResumeJob,
     Run,
+    SeenEvent,
     StagedFile,
     Vote,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "OutboxItem",
     "ResumeJob",
     "Run",
+    "SeenEvent",
     "StagedFile",
     "Vote",
     "upgrade",

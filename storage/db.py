@@ -118,3 +118,13 @@ def current_revision(url: str) -> str | None:
             return rev
     finally:
         engine.dispose()
+
+
+def head_revision() -> str:
+    """The newest migration shipped with this code (what ``upgrade`` moves to)."""
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+    if head is None:
+        raise RuntimeError("no migrations found in storage/migrations")
+    return head

@@ -63,10 +63,21 @@ class HumanRequest(Base):
     result: Mapped[Json | None] = mapped_column(JSON)
     """The AskHumanToolResult sent to the agent."""
     version: Mapped[int] = mapped_column(Integer, default=1)
+    next_reminder_at: Mapped[dt.datetime | None] = mapped_column()
+    """When the next reminder is due (None: no reminders for this request)."""
+    reminders_sent: Mapped[int] = mapped_column(Integer, default=0)
+    escalate_at: Mapped[dt.datetime | None] = mapped_column()
+    """When the request is escalated to its route's escalation route (None: never)."""
+    escalated_at: Mapped[dt.datetime | None] = mapped_column()
+    escalation_route: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[dt.datetime] = mapped_column()
     updated_at: Mapped[dt.datetime] = mapped_column()
 
-    __table_args__ = (Index("ix_human_requests_status_deadline", "status", "deadline"),)
+    __table_args__ = (
+        Index("ix_human_requests_status_deadline", "status", "deadline"),
+        Index("ix_human_requests_status_reminder", "status", "next_reminder_at"),
+        Index("ix_human_requests_status_escalate", "status", "escalate_at"),
+    )
 
 
 class Delivery(Base):
@@ -191,3 +202,19 @@ class AuditLog(Base):
     actor_user: Mapped[str | None] = mapped_column(String(200))
     reason: Mapped[str | None] = mapped_column(Text)
     details: Mapped[Json] = mapped_column(JSON, default=dict)
+
+
+class SeenEvent(Base):
+    """A platform event or callback already processed, shared by every replica.
+
+    Platforms retry events (Slack ``X-Slack-Retry-Num``, Feishu re-pushes) and a
+    retry may reach another process; the primary key makes "first seen" a single
+    atomic insert. Rows older than the platforms' retry/replay windows are pruned.
+    """
+
+    __tablename__ = "seen_events"
+
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    """Platform-qualified id, e.g. ``slack:event:Ev123`` or ``feishu:nonce:abc``."""
+    platform: Mapped[str] = mapped_column(String(32))
+    seen_at: Mapped[dt.datetime] = mapped_column(index=True)
