@@ -63,6 +63,23 @@ def parse_duration(value: object) -> float:
     return seconds
 
 
+def format_duration(seconds: float) -> str:
+    """``1800`` → ``"30m"`` (the shortest exact unit), for error messages."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+class KeyPathError(ValueError):
+    """A problem with a nested key: ``key`` (e.g. ``"escalation.route"``) is appended to
+    the location pydantic reports, so the message names the exact key to fix."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        super().__init__(message)
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -114,12 +131,31 @@ class ConsoleRoute(_Strict):
     """Empty means: anyone at the local terminal may answer."""
 
 
+class EscalationSettings(_Strict):
+    """Still pending ``after`` its creation: also deliver the request to ``route``."""
+
+    after: float = Field(description="seconds after the request was created")
+    route: str
+    """Another route: its recipients get the same card, its approvers may answer too."""
+
+    @field_validator("after", mode="before")
+    @classmethod
+    def _after(cls, v: object) -> float:
+        return parse_duration(v)
+
+
 class RouteSettings(_Strict):
     """Where a request goes, who may answer, and how long it waits."""
 
     timeout: float = Field(default=86400.0, description="seconds")
     quorum: int = Field(default=1, ge=1)
     allow_self_approval: bool = False
+    reminder: float | None = Field(default=None, description="seconds between reminders")
+    """Remind the recipients (in the card's thread) every ``reminder`` while pending."""
+    max_reminders: int = Field(default=3, ge=1)
+    escalation: EscalationSettings | None = None
+    """Also deliver to another route's recipients and approvers when still pending
+    ``escalation.after`` the request was created (once; the deadline stays ``timeout``)."""
     slack: SlackRoute | None = None
     feishu: FeishuRoute | None = None
     console: ConsoleRoute | None = None
@@ -128,6 +164,11 @@ class RouteSettings(_Strict):
     @classmethod
     def _timeout(cls, v: object) -> float:
         return parse_duration(v)
+
+    @field_validator("reminder", mode="before")
+    @classmethod
+    def _reminder(cls, v: object) -> float | None:
+        return None if v is None else parse_duration(v)
 
     @model_validator(mode="after")
     def _somewhere_to_go(self) -> RouteSettings:
@@ -140,6 +181,19 @@ class RouteSettings(_Strict):
                     f"{name}.approvers lists nobody; add users, groups or "
                     "channel_members: true"
                 )
+        timeout = format_duration(self.timeout)
+        if self.reminder is not None and self.reminder >= self.timeout:
+            raise KeyPathError(
+                "reminder",
+                f"must be shorter than timeout ({format_duration(self.reminder)} is not "
+                f"shorter than {timeout}); lower reminder or raise timeout",
+            )
+        if self.escalation is not None and self.escalation.after >= self.timeout:
+            raise KeyPathError(
+                "escalation.after",
+                f"must be shorter than timeout ({format_duration(self.escalation.after)} is "
+                f"not shorter than {timeout}); lower escalation.after or raise timeout",
+            )
         return self
 
     def platforms(self) -> list[str]:
@@ -179,6 +233,18 @@ class FileSettings(_Strict):
                     f"agent '{name}' uses route '{agent.route}', which is not defined "
                     f"under routes (known routes: {known})"
                 )
+        for name, route in self.routes.items():
+            target = route.escalation.route if route.escalation else None
+            if target is None:
+                continue
+            key = f"routes.{name}.escalation.route"
+            if target == name:
+                raise KeyPathError(key, "a route cannot escalate to itself; name another "
+                                        "route (define one under routes, e.g. oncall)")
+            if target not in self.routes:
+                known = ", ".join(sorted(r for r in self.routes if r != name))
+                fix = f"name one of: {known}" if known else f"define '{target}' under routes"
+                raise KeyPathError(key, f"route '{target}' is not defined under routes; {fix}")
         return self
 
 
@@ -232,7 +298,11 @@ def _location(loc: tuple[int | str, ...]) -> str:
 
 
 def _describe(error: Any) -> str:
-    path = _location(tuple(error["loc"]))
+    loc = tuple(error["loc"])
+    cause = (error.get("ctx") or {}).get("error")
+    if isinstance(cause, KeyPathError):
+        loc = (*loc, *cause.key.split("."))
+    path = _location(loc)
     kind, msg = error["type"], str(error["msg"])
     if kind == "extra_forbidden":
         return f"{path}: unknown key; remove it or check its spelling"

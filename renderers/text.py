@@ -111,6 +111,19 @@ def summary(card: RequestCard, limit: int = 200) -> str:
     return plain(" ".join(line.split()), limit)
 
 
+def reminder_text(card: RequestCard, number: int) -> str:
+    """The reminder posted in a card's thread: trusted words only (no model text).
+
+    The agent name comes from admin configuration and the deadline from the engine;
+    it is still passed through ``plain`` so adapters can escape it like any text. The
+    reminder's ``number`` keeps each reminder's text (and idempotency key) distinct.
+    """
+    due = f" (due {format_when(card.deadline)})" if card.deadline else ""
+    line = (f"Reminder {number}: this request from {card.agent_name} is still waiting "
+            f"for an answer{due}.")
+    return plain(line, 300)
+
+
 def render_text(card: RequestCard) -> str:
     """The whole request as readable, sanitized plain text."""
     lines = _head_lines(card)

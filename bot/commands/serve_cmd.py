@@ -108,6 +108,7 @@ def build_app(engine: Engine, runtimes: list[PlatformRuntime]) -> Starlette:
             done, pending = await asyncio.wait(tasks, timeout=10)
             for task in pending:
                 task.cancel()
+            await engine.drain(timeout=5)  # card updates still running in the background
             for task in done:
                 if not task.cancelled() and task.exception() is not None:
                     log.error(

@@ -15,9 +15,15 @@ Public API (all coroutines are safe to call concurrently, from several processes
 
 - ``Engine(database, settings, runtimes=None, clock=None, *, max_attempts=5,
   backoff_base=2.0, backoff_cap=300.0, lease_seconds=300.0, outbox_max_attempts=8,
-  outbox_lease_seconds=120.0)`` — ``runtimes`` maps an agent name to an
+  outbox_lease_seconds=120.0, background_card_updates=False,
+  seen_retention_seconds=86400, outbox_retention_seconds=7*86400,
+  housekeeping_interval_seconds=600)`` — ``runtimes`` maps an agent name to an
   ``AgentRuntime`` (default: ``bot.agents`` registry); ``clock`` returns an aware UTC
   datetime (tests pass a fake one). The ``outbox_*`` knobs bound platform retries.
+  ``background_card_updates`` runs the post-commit card update as a background task
+  instead of inside ``respond`` (Feishu switches it on; ``await drain()`` waits for
+  them). The worker sweep prunes ``seen_events`` and ``done`` outbox rows past their
+  retention at most once per housekeeping interval (``await prune_old()`` does it now).
 - ``register_adapter(adapter: PlatformAdapter, directory: Directory | None = None)``.
 - ``await start_run(agent, prompt, started_by: Identity, origin: Origin) -> str`` — the
   run id; runs the agent's first leg and handles the outcome (posts the output to
@@ -32,8 +38,20 @@ Public API (all coroutines are safe to call concurrently, from several processes
   references ``{platform, id, name, mimetype, size, url}`` for a file field (Feishu
   thread replies); they are used when that person submits without that field.
 - ``await expire_due() -> int`` — Dify's exact timeout result for overdue requests.
+- ``await remind_and_escalate_due(limit=200) -> int`` — claim due reminders (outbox kind
+  ``remind`` → the adapter's optional ``remind(card, ref, text)`` under every copy) and
+  due escalations (``deliver_request`` of the same card to the route's
+  ``escalation.route``, whose approvers may answer from then on); each claim is a
+  compare-and-set on the pending row, audited ``reminded`` / ``escalated``.
+  ``serve_forever`` runs it after ``expire_due``.
 - ``await card(ref) -> RequestCard | None``; ``await pending_for(identity) ->
   list[RequestCard]``; ``await find_by_message(platform, message_id) -> str | None``.
+- ``await first_seen(platform, key) -> bool`` — one atomic INSERT into ``seen_events``
+  shared by every replica: True the first time a platform event / callback / nonce is
+  seen, False for a repeat (platform retries reaching another replica).
+- ``await audit_refusal(ref, actor, reason, details)`` — one ``adapter_refused`` audit
+  row (outcome ``refused``) for refusals an adapter decides on an authenticated
+  request (duplicate or stale callbacks, a card/ref mismatch, an unknown message).
 - ``await run_worker_once() -> int`` and ``await serve_forever(stop, poll_interval=2.0)``
   — the durable resume queue, outbox retries and timeout sweeps; ``run_worker_once``
   returns how many resumes ran. ``await job_states()`` / ``await outbox_states()`` count

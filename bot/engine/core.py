@@ -11,7 +11,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from pydantic import JsonValue
-from sqlalchemy import select
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from bot.agents.base import AgentRuntime, Outcome
@@ -23,7 +23,7 @@ from bot.askhuman.schema import (
     timeout_result,
     unavailable_result,
 )
-from bot.engine import authz, outbox, store, worker
+from bot.engine import authz, housekeeping, outbox, store, worker
 from bot.engine.cards import already_decided_message, build_card, output_text, to_db_time
 from bot.engine.outbox import Attempt, OutboxClaim
 from bot.engine.ports import (
@@ -39,6 +39,7 @@ from bot.engine.results import RespondResult, UnknownAgentError
 from bot.engine.values import FILE_KEYS, InvalidValues, check_answer, check_values, quoted
 from bot.settings import RouteSettings, Settings
 from renderers.card import RequestCard
+from renderers.text import reminder_text
 from storage import Database, Delivery, HumanRequest, OutboxItem, ResumeJob, Run, StagedFile
 
 log = logging.getLogger("askhuman.engine")
@@ -48,6 +49,8 @@ RuntimeFactory = Callable[[str], AgentRuntime]
 """Build (or look up) the runtime for a configured agent name."""
 Clock = Callable[[], dt.datetime]
 
+UPDATE_ROUNDS = 3
+"""How often one update_card row re-sends a copy whose version moved on during a call."""
 NOT_FOUND = "This request does not exist (the link may be wrong or outdated)."
 SYSTEM = Identity("system", "askhuman", "askhuman")
 
@@ -92,6 +95,18 @@ def targets_for(route: RouteSettings, platform: str) -> list[DeliveryTarget]:
     ]
 
 
+Copies = list[tuple[str, str]]
+"""(target key ``"kind id"``, channel) of each delivered copy of a card on one platform."""
+
+
+def _copies_on(session: Session, request_id: int, platform: str) -> Copies:
+    rows = session.execute(
+        select(Delivery.target_kind, Delivery.target_id, Delivery.channel)
+        .where(Delivery.request_id == request_id, Delivery.platform == platform)
+        .order_by(Delivery.id))
+    return [(f"{kind} {target}", channel) for kind, target, channel in rows]
+
+
 class Engine:
     """Platform-agnostic approval lifecycle. All methods are safe to call concurrently."""
 
@@ -108,6 +123,10 @@ class Engine:
         lease_seconds: float = 300.0,
         outbox_max_attempts: int = 8,
         outbox_lease_seconds: float = 120.0,
+        background_card_updates: bool = False,
+        seen_retention_seconds: float = 86400.0,
+        outbox_retention_seconds: float = 7 * 86400.0,
+        housekeeping_interval_seconds: float = 600.0,
     ) -> None:
         self.db = database
         self.settings = settings
@@ -121,6 +140,15 @@ class Engine:
         self.lease = dt.timedelta(seconds=lease_seconds)
         self.outbox_max_attempts = outbox_max_attempts
         self.outbox_lease = dt.timedelta(seconds=outbox_lease_seconds)
+        self.background_card_updates = background_card_updates
+        """Run the post-commit attempt of ``update_card`` rows as a background task
+        instead of awaiting it in ``respond``/``cancel``... (Feishu needs this: its card
+        patch waits until the click's reply has been sent)."""
+        self.seen_retention = dt.timedelta(seconds=seen_retention_seconds)
+        self.outbox_retention = dt.timedelta(seconds=outbox_retention_seconds)
+        self.housekeeping_interval = dt.timedelta(seconds=housekeeping_interval_seconds)
+        self._last_housekeeping: dt.datetime | None = None
+        self._background: set[asyncio.Task[None]] = set()
         self._wake: asyncio.Event | None = None
 
     # ------------------------------------------------------------------ plumbing
@@ -151,8 +179,18 @@ class Engine:
 
         result, claims = await asyncio.to_thread(work)
         for claim in claims:
-            await self._dispatch(claim)
+            if self.background_card_updates and claim.kind == "update_card":
+                task = asyncio.create_task(self._dispatch(claim))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+            else:
+                await self._dispatch(claim)
         return result
+
+    async def drain(self, timeout: float = 10.0) -> None:
+        """Wait for post-commit side effects running in the background (shutdown, tests)."""
+        if self._background:
+            await asyncio.wait(set(self._background), timeout=timeout)
 
     def _poke(self) -> None:
         if self._wake is not None:
@@ -235,6 +273,11 @@ class Engine:
         request = store.create_request(
             session, now, run, call.tool_call_id, args, route_name, route.quorum, deadline
         )
+        if route.reminder is not None:
+            request.next_reminder_at = now + dt.timedelta(seconds=route.reminder)
+        request.reminders_sent = 0
+        if route.escalation is not None:
+            request.escalate_at = now + dt.timedelta(seconds=route.escalation.after)
         run.status = "waiting"
         store.audit(session, now, "request_created", run_id=run_id, ref=request.ref,
                     details={"route": route_name, "tool_call_id": call.tool_call_id})
@@ -261,7 +304,7 @@ class Engine:
         """Queue re-rendering every delivered copy of ``request``'s card."""
         outbox.enqueue(session, self.now(), self.outbox_lease, "update_card",
                        request_id=request.id, run_id=request.run_id,
-                       payload={"ref": request.ref})
+                       payload={"ref": request.ref, "version": request.version})
 
     async def _fail_run(self, run_id: str, error: str) -> None:
         now = self.now()
@@ -298,7 +341,7 @@ class Engine:
     async def _attempt(self, claim: OutboxClaim) -> Attempt:
         """Run the side effect once; an unexpected error is a transient failure."""
         handlers = {"deliver_request": self._send_request, "update_card": self._send_update,
-                    "post_run_result": self._send_result}
+                    "post_run_result": self._send_result, "remind": self._send_reminders}
         handler = handlers.get(claim.kind)
         if handler is None:
             return Attempt(f"unknown outbox kind {claim.kind!r}", permanent=True)
@@ -311,7 +354,7 @@ class Engine:
     async def _settle(self, claim: OutboxClaim, attempt: Attempt) -> None:
         """Mark the row done, schedule a retry with backoff, or give up (audited)."""
         if attempt.error is None:
-            await self._tx(lambda s: outbox.complete(s, claim, self.now()))
+            await self._tx(lambda s: outbox.complete(s, claim, self.now(), attempt.payload))
             return
         if attempt.permanent or claim.attempts >= self.outbox_max_attempts:
             await self._tx(partial(self._outbox_give_up, claim=claim, error=attempt.error))
@@ -341,6 +384,8 @@ class Engine:
                     details={"kind": claim.kind, "attempt": claim.attempts})
         if claim.kind != "deliver_request" or ref is None or claim.request_id is None:
             return
+        if claim.payload.get("route"):
+            return  # an escalation's extra copies: the original delivery stands
         if store.deliveries(session, claim.request_id):
             return
         result = unavailable_result(f"The request could not be delivered to anyone ({error}).")
@@ -357,6 +402,56 @@ class Engine:
             await self._dispatch(claim)
             done += 1
         return done
+
+    # ------------------------------------------------------------------ event dedupe, refusals
+
+    async def first_seen(self, platform: str, key: str) -> bool:
+        """Record a platform event/callback id; True the first time, False for a repeat.
+
+        One atomic INSERT into ``seen_events`` (shared by every replica), so a platform
+        retry that reaches another process is recognized there as well. ``key`` names
+        the kind and id, e.g. ``"event:Ev123"``, ``"nonce:abc"``, ``"message:om_1"``.
+        Rows are pruned after ``seen_retention_seconds`` by the worker sweep.
+        """
+        now = self.now()
+        return await asyncio.to_thread(housekeeping.insert_seen, self.db, now, platform, key)
+
+    async def audit_refusal(
+        self, ref: str | None, actor: Identity | None, reason: str,
+        details: Mapping[str, JsonValue],
+    ) -> None:
+        """Audit a refusal an adapter decided (outcome ``refused``, event ``adapter_refused``).
+
+        For *authenticated* requests only (signature-verified, or from an authenticated
+        connection) that never reach the engine: a duplicate or stale callback, a click
+        whose reference does not match its card... Unauthenticated junk is only logged
+        by the adapters, so it cannot fill the database.
+        """
+        now = self.now()
+        await self._tx(lambda s: store.audit(
+            s, now, "adapter_refused", outcome="refused", ref=ref[:64] if ref else None,
+            actor=actor, reason=reason[:2000], details=dict(details)))
+
+    async def prune_old(self) -> dict[str, int]:
+        """Delete ``seen_events`` past ``seen_retention_seconds`` and ``done`` outbox rows
+        past ``outbox_retention_seconds``; returns how many rows of each went."""
+        now = self.now()
+        self._last_housekeeping = now
+        pruned = await asyncio.to_thread(housekeeping.prune, self.db, now, self.seen_retention,
+                                         self.outbox_retention)
+        if any(pruned.values()):
+            log.info("old rows pruned", extra=pruned)
+        return pruned
+
+    async def _maybe_prune(self) -> None:
+        """``prune_old`` at most once per ``housekeeping_interval_seconds`` (worker sweep)."""
+        last = self._last_housekeeping
+        if last is not None and self.now() - last < self.housekeeping_interval:
+            return
+        try:
+            await self.prune_old()
+        except Exception:
+            log.exception("pruning old rows failed; retried at the next interval")
 
     async def outbox_states(self) -> dict[str, int]:
         """Outbox counts by state (for health checks and tests)."""
@@ -390,23 +485,66 @@ class Engine:
         return Attempt()
 
     async def _send_update(self, claim: OutboxClaim) -> Attempt:
-        """update_card: re-render the card as it is now on every delivered copy (idempotent)."""
+        """update_card: re-render the card as it is now on every delivered copy (idempotent).
+
+        Several update rows of one request may run at once (two votes, a vote and a
+        decision, other replicas) and finish out of order. So each copy gets the card
+        re-read right before the platform call, a copy that already shows that version
+        (``applied`` in this row's or any finished row's payload) is skipped, and after
+        each call the version is checked again: if it moved on meanwhile, the newer card
+        is sent, so a slow, older call can never leave an older version showing.
+        """
         ref = str(claim.payload.get("ref", ""))
 
-        def load(session: Session) -> tuple[RequestCard, list[DeliveryRef]] | None:
-            loaded = self._load(session, ref)
-            if loaded is None:
+        def load(session: Session) -> tuple[int, list[tuple[str, DeliveryRef]]] | None:
+            request = store.get_request(session, ref)
+            if request is None:
                 return None
-            rows = store.deliveries(session, loaded[0].id)
-            return loaded[2], [DeliveryRef(d.platform, d.channel, d.message_id) for d in rows]
+            rows = store.deliveries(session, request.id)
+            return request.id, [(str(d.id), DeliveryRef(d.platform, d.channel, d.message_id))
+                                for d in rows]
 
         found = await self._tx(load)
         if found is None:
             return Attempt()
-        card, refs = found
-        errors = [error for delivery in refs
-                  if (error := await self._update_one(card, delivery)) is not None]
-        return Attempt("; ".join(errors)) if errors else Attempt()
+        request_id, refs = found
+        raw = claim.payload.get("applied")
+        applied: dict[str, int] = {str(k): v for k, v in (raw or {}).items()
+                                   if isinstance(v, int)} if isinstance(raw, dict) else {}
+        errors = [error for key, delivery in refs
+                  if (error := await self._update_copy(ref, request_id, key, delivery,
+                                                       applied)) is not None]
+        payload = {**claim.payload, "applied": applied}
+        return Attempt("; ".join(errors), payload=payload) if errors else Attempt(payload=payload)
+
+    async def _update_copy(
+        self, ref: str, request_id: int, key: str, delivery: DeliveryRef,
+        applied: dict[str, int],
+    ) -> str | None:
+        """Bring one copy to the latest version (see ``_send_update``); records it in
+        ``applied``. Returns a transient error to retry, else None."""
+        sent: int | None = None
+        for _round in range(UPDATE_ROUNDS):
+
+            def latest(session: Session) -> tuple[RequestCard, int] | None:
+                loaded = self._load(session, ref)
+                if loaded is None:
+                    return None
+                return loaded[2], outbox.applied_versions(session, request_id).get(key, 0)
+
+            found = await self._tx(latest)
+            if found is None:
+                return None
+            card, elsewhere = found
+            if sent is None and max(applied.get(key, 0), elsewhere) >= card.version:
+                return None  # this copy already got this version (or a newer one)
+            if sent is not None and card.version <= sent:
+                return None  # our call was the newest: nothing moved on meanwhile
+            error = await self._update_one(card, delivery)
+            if error is not None:
+                return error
+            sent = applied[key] = card.version
+        return None
 
     async def _update_one(self, card: RequestCard, delivery: DeliveryRef) -> str | None:
         """Update one copy; a transient error is returned (retry), a permanent one logged."""
@@ -436,7 +574,8 @@ class Engine:
         if found is None:
             return Attempt()  # gone or already resolved: nobody needs the card any more
         request, card, delivered = found
-        route = self.settings.routes.get(request.route)
+        # An escalation names the escalation route: same card, that route's targets.
+        route = self.settings.routes.get(str(claim.payload.get("route") or request.route))
         permanent: dict[str, str] = dict(claim.payload.get("permanent") or {})
         transient: dict[str, str] = {}
         for platform in route.platforms() if route else []:
@@ -554,6 +693,37 @@ class Engine:
         log.info("attempt refused", extra={"ref": ref, "event": event, "reason": message})
         return RespondResult(outcome, message, card)
 
+    def _escalation_of(self, request: HumanRequest) -> RouteSettings | None:
+        """The route ``request`` was escalated to (None before escalation)."""
+        if request.escalated_at is None or not request.escalation_route:
+            return None
+        return self.settings.routes.get(request.escalation_route)
+
+    async def _refusal(
+        self, request: HumanRequest, route: RouteSettings, who: Identity, starter: Identity,
+        copies: Copies,
+    ) -> str | None:
+        """None when ``who`` may act: an approver of ``route`` or, once the request was
+        escalated, of the escalation route (with ``route``'s self-approval rule).
+
+        ``channel_members`` of each route counts the chats that route's own targets got
+        the card in, so escalating into a big channel never widens the original route.
+        """
+        directory = self._directory(who.platform)
+        escalation = self._escalation_of(request)
+        theirs = {f"{t.kind} {t.id}" for t in targets_for(escalation, who.platform)
+                  } if escalation is not None else set()
+        mine = {f"{t.kind} {t.id}" for t in targets_for(route, who.platform)}
+        own = [channel for key, channel in copies if key in mine or key not in theirs]
+        reason = await authz.refusal(route, who, starter, dict.fromkeys(own), directory)
+        if reason is None or escalation is None:
+            return reason
+        extra = escalation.model_copy(update={"allow_self_approval": route.allow_self_approval})
+        other = [channel for key, channel in copies if key in theirs]
+        if await authz.refusal(extra, who, starter, dict.fromkeys(other), directory) is None:
+            return None
+        return reason
+
     async def _authorize(
         self, ref: str, who: Identity, event: str
     ) -> tuple[HumanRequest, Run, RequestCard, dict[str, list[Any]]] | RespondResult:
@@ -564,7 +734,7 @@ class Engine:
             if loaded is None:
                 return None
             request = loaded[0]
-            channels = store.delivered_channels(session, request.id, who.platform)
+            channels = _copies_on(session, request.id, who.platform)
             staged = store.staged_files(session, request.id, who)
             return (*loaded, channels, staged)
 
@@ -580,8 +750,7 @@ class Engine:
         if route is None:
             reason = "This request's route is no longer configured; ask an admin."
         else:
-            reason = await authz.refusal(route, who, store.starter(run), channels,
-                                         self._directory(who.platform))
+            reason = await self._refusal(request, route, who, store.starter(run), channels)
         if reason is not None:
             return await self._refuse("rejected", reason, ref, who, f"{event}_unauthorized",
                                       card, run.id)
@@ -690,7 +859,7 @@ class Engine:
             loaded = self._load(session, ref)
             if loaded is None:
                 return None
-            channels = store.delivered_channels(session, loaded[0].id, actor.platform)
+            channels = _copies_on(session, loaded[0].id, actor.platform)
             return (*loaded, channels)
 
         found = await self._tx(load)
@@ -701,9 +870,9 @@ class Engine:
         is_starter = (run.started_by_platform, run.started_by_user) == (
             actor.platform, actor.user_id)
         if not is_starter and actor != SYSTEM:
-            refusal = authz.NOT_ALLOWED if route is None else await authz.refusal(
-                route.model_copy(update={"allow_self_approval": True}), actor,
-                store.starter(run), channels, self._directory(actor.platform))
+            refusal = authz.NOT_ALLOWED if route is None else await self._refusal(
+                request, route.model_copy(update={"allow_self_approval": True}), actor,
+                store.starter(run), channels)
             if refusal is not None:
                 return await self._refuse("rejected", "You are not allowed to cancel this "
                                           "request.", ref, actor, "cancel_unauthorized", card,
@@ -759,26 +928,160 @@ class Engine:
             expired += answer.outcome == "accepted"
         return expired
 
+    # ------------------------------------------------------------------ reminders, escalation
+
+    async def remind_and_escalate_due(self, limit: int = 200) -> int:
+        """Claim due reminders and escalations of pending requests; returns how many.
+
+        Each one is a compare-and-set on the request row (``status`` still pending and
+        ``next_reminder_at`` / ``escalate_at`` unchanged since it was read; on PostgreSQL
+        the rows are also picked with ``FOR UPDATE SKIP LOCKED``), committed with its
+        outbox row (``remind``, or ``deliver_request`` to the escalation route) and its
+        audit row (``reminded`` / ``escalated``). So several processes sweeping at once
+        remind once, and a request decided first is never reminded or escalated.
+        """
+        return await self._tx(partial(self._claim_due, limit=limit))
+
+    def _claim_due(self, session: Session, *, limit: int) -> int:
+        now = self.now()
+        not_overdue = or_(HumanRequest.deadline.is_(None), HumanRequest.deadline > now)
+        claimed = 0
+        for column in (HumanRequest.next_reminder_at, HumanRequest.escalate_at):
+            query = (select(HumanRequest)
+                     .where(HumanRequest.status == store.OPEN, column <= now, not_overdue)
+                     .order_by(column).limit(limit))
+            if self.db.is_postgres:
+                query = query.with_for_update(skip_locked=True)
+            for request in session.scalars(query).all():
+                if column is HumanRequest.next_reminder_at:
+                    claimed += self._claim_reminder(session, now, request)
+                else:
+                    claimed += self._claim_escalation(session, now, request)
+        return claimed
+
+    def _claim_reminder(self, session: Session, now: dt.datetime, request: HumanRequest) -> bool:
+        """Compare-and-set one due reminder; schedule the next one (or none)."""
+        route = self.settings.routes.get(request.route)
+        old = request.next_reminder_at
+        sent = request.reminders_sent + 1
+        remind = (route is not None and route.reminder is not None
+                  and sent <= route.max_reminders)
+        upcoming: dt.datetime | None = None
+        if remind and route is not None and route.reminder is not None and (
+                sent < route.max_reminders):
+            assert old is not None
+            step = dt.timedelta(seconds=route.reminder)
+            upcoming = old + step if old + step > now else now + step  # skip missed periods
+            if request.deadline is not None and upcoming >= request.deadline:
+                upcoming = None
+        changed = store.rowcount(session.execute(
+            update(HumanRequest)
+            .where(HumanRequest.id == request.id, HumanRequest.status == store.OPEN,
+                   HumanRequest.next_reminder_at == old)
+            .values(next_reminder_at=upcoming,
+                    reminders_sent=HumanRequest.reminders_sent + int(remind), updated_at=now)
+            .execution_options(synchronize_session=False)))
+        if changed != 1 or not remind:
+            return False  # someone else claimed it, it was decided, or reminders were removed
+        run = session.get(Run, request.run_id)
+        card = build_card(request, run.agent if run else "agent")
+        outbox.enqueue(session, now, self.outbox_lease, "remind", request_id=request.id,
+                       run_id=request.run_id,
+                       payload={"ref": request.ref, "number": sent,
+                                "text": reminder_text(card, sent)})
+        store.audit(session, now, "reminded", run_id=request.run_id, ref=request.ref,
+                    details={"number": sent, "next_reminder_at":
+                             upcoming.isoformat() if upcoming else None})
+        return True
+
+    def _claim_escalation(self, session: Session, now: dt.datetime,
+                          request: HumanRequest) -> bool:
+        """Compare-and-set one due escalation; queue delivering the card to its route."""
+        route = self.settings.routes.get(request.route)
+        escalation = route.escalation if route is not None else None
+        target = escalation.route if escalation is not None else None
+        if target is not None and target not in self.settings.routes:
+            target = None
+        changed = store.rowcount(session.execute(
+            update(HumanRequest)
+            .where(HumanRequest.id == request.id, HumanRequest.status == store.OPEN,
+                   HumanRequest.escalate_at == request.escalate_at,
+                   HumanRequest.escalated_at.is_(None))
+            .values(escalate_at=None, escalated_at=now if target else None,
+                    escalation_route=target, updated_at=now)
+            .execution_options(synchronize_session=False)))
+        if changed != 1 or target is None:
+            return False
+        outbox.enqueue(session, now, self.outbox_lease, "deliver_request",
+                       request_id=request.id, run_id=request.run_id,
+                       payload={"ref": request.ref, "route": target})
+        store.audit(session, now, "escalated", run_id=request.run_id, ref=request.ref,
+                    details={"from_route": request.route, "to_route": target})
+        log.info("request escalated", extra={"ref": request.ref, "route": target})
+        return True
+
+    async def _send_reminders(self, claim: OutboxClaim) -> Attempt:
+        """remind: post the reminder under every delivered copy that lacks it.
+
+        Skipped once the request is no longer pending. Copies already reminded are kept
+        in the payload, so a retry never reminds twice; adapters without ``remind`` are
+        skipped.
+        """
+        ref = str(claim.payload.get("ref", ""))
+        text = str(claim.payload.get("text", ""))
+
+        def load(session: Session) -> tuple[RequestCard, list[DeliveryRef]] | None:
+            loaded = self._load(session, ref)
+            if loaded is None or loaded[0].status != store.OPEN:
+                return None
+            rows = store.deliveries(session, loaded[0].id)
+            return loaded[2], [DeliveryRef(d.platform, d.channel, d.message_id) for d in rows]
+
+        found = await self._tx(load)
+        if found is None:
+            return Attempt()
+        card, copies = found
+        done: list[str] = list(claim.payload.get("done") or [])
+        errors: list[str] = []
+        for copy in copies:
+            key = f"{copy.platform} {copy.message_id}"
+            entry = self._adapters.get(copy.platform)
+            remind = getattr(entry[0], "remind", None) if entry else None
+            if key in done or remind is None:
+                continue
+            try:
+                await remind(card, copy, text)
+            except DeliveryError as exc:
+                log.warning("reminder refused for good", extra={"ref": ref, "copy": key,
+                                                                "error": str(exc)})
+            except Exception as exc:
+                log.exception("reminder failed", extra={"ref": ref, "copy": key})
+                errors.append(f"{key}: {exc or type(exc).__name__}")
+                continue
+            done.append(key)
+        if errors:
+            return Attempt("; ".join(errors), payload={**claim.payload, "done": done})
+        return Attempt()
+
     async def pending_for(self, identity: Identity) -> list[RequestCard]:
         """Open requests ``identity`` may answer (oldest first)."""
 
-        def load(session: Session) -> list[tuple[HumanRequest, Run, RequestCard, list[str]]]:
+        def load(session: Session) -> list[tuple[HumanRequest, Run, RequestCard, Copies]]:
             rows = session.scalars(select(HumanRequest).where(HumanRequest.status == store.OPEN)
                                    .order_by(HumanRequest.id).limit(200)).all()
             out = []
             for request in rows:
                 loaded = self._load(session, request.ref)
                 if loaded is not None:
-                    channels = store.delivered_channels(session, request.id, identity.platform)
+                    channels = _copies_on(session, request.id, identity.platform)
                     out.append((*loaded, channels))
             return out
 
         cards = []
         for request, run, card, channels in await self._tx(load):
             route = self.settings.routes.get(request.route)
-            if route is not None and await authz.refusal(
-                route, identity, store.starter(run), channels,
-                self._directory(identity.platform)) is None:
+            if route is not None and await self._refusal(
+                request, route, identity, store.starter(run), channels) is None:
                 cards.append(card)
         return cards
 
@@ -802,6 +1105,7 @@ class Engine:
         runs in the same sweep.
         """
         await self._sweep_outbox(limit)
+        await self._maybe_prune()
         done = 0
         while done < limit:
             claim = await self._tx(self._claim)
@@ -898,6 +1202,7 @@ class Engine:
             self._wake.clear()
             try:
                 await self.expire_due()
+                await self.remind_and_escalate_due()
                 await self.run_worker_once()
             except Exception:
                 log.exception("worker sweep failed; retrying after the poll interval")

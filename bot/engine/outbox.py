@@ -27,7 +27,7 @@ from bot.engine.store import rowcount
 from bot.engine.worker import LeaseLost
 from storage import OutboxItem
 
-Kind = Literal["deliver_request", "update_card", "post_run_result"]
+Kind = Literal["deliver_request", "update_card", "post_run_result", "remind"]
 PENDING_KEY = "askhuman.outbox"
 """``Session.info`` key holding the claims enqueued in the current transaction."""
 
@@ -126,9 +126,36 @@ def _finish(session: Session, claim: OutboxClaim, now: dt.datetime, **values: ob
         raise LeaseLost(f"outbox item {claim.item_id} was taken over by another worker")
 
 
-def complete(session: Session, claim: OutboxClaim, now: dt.datetime) -> None:
-    """Mark the side effect done; ``LeaseLost`` if another worker owns the row now."""
-    _finish(session, claim, now, state="done", lease_until=None, last_error=None)
+def complete(
+    session: Session, claim: OutboxClaim, now: dt.datetime,
+    payload: dict[str, Any] | None = None,
+) -> None:
+    """Mark the side effect done; ``LeaseLost`` if another worker owns the row now.
+
+    ``payload`` (when given) replaces the row's payload, e.g. to record which card
+    version each delivery got (see :func:`applied_versions`).
+    """
+    extra: dict[str, Any] = {} if payload is None else {"payload": payload}
+    _finish(session, claim, now, state="done", lease_until=None, last_error=None, **extra)
+
+
+def applied_versions(session: Session, request_id: int) -> dict[str, int]:
+    """The newest card version each delivery (``str(delivery.id)``) is known to show.
+
+    Finished ``update_card`` rows record ``{"applied": {delivery_id: version}}`` in
+    their payload, so every replica can skip re-sending a version that is not newer
+    than what a copy already got (no deliveries column needed).
+    """
+    query = select(OutboxItem.payload).where(
+        OutboxItem.request_id == request_id, OutboxItem.kind == "update_card",
+        OutboxItem.state == "done")
+    out: dict[str, int] = {}
+    for payload in session.scalars(query):
+        applied = (payload or {}).get("applied") if isinstance(payload, dict) else None
+        for key, version in (applied or {}).items():
+            if isinstance(version, int):
+                out[str(key)] = max(out.get(str(key), 0), version)
+    return out
 
 
 def retry_later(

@@ -80,6 +80,21 @@ class PlatformAdapter(Protocol):
         """Post a run's final output or failure where the run started (same thread)."""
         ...
 
+    # Optional (the engine checks with ``getattr`` and skips adapters without it):
+    #
+    # async def remind(self, card: RequestCard, ref: DeliveryRef, text: str) -> None:
+    #     """Remind the people who got the card ``ref`` that it still waits for an
+    #     answer: a short message in the card's thread (Slack ``thread_ts``, a Feishu
+    #     reply). ``text`` is trusted engine text (agent name, deadline), but adapters
+    #     still escape it as plain text. Raise ``DeliveryError`` when the platform
+    #     refused for good; any other error is retried by the outbox."""
+
+
+class Reminding(Protocol):
+    """The optional ``remind`` method of a ``PlatformAdapter`` (see above)."""
+
+    async def remind(self, card: RequestCard, ref: DeliveryRef, text: str) -> None: ...
+
 
 class Directory(Protocol):
     """Membership lookups used to authorize responders; implementations cache with a TTL."""

@@ -47,6 +47,9 @@ class ConsoleAdapter:
         if card.status != "pending":
             print(f"[{ref.message_id}] {render(card)}", file=self.out, flush=True)
 
+    async def remind(self, card: RequestCard, ref: DeliveryRef, text: str) -> None:
+        print(f"[{ref.message_id}] {text}", file=self.out, flush=True)
+
     async def post_run_result(self, origin: Origin, text: str) -> None:
         self.results.append(text)
         print(text, file=self.out, flush=True)

@@ -303,5 +303,6 @@ async def feishu_ws(
     finally:
         stop.set()
         await asyncio.wait_for(worker, 10)
+        await engine.drain()
         await platform.adapter.drain()
         database.dispose()

@@ -131,14 +131,19 @@ async def test_update_failures_reach_the_engine_outbox(fake_api: Any) -> None:
     assert len(fake.successful("message.patch")) == 1
 
 
-async def test_parked_update_failure_is_only_logged(fake_api: Any) -> None:
+async def test_held_update_failure_is_raised_for_the_outbox(fake_api: Any) -> None:
+    import asyncio
+
     fake, adapter = make_adapter(fake_api)
     ref = await adapter.deliver(card(), DeliveryTarget("channel", APPROVALS))
     fake.fail_next("message.patch", 3, status=500)
     adapter.hold("ref_1")
-    await adapter.update(card(version=2, status="cancelled", message="stop"), ref)
+    update = asyncio.create_task(
+        adapter.update(card(version=2, status="cancelled", message="stop"), ref))
+    await asyncio.sleep(0.05)
     adapter.release("ref_1")
-    await adapter.drain()
+    with pytest.raises(FeishuApiError):  # the engine's outbox sees it and retries
+        await update
     assert len(fake.calls_to("message.patch")) == 3
 
 
@@ -159,11 +164,21 @@ async def test_held_update_waits_for_release(fake_api: Any) -> None:
     fake, adapter = make_adapter(fake_api)
     ref = await adapter.deliver(card(), DeliveryTarget("channel", APPROVALS))
     adapter.hold("ref_1")
-    await adapter.update(card(version=2, status="cancelled", message="stop"), ref)
+    update = asyncio.create_task(
+        adapter.update(card(version=2, status="cancelled", message="stop"), ref))
     await asyncio.sleep(0.1)
-    assert not fake.calls_to("message.patch")
+    assert not fake.calls_to("message.patch") and not update.done()
     adapter.release("ref_1")
-    await adapter.drain()
+    await asyncio.wait_for(update, 5)
+    assert len(fake.successful("message.patch")) == 1
+
+
+async def test_held_update_patches_after_the_hold_timeout(fake_api: Any) -> None:
+    fake, url = fake_api
+    adapter = FeishuAdapter(FeishuApi(make_config(url, fake.app_id)), hold_timeout=0.1)
+    ref = await adapter.deliver(card(), DeliveryTarget("channel", APPROVALS))
+    adapter.hold("ref_1")  # never released (e.g. the reply was lost)
+    await adapter.update(card(version=2, status="cancelled", message="stop"), ref)
     assert len(fake.successful("message.patch")) == 1
 
 

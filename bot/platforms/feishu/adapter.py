@@ -3,13 +3,13 @@
 The one subtle rule lives here: Feishu rolls back a card if it is patched while the
 click that caused the patch is still waiting for its 3-second reply. So every card
 callback "holds" its request until the reply has gone out; ``update`` calls for a held
-request are parked in a background task and patched once the hold is released.
+request wait for the release (or the hold's timeout) and then patch, raising on failure
+so the engine's outbox retries the patch.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import re
@@ -101,18 +101,24 @@ class FeishuAdapter:
     async def update(self, card: RequestCard, ref: DeliveryRef) -> None:
         """Patch the card for everyone; wait for a pending callback reply first.
 
-        Not held: errors surface to the engine's outbox (``DeliveryError`` when Feishu
-        refuses for good, ``FeishuApiError`` when retries ran out, so it retries later).
-        Held by a click still being answered: the patch is parked in a background task
-        (the engine awaits this call before the click's toast can be chosen), and its
-        failures are only logged.
+        Held by a click still being answered: this call waits (asynchronously) until
+        the reply has been sent (``release``) or the hold's safety timeout passed, then
+        patches. Errors always surface to the engine's outbox, so a failed patch is
+        retried: ``DeliveryError`` when Feishu refuses for good, ``FeishuApiError``
+        when the client's own retries ran out.
+
+        Because this waits for the click's reply, the engine must not await it inside
+        the click's ``respond`` (``Engine(background_card_updates=True)``, which
+        ``build_feishu_platform`` switches on); otherwise the reply would wait for the
+        hold's timeout.
         """
         hold = self._holds.get(card.ref)
         if hold is not None and not hold.released.is_set():
-            task = asyncio.create_task(self._patch_after(hold, card, ref))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-            return
+            try:
+                await asyncio.wait_for(hold.released.wait(), self._hold_timeout)
+            except TimeoutError:
+                log.warning("feishu reply hold timed out; patching anyway",
+                            extra={"ref": card.ref})
         await self._patch(card, ref)
 
     async def post_run_result(self, origin: Origin, text: str) -> None:
@@ -135,6 +141,27 @@ class FeishuAdapter:
                 raise DeliveryError(str(exc)) from exc
             raise
 
+    async def remind(self, card: RequestCard, ref: DeliveryRef, text: str) -> None:
+        """Reply to the card message with a plain-text reminder (``im.v1.message.reply``).
+
+        The uuid (card message + reminder text, which carries the reminder's number)
+        makes an outbox retry a no-op on Feishu's side.
+        """
+        content = dumps({"text": plain_text(text) or "Reminder: still waiting."})
+        key = f"remind|{card.ref}|{ref.message_id}|{text}"
+        uuid = hashlib.sha256(key.encode()).hexdigest()[:32]
+        try:
+            await self._api.reply_message(ref.message_id, "text", content, uuid)
+        except FeishuApiError as exc:
+            log.error(
+                "could not post feishu reminder",
+                extra={"ref": card.ref, "message_id": ref.message_id, "code": exc.code},
+            )
+            if not exc.retryable:
+                raise DeliveryError(str(exc)) from exc
+            raise
+        log.info("feishu reminder posted", extra={"ref": card.ref, "message_id": ref.message_id})
+
     # -- callback holds (used by the event handlers) ------------------------------------
 
     def hold(self, request_ref: str) -> None:
@@ -155,19 +182,12 @@ class FeishuAdapter:
             del self._holds[request_ref]
 
     async def drain(self, timeout: float = 10.0) -> None:
-        """Wait for parked patches (shutdown and tests)."""
+        """Wait for background patches (none today: ``update`` patches in the caller's
+        task; kept for shutdown code and tests that call it)."""
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=timeout)
 
     # -- internals ---------------------------------------------------------------------
-
-    async def _patch_after(self, hold: _Hold, card: RequestCard, ref: DeliveryRef) -> None:
-        try:
-            await asyncio.wait_for(hold.released.wait(), self._hold_timeout)
-        except TimeoutError:
-            log.warning("feishu reply hold timed out; patching anyway", extra={"ref": card.ref})
-        with contextlib.suppress(FeishuApiError, DeliveryError):
-            await self._patch(card, ref)  # failures are logged there; nobody awaits us
 
     async def _patch(self, card: RequestCard, ref: DeliveryRef) -> None:
         lock = self._patch_locks.setdefault(ref.message_id, asyncio.Lock())

@@ -26,6 +26,7 @@ from lark_oapi.event.callback.model.p2_card_action_trigger import (
     P2CardActionTrigger,
     P2CardActionTriggerResponse,
 )
+from pydantic import JsonValue
 
 from bot.engine.ports import Identity, Origin
 from bot.engine.results import EngineError, RespondResult
@@ -41,6 +42,8 @@ PLATFORM = "feishu"
 _COMMAND = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9_.\-]{0,63})\s*[:：]\s*(.+)$", re.DOTALL)
 HELP_TEXT = "To start a run, write `<agent>: <what to do>`, for example `deploy: ship v1.2.3`."
 FILE_MESSAGE_TYPES = ("file", "image", "media", "audio")
+DUPLICATE = "duplicate"
+"""``_decide``'s verdict for a callback already handled (answered with ``{}``)."""
 
 
 class EngineApi(Protocol):
@@ -61,6 +64,13 @@ class EngineApi(Protocol):
     async def attach_files(
         self, ref: str, responder: Identity, field_name: str, files: Any
     ) -> RespondResult: ...
+
+    async def first_seen(self, platform: str, key: str) -> bool: ...
+
+    async def audit_refusal(
+        self, ref: str | None, actor: Identity | None, reason: str,
+        details: Mapping[str, JsonValue],
+    ) -> None: ...
 
 
 @dataclass
@@ -130,6 +140,34 @@ class FeishuEventHandlers:
         if pending:
             await asyncio.wait(pending, timeout=timeout)
 
+    # -- shared dedupe and refusal audit (main loop) ------------------------------------
+
+    async def first_seen(self, key: str) -> bool:
+        """``engine.first_seen`` for Feishu: True unless another replica (or this one)
+        already recorded ``key``. Fails open: on a database error the event is handled
+        (this process still remembers ids in memory; decisions are compare-and-set)."""
+        try:
+            return await self._engine.first_seen(PLATFORM, key)
+        except Exception:
+            log.exception("shared feishu dedupe failed; handling the event", extra={"key": key})
+            return True
+
+    async def audit(
+        self, ref: str | None, who: Identity | None, reason: str, **details: JsonValue
+    ) -> None:
+        """Audit a refusal decided here (never raises). Only for authenticated requests:
+        signature-checked HTTP callbacks, or the app's own long connection."""
+        try:
+            await self._engine.audit_refusal(ref, who, reason, {"platform": PLATFORM, **details})
+        except Exception:
+            log.exception("could not audit a feishu refusal", extra={"ref": (ref or "")[:64]})
+
+    def _audit_later(
+        self, ref: str | None, who: Identity | None, reason: str, **details: JsonValue
+    ) -> None:
+        """From an SDK thread: audit on the main loop without delaying the reply."""
+        self._spawn(self.audit(ref, who, reason, **details))
+
     # -- card.action.trigger ------------------------------------------------------------
 
     def on_card_action(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
@@ -142,29 +180,40 @@ class FeishuEventHandlers:
 
     def _card_action(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
         header, event = data.header, data.event
+        loop = self._require_loop()
         event_id = getattr(header, "event_id", None) or ""
+        operator = getattr(getattr(event, "operator", None), "open_id", None)
+        who = Identity(PLATFORM, operator) if operator else None
+        action = getattr(event, "action", None)
+        parsed = parse_callback_value(getattr(action, "value", None))
+        claimed_ref = parsed[0] if parsed else None
+        message_id = getattr(getattr(event, "context", None), "open_message_id", None)
         if not self._guard.first_event(event_id):
             log.info("duplicate feishu callback ignored", extra={"event_id": event_id})
+            self._audit_later(claimed_ref, who, "Duplicate Feishu callback (already handled).",
+                              check="duplicate_event", event_id=event_id[:200])
             return P2CardActionTriggerResponse({})
         created = parse_epoch(getattr(header, "create_time", None))
         if created is None or not self._guard.fresh(created):
             log.warning("stale feishu callback refused", extra={"event_id": event_id})
+            self._audit_later(claimed_ref, who, "Feishu callback outside the replay window.",
+                              check="stale_event", event_id=event_id[:200],
+                              create_time=str(getattr(header, "create_time", None))[:32])
             return toast("error", "This click is too old; please try again.")
-        operator = getattr(getattr(event, "operator", None), "open_id", None)
-        action = getattr(event, "action", None)
-        parsed = parse_callback_value(getattr(action, "value", None))
         if not operator or event is None or parsed is None:
             log.warning("malformed feishu callback refused", extra={"event_id": event_id})
+            self._audit_later(claimed_ref, who, "Malformed Feishu callback (no operator or "
+                              "no valid button value).", check="malformed_callback",
+                              event_id=event_id[:200], message_id=str(message_id or "")[:200])
             return toast("error", "This button is not valid.")
         ref, action_id = parsed
-        message_id = getattr(getattr(event, "context", None), "open_message_id", None)
         form_value = getattr(action, "form_value", None) or {}
-        loop = self._require_loop()
         # Hold before deciding (same FIFO queue), so the engine's card update is parked
         # until our reply has been sent; released by the transport.
         loop.call_soon_threadsafe(self._adapter.hold, ref)
         future = asyncio.run_coroutine_threadsafe(
-            self._decide(ref, action_id, Identity(PLATFORM, operator), form_value, message_id),
+            self._decide(ref, action_id, Identity(PLATFORM, operator), form_value, message_id,
+                         event_id),
             loop,
         )
         try:
@@ -174,6 +223,8 @@ class FeishuEventHandlers:
             return toast("info", "Received; working on it.")
         finally:
             self._schedule_release(loop, ref)
+        if kind == DUPLICATE:
+            return P2CardActionTriggerResponse({})
         log.info(
             "feishu card callback answered",
             extra={"ref": ref, "event_id": event_id, "operator": operator, "toast": kind},
@@ -187,7 +238,14 @@ class FeishuEventHandlers:
         who: Identity,
         form_value: Mapping[str, Any],
         message_id: str | None,
+        event_id: str = "",
     ) -> tuple[str, str]:
+        if event_id and not await self.first_seen(f"event:{event_id}"):
+            # Another replica (or an earlier run of this one) already handled it.
+            log.info("duplicate feishu callback ignored (shared)", extra={"event_id": event_id})
+            await self.audit(ref, who, "Duplicate Feishu callback (already handled).",
+                             check="duplicate_event", event_id=event_id[:200])
+            return DUPLICATE, ""
         if message_id:
             delivered = await self._engine.find_by_message(PLATFORM, message_id)
             if delivered is None:
@@ -196,14 +254,20 @@ class FeishuEventHandlers:
                     "feishu callback from an unknown message",
                     extra={"ref": ref[:64], "message_id": message_id, "operator": who.user_id},
                 )
-                return "error", "This card is not active (yet); please try again in a moment."
+                message = "This card is not active (yet); please try again in a moment."
+                await self.audit(ref, who, message, check="unknown_message",
+                                 message_id=message_id[:200])
+                return "error", message
             if delivered != ref:
                 # The button claims a request other than the one this card carries.
                 log.warning(
                     "feishu callback ref does not match its message",
                     extra={"ref": ref[:64], "message_id": message_id, "operator": who.user_id},
                 )
-                return "error", "This card does not match its request."
+                message = "This card does not match its request."
+                await self.audit(ref, who, message, check="ref_mismatch",
+                                 message_id=message_id[:200], card_ref=delivered)
+                return "error", message
         card = await self._engine.card(ref)
         if card is None:
             result = await self._engine.respond(ref, who, action_id, {})
@@ -254,6 +318,9 @@ class FeishuEventHandlers:
             f"message:{message_id}"
         ):
             log.info("duplicate feishu message ignored", extra={"message_id": message_id})
+            self._audit_later(None, Identity(PLATFORM, open_id), "Duplicate Feishu message "
+                              "event (already handled).", check="duplicate_message",
+                              event_id=event_id[:200], message_id=message_id[:200])
             return
         incoming = Incoming(
             message_id=message_id,
@@ -270,14 +337,23 @@ class FeishuEventHandlers:
             ],
             sender=Identity(PLATFORM, open_id),
         )
-        self._spawn(self._handle_message(incoming))
+        self._spawn(self._handle_message(incoming, event_id))
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         future = asyncio.run_coroutine_threadsafe(coro, self._require_loop())
         self._background.add(future)
         future.add_done_callback(self._background.discard)
 
-    async def _handle_message(self, msg: Incoming) -> None:
+    async def _handle_message(self, msg: Incoming, event_id: str = "") -> None:
+        fresh = not event_id or await self.first_seen(f"event:{event_id}")
+        if not (fresh and await self.first_seen(f"message:{msg.message_id}")):
+            # A re-push that another replica (or an earlier run of this one) handled.
+            log.info("duplicate feishu message ignored (shared)",
+                     extra={"message_id": msg.message_id})
+            await self.audit(None, msg.sender, "Duplicate Feishu message event (already "
+                             "handled).", check="duplicate_message", event_id=event_id[:200],
+                             message_id=msg.message_id[:200])
+            return
         try:
             if msg.message_type in FILE_MESSAGE_TYPES:
                 await self._attach(msg)

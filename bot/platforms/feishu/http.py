@@ -53,12 +53,25 @@ def make_endpoint(
     encrypt_key: str,
     bind_loop: Callable[[asyncio.AbstractEventLoop], None],
     executor: concurrent.futures.Executor,
+    *,
+    first_seen: Callable[[str], Awaitable[bool]] | None = None,
+    audit: Callable[..., Awaitable[None]] | None = None,
 ) -> Callable[[Request], Awaitable[Response]]:
     """Build the endpoint; ``bind_loop`` tells the handlers which loop is the app's.
 
     ``executor`` runs the (blocking) SDK dispatcher. It must not be the loop's default
     executor: a handler waits there for the engine, which itself needs that pool.
+    ``first_seen(key)`` shares nonces with the other replicas (``engine.first_seen``);
+    ``audit(ref, who, reason, **details)`` records refusals of *signature-verified*
+    requests (a forged signature is only logged, so junk cannot fill the database).
     """
+
+    async def refuse_signed(status: int, reason: str, **extra: Any) -> Response:
+        if audit is not None:
+            await audit(None, None, f"Feishu callback refused: {reason}.",
+                        check=reason.replace(" ", "_"),
+                        **{k: str(v)[:200] for k, v in extra.items()})
+        return _reject(status, reason, **extra)
 
     async def feishu_events(request: Request) -> Response:
         bind_loop(asyncio.get_running_loop())
@@ -78,9 +91,12 @@ def make_endpoint(
                 return _reject(401, "bad signature")
             sent_at = parse_epoch(timestamp)
             if sent_at is None or not guard.fresh(sent_at):
-                return _reject(401, "timestamp outside the replay window", timestamp=timestamp)
-            if not guard.first_nonce(nonce):
-                return _reject(401, "replayed nonce")
+                return await refuse_signed(401, "timestamp outside the replay window",
+                                           timestamp=timestamp)
+            if not guard.first_nonce(nonce) or (
+                first_seen is not None and not await first_seen(f"nonce:{nonce}")
+            ):
+                return await refuse_signed(401, "replayed nonce", nonce=nonce)
         raw = RawRequest()
         raw.uri = request.url.path
         raw.headers = headers
@@ -98,6 +114,8 @@ def make_endpoint(
         if result.status_code != 200:
             await _release(adapter, context.held_refs)
             detail = (result.content or b"")[:200].decode("utf-8", "replace")
+            if signature is not None:  # verified above: audit; unsigned junk is only logged
+                return await refuse_signed(400, "sdk refused the callback", detail=detail)
             return _reject(400, "sdk refused the callback", detail=detail)
         return Response(
             content=result.content or b"{}",

@@ -62,6 +62,8 @@ class FeishuPlatform:
             config.encrypt_key,
             self.handlers.bind_loop,
             self._executor,
+            first_seen=self.handlers.first_seen,
+            audit=self.handlers.audit,
         )
         self._long_connection: LongConnection | None = None
 
@@ -146,5 +148,9 @@ def build_feishu_platform(
         approver_entries=feishu_approver_entries(settings),
     )
     engine.register_adapter(platform.adapter, platform.directory)
+    if hasattr(engine, "background_card_updates"):
+        # A card patch waits until the click's reply has been sent, so the click's
+        # ``respond`` must not await it (see ``FeishuAdapter.update``).
+        engine.background_card_updates = True
     log.info("feishu enabled", extra={"platform": "feishu", "mode": platform.config.mode})
     return platform

@@ -3,9 +3,10 @@
 The SDK verifies signatures but has no notion of freshness: a captured, validly
 signed callback could be posted again later. We refuse timestamps outside a window
 and remember nonces (HTTP) and event / message ids (both transports) for a while.
-Memory is bounded; this guards one process (several replicas behind a load balancer
-each see a different subset, which is fine for nonces since Feishu never re-signs
-with the same nonce, and engine decisions are compare-and-set anyway).
+Memory is bounded and guards one process; it is the quick first filter. Ids that pass
+it are also recorded with ``Engine.first_seen`` (the shared ``seen_events`` table), so
+a re-push or replay that reaches another replica is caught there too. The timestamp
+window stays purely in memory.
 """
 
 from __future__ import annotations

@@ -123,3 +123,30 @@ class SlackAdapter:
                 "posting run result failed",
                 extra={"platform": PLATFORM, "channel": origin.channel, "error": error_code(exc)},
             )
+
+    async def remind(self, card: RequestCard, ref: DeliveryRef, text: str) -> None:
+        """Post a reminder in the card's thread (escaped plain text, no mentions).
+
+        What still fails after the client's retries is permanent: ``DeliveryError``.
+        """
+        body = truncate(slack_escape(text), MAX_RESULT_CHARS) or "Reminder: still waiting."
+        try:
+            await self._client.chat_postMessage(
+                channel=ref.channel,
+                thread_ts=ref.message_id,
+                text=body,
+                unfurl_links=False,
+                unfurl_media=False,
+            )
+        except (SlackApiError, SlackClientError, OSError, TimeoutError) as exc:
+            code = error_code(exc)
+            log.warning(
+                "slack reminder failed",
+                extra={"platform": PLATFORM, "ref": card.ref, "ts": ref.message_id,
+                       "error": code},
+            )
+            raise DeliveryError(f"Slack refused the reminder: {code}") from exc
+        log.info(
+            "slack reminder posted",
+            extra={"platform": PLATFORM, "ref": card.ref, "ts": ref.message_id},
+        )

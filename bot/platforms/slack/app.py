@@ -17,6 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from starlette.requests import Request
 from starlette.responses import Response
 
+from bot.engine.ports import Identity
 from bot.platforms.slack.dedupe import RecentIds
 from bot.platforms.slack.directory import SlackDirectory
 from bot.platforms.slack.engine_api import SlackEngine
@@ -28,6 +29,7 @@ from bot.platforms.slack.listeners.actions import (
 from bot.platforms.slack.listeners.commands import CommandListener
 from bot.platforms.slack.listeners.mentions import MentionListener
 from bot.platforms.slack.listeners.views import FileSubmissionListener
+from bot.platforms.slack.replies import audit_refusal
 from renderers import slack as render
 
 log = logging.getLogger(__name__)
@@ -36,25 +38,48 @@ COMMAND = "/askhuman"
 EVENTS_PATH = "/slack/events"
 
 
-def dedupe_events(seen: RecentIds) -> Callable[..., Awaitable[BoltResponse | None]]:
+def dedupe_events(
+    seen: RecentIds, engine: SlackEngine | None = None
+) -> Callable[..., Awaitable[BoltResponse | None]]:
     """Middleware: an Events API delivery we already took is acked, not re-processed.
 
-    Slack retries events (``X-Slack-Retry-Num``) when an ack was slow or lost. The
+    Slack retries events (``X-Slack-Retry-Num``) when an ack was slow or lost, and the
+    retry may reach another replica. The in-memory ``seen`` set is a quick first
+    filter for this process; ``engine.first_seen`` (one INSERT into the shared
+    ``seen_events`` table) catches retries that another replica already took. The
     first delivery of an ``event_id`` is processed even if it carries a retry header,
-    because the original may never have reached us.
+    because the original may never have reached us. Duplicates are audited (Bolt has
+    verified the request before any middleware of ours runs).
     """
 
     async def middleware(
         body: dict[str, Any], next: Callable[[], Awaitable[BoltResponse]]
     ) -> BoltResponse | None:
         event_id = body.get("event_id") if body.get("type") == "event_callback" else None
-        if event_id and not seen.add(str(event_id)):
-            log.info(
-                "duplicate slack event ignored",
-                extra={"platform": "slack", "event_id": event_id},
-            )
-            return BoltResponse(status=200, body="", headers={"X-Slack-No-Retries": "1"})
-        return await next()
+        if not event_id:
+            return await next()
+        key = str(event_id)
+        duplicate = not seen.add(key)
+        if not duplicate and engine is not None:
+            try:
+                duplicate = not await engine.first_seen("slack", f"event:{key}")
+            except Exception:
+                # Fail open: this replica still dedupes in memory, and decisions are
+                # compare-and-set in the database anyway.
+                log.exception("shared slack event dedupe failed; processing the event",
+                              extra={"platform": "slack", "event_id": key})
+        if not duplicate:
+            return await next()
+        log.info("duplicate slack event ignored", extra={"platform": "slack", "event_id": key})
+        if engine is not None:
+            event = body.get("event")
+            event = event if isinstance(event, dict) else {}
+            user = event.get("user")
+            who = Identity("slack", str(user)) if user else None
+            await audit_refusal(engine, None, who, "Duplicate Slack event (already processed).",
+                                check="duplicate_event", event_id=key[:200],
+                                event_type=str(event.get("type") or "")[:64])
+        return BoltResponse(status=200, body="", headers={"X-Slack-No-Retries": "1"})
 
     return middleware
 
@@ -75,7 +100,7 @@ def build_app(
         request_verification_enabled=signing_secret is not None,
         logger=logging.getLogger("bot.platforms.slack.bolt"),
     )
-    app.middleware(dedupe_events(seen_events or RecentIds()))
+    app.middleware(dedupe_events(seen_events or RecentIds(), engine))
     app.command(command)(CommandListener(engine))
     app.event("app_mention")(MentionListener(engine, directory))
     app.action(render.FILE_ACTION_ID_PATTERN)(FileButtonListener(engine))

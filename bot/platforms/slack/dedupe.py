@@ -9,8 +9,8 @@ from collections import OrderedDict
 class RecentIds:
     """A bounded, time-limited set. ``add`` returns False when the id was already seen.
 
-    In memory on purpose: Slack retries within minutes, and the state changes that
-    matter (decisions) are compare-and-set in the database anyway.
+    The quick, per-process first filter; ids it has not seen are then recorded with
+    ``Engine.first_seen`` (shared by all replicas) by the dedupe middleware.
     """
 
     def __init__(self, ttl_seconds: float = 900.0, max_size: int = 10_000) -> None:

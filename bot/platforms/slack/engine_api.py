@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from pydantic import JsonValue
+
 from bot.engine.ports import Identity, Origin
 from bot.engine.results import RespondResult
 from renderers.card import RequestCard
@@ -32,3 +34,10 @@ class SlackEngine(Protocol):
     async def card(self, ref: str) -> RequestCard | None: ...
 
     async def pending_for(self, identity: Identity) -> list[RequestCard]: ...
+
+    async def first_seen(self, platform: str, key: str) -> bool: ...
+
+    async def audit_refusal(
+        self, ref: str | None, actor: Identity | None, reason: str,
+        details: Mapping[str, JsonValue],
+    ) -> None: ...

@@ -11,10 +11,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from pydantic import JsonValue
 from slack_bolt.context.respond.async_respond import AsyncRespond
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.engine.ports import Identity
 from bot.platforms.slack.client import error_code
 from renderers.markdown import slack_escape, truncate
 
@@ -57,3 +59,17 @@ async def tell(
             log.warning(
                 "could not tell the user", extra={"platform": "slack", "error": type(exc).__name__}
             )
+
+
+async def audit_refusal(
+    engine: Any, ref: str | None, who: Identity | None, reason: str, **details: JsonValue
+) -> None:
+    """Audit a refusal decided here, outside the engine (never raises).
+
+    Only call it for requests Slack vouched for (signature-checked HTTP, Socket Mode):
+    Bolt rejects unsigned ones before any listener or middleware of ours runs.
+    """
+    try:
+        await engine.audit_refusal(ref, who, reason, {"platform": "slack", **details})
+    except Exception:
+        log.exception("could not audit a refusal", extra={"platform": "slack"})

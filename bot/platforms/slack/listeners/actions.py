@@ -22,7 +22,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.engine.ports import Identity
 from bot.platforms.slack.client import error_code
 from bot.platforms.slack.engine_api import SlackEngine
-from bot.platforms.slack.replies import safe_text, tell
+from bot.platforms.slack.replies import audit_refusal, safe_text, tell
 from renderers import slack as render
 from renderers.card import RequestCard
 
@@ -75,6 +75,8 @@ class ActionListener:
             action.get("value")
         )
         if parsed is None:
+            await audit_refusal(self._engine, None, who, UNKNOWN_BUTTON, check="unknown_button",
+                                action_id=str(action.get("action_id") or "")[:200])
             await tell(
                 client, user=who.user_id, channel=channel, text=UNKNOWN_BUTTON, respond=respond
             )
@@ -143,11 +145,16 @@ class FileButtonListener:
         parsed = render.parse_file_action_id(action.get("action_id"))
         card = await self._engine.card(parsed[0]) if parsed else None
         if parsed is None or card is None or not channel or not ts:
+            await audit_refusal(self._engine, parsed[0] if parsed else None, who, UNKNOWN_BUTTON,
+                                check="unknown_file_button",
+                                action_id=str(action.get("action_id") or "")[:200])
             await tell(
                 client, user=who.user_id, channel=channel, text=UNKNOWN_BUTTON, respond=respond
             )
             return
         if card.status != "pending":
+            await audit_refusal(self._engine, card.ref, who, "This request is already closed.",
+                                check="file_button_closed", status=card.status)
             await tell(
                 client,
                 user=who.user_id,

@@ -22,7 +22,7 @@ from bot.engine.ports import Identity
 from bot.engine.results import RespondResult
 from bot.platforms.slack.engine_api import SlackEngine
 from bot.platforms.slack.listeners.actions import responder
-from bot.platforms.slack.replies import safe_text, tell
+from bot.platforms.slack.replies import audit_refusal, safe_text, tell
 from renderers import slack as render
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,8 @@ class FileSubmissionListener:
         card = await self._engine.card(context.ref) if context else None
         if context is None or card is None:
             await ack(response_action="errors", errors=_errors_everywhere(view, GONE))
+            await audit_refusal(self._engine, context.ref if context else None, who, GONE,
+                                check="unknown_upload_form")
             return
         values = render.read_values((view.get("state") or {}).get("values") or {}, card)
         fields = [
