@@ -57,6 +57,23 @@ Public API (all coroutines are safe to call concurrently, from several processes
   returns how many resumes ran. ``await job_states()`` / ``await outbox_states()`` count
   resume jobs / outbox rows by state (health checks).
 
+Where things live (each ``Engine`` concern is a mixin over ``base.EngineBase``):
+
+- ``core`` — ``Engine`` itself: the worker loop (``run_worker_once``, ``serve_forever``),
+  event dedupe, adapter refusals, housekeeping and health counts.
+- ``base`` — shared state (constructor, adapters, runtimes, clock) and ``_tx``: one
+  transaction, then the outbox side effects it queued.
+- ``runs`` — starting runs, storing each leg's outcome, the resume queue loop.
+- ``access`` — who may act on a request (routes, escalation, channels); audited refusals.
+- ``decisions`` — respond, attach_files, cancel, expire_due: the compare-and-set decide.
+- ``delivery`` — the platform calls behind each outbox kind, idempotent under retries.
+- ``dispatch`` — run one claimed outbox item; settle, retry with backoff, or give up.
+- ``sweeps`` — claiming due reminders and escalations.
+- helpers without engine state: ``outbox`` / ``worker`` (durable queues), ``store``
+  (row helpers), ``cards`` (rows → ``RequestCard``), ``authz`` (approver checks),
+  ``values`` (answer validation), ``housekeeping`` (dedupe and pruning), ``ports`` /
+  ``results`` (the types adapters see).
+
 Rules: a decision is a compare-and-set in one transaction with its vote, its audit row,
 its resume job and its outbox row. Adapters are called only after commits (card updates,
 deliveries, run results) and only for side effects recorded in the ``outbox`` table in
@@ -66,7 +83,7 @@ was committed is left untold. Every refused attempt leaves the request unchanged
 adds an audit row.
 """
 
-from bot.engine.core import Engine, RuntimeFactory, registry_runtimes, targets_for
+from bot.engine.core import Engine, RuntimeFactory, registry_runtimes, targets_for, utc_now
 from bot.engine.ports import (
     DeliveryError,
     DeliveryRef,
@@ -97,4 +114,5 @@ __all__ = [
     "check_values",
     "registry_runtimes",
     "targets_for",
+    "utc_now",
 ]

@@ -1,0 +1,215 @@
+"""The state every part of the engine shares, and the one way to touch the database.
+
+``EngineBase`` holds the configuration, the registered platforms and the agent
+runtimes, and offers ``_tx``: run a function in one transaction, then try the side
+effects it queued in the outbox. The mixins in ``runs``, ``access``, ``decisions``,
+``delivery``, ``dispatch`` and ``sweeps`` build on it, and ``core.Engine`` puts them together.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import Callable
+from typing import TypeVar
+
+from sqlalchemy.orm import Session
+
+from bot.agents.base import AgentRuntime
+from bot.askhuman.schema import AskHumanToolResult
+from bot.engine import outbox, store
+from bot.engine.cards import build_card, to_db_time
+from bot.engine.outbox import OutboxClaim
+from bot.engine.ports import DeliveryTarget, Directory, Identity, PlatformAdapter
+from bot.engine.results import RespondResult
+from bot.settings import RouteSettings, Settings
+from renderers.card import RequestCard
+from storage import Database, HumanRequest, Run
+
+log = logging.getLogger("askhuman.engine")
+
+T = TypeVar("T")
+RuntimeFactory = Callable[[str], AgentRuntime]
+"""Build (or look up) the runtime for a configured agent name."""
+Clock = Callable[[], dt.datetime]
+Loaded = tuple[HumanRequest, Run, RequestCard]
+"""A request, its run, and its card as people should see it now."""
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def registry_runtimes(settings: Settings) -> RuntimeFactory:
+    """The default factory: ``bot.agents.build_runtime`` on each configured agent."""
+
+    def build(name: str) -> AgentRuntime:
+        from bot.agents import AgentSpec, build_runtime
+
+        agent = settings.agents[name]
+        spec = AgentSpec(
+            name=name,
+            model=agent.model,
+            instructions=agent.instructions,
+            ask_human=agent.ask_human,
+        )
+        runtime: AgentRuntime = build_runtime(spec)
+        return runtime
+
+    return build
+
+
+def targets_for(route: RouteSettings, platform: str) -> list[DeliveryTarget]:
+    """The recipients admin configuration lists for one platform of a route."""
+    if platform == "slack" and route.slack is not None:
+        channels = [route.slack.channel] if route.slack.channel else []
+        users = route.slack.users
+    elif platform == "feishu" and route.feishu is not None:
+        channels = [route.feishu.chat_id] if route.feishu.chat_id else []
+        users = route.feishu.users
+    elif platform == "console":
+        return [DeliveryTarget("channel", "console")]
+    else:
+        return []
+    return [DeliveryTarget("channel", c) for c in channels] + [
+        DeliveryTarget("user", u) for u in users
+    ]
+
+
+class EngineBase(abc.ABC):
+    """Shared state and plumbing; see ``bot.engine`` for what the constructor knobs mean.
+
+    Two seams are left to the mixins, so each concern can call the other without
+    importing it: ``_dispatch`` (``dispatch``) and ``_resolve_in`` (``decisions``).
+    """
+
+    def __init__(
+        self,
+        database: Database,
+        settings: Settings,
+        runtimes: RuntimeFactory | None = None,
+        clock: Clock | None = None,
+        *,
+        max_attempts: int = 5,
+        backoff_base: float = 2.0,
+        backoff_cap: float = 300.0,
+        lease_seconds: float = 300.0,
+        outbox_max_attempts: int = 8,
+        outbox_lease_seconds: float = 120.0,
+        background_card_updates: bool = False,
+        seen_retention_seconds: float = 86400.0,
+        outbox_retention_seconds: float = 7 * 86400.0,
+        housekeeping_interval_seconds: float = 600.0,
+    ) -> None:
+        self.db = database
+        self.settings = settings
+        self._runtime_factory = runtimes or registry_runtimes(settings)
+        self._runtimes: dict[str, AgentRuntime] = {}
+        self._clock = clock or utc_now
+        self._adapters: dict[str, tuple[PlatformAdapter, Directory | None]] = {}
+        self.max_attempts = max_attempts
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.lease = dt.timedelta(seconds=lease_seconds)
+        self.outbox_max_attempts = outbox_max_attempts
+        self.outbox_lease = dt.timedelta(seconds=outbox_lease_seconds)
+        self.background_card_updates = background_card_updates
+        """Run the post-commit attempt of ``update_card`` rows as a background task
+        instead of awaiting it in ``respond``/``cancel``... (Feishu needs this: its card
+        patch waits until the click's reply has been sent)."""
+        self.seen_retention = dt.timedelta(seconds=seen_retention_seconds)
+        self.outbox_retention = dt.timedelta(seconds=outbox_retention_seconds)
+        self.housekeeping_interval = dt.timedelta(seconds=housekeeping_interval_seconds)
+        self._last_housekeeping: dt.datetime | None = None
+        self._background: set[asyncio.Task[None]] = set()
+        self._wake: asyncio.Event | None = None
+
+    def register_adapter(
+        self, adapter: PlatformAdapter, directory: Directory | None = None
+    ) -> None:
+        """Attach a platform; requests routed to it are delivered through ``adapter``."""
+        self._adapters[adapter.platform] = (adapter, directory)
+
+    def now(self) -> dt.datetime:
+        """Naive UTC 'now' as stored in the database."""
+        return to_db_time(self._clock())
+
+    async def _tx(self, fn: Callable[[Session], T]) -> T:
+        """Run ``fn`` in one transaction on a worker thread (sync SQLAlchemy).
+
+        Side effects ``fn`` put in the outbox are tried right after the commit (and
+        only if it committed), so callers cannot forget them and a crash cannot lose
+        them: the rows stay claimed until their lease runs out, then the sweep retries.
+        """
+
+        def work() -> tuple[T, list[OutboxClaim]]:
+            with self.db.transaction() as session:
+                result = fn(session)
+                claims = outbox.taken(session)
+            return result, claims
+
+        result, claims = await asyncio.to_thread(work)
+        for claim in claims:
+            if self.background_card_updates and claim.kind == "update_card":
+                task = asyncio.create_task(self._dispatch(claim))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+            else:
+                await self._dispatch(claim)
+        return result
+
+    async def drain(self, timeout: float = 10.0) -> None:
+        """Wait for post-commit side effects running in the background (shutdown, tests)."""
+        if self._background:
+            await asyncio.wait(set(self._background), timeout=timeout)
+
+    def _poke(self) -> None:
+        """Wake ``serve_forever`` early: a decision has a resume waiting."""
+        if self._wake is not None:
+            self._wake.set()
+
+    def _runtime(self, agent: str) -> AgentRuntime:
+        """Runtimes are built on first use and kept, so each agent is set up once."""
+        if agent not in self._runtimes:
+            self._runtimes[agent] = self._runtime_factory(agent)
+        return self._runtimes[agent]
+
+    def _directory(self, platform: str) -> Directory | None:
+        entry = self._adapters.get(platform)
+        return entry[1] if entry else None
+
+    def _load(self, session: Session, ref: str) -> Loaded | None:
+        """The request behind ``ref`` with its run and current card (None if unknown)."""
+        request = store.get_request(session, ref)
+        if request is None:
+            return None
+        run = session.get(Run, request.run_id)
+        if run is None:
+            return None
+        return request, run, build_card(request, run.agent, store.vote_count(session, request.id))
+
+    async def card(self, ref: str) -> RequestCard | None:
+        """The request as it should be shown now, or None for an unknown ref."""
+        loaded = await self._tx(lambda s: self._load(s, ref))
+        return loaded[2] if loaded else None
+
+    def _enqueue_update(self, session: Session, request: HumanRequest) -> None:
+        """Queue re-rendering every delivered copy of ``request``'s card."""
+        outbox.enqueue(session, self.now(), self.outbox_lease, "update_card",
+                       request_id=request.id, run_id=request.run_id,
+                       payload={"ref": request.ref, "version": request.version})
+
+    # ------------------------------------------------------------------ seams
+
+    @abc.abstractmethod
+    async def _dispatch(self, claim: OutboxClaim) -> None:
+        """Try one claimed side effect and record how it went (``dispatch``)."""
+
+    @abc.abstractmethod
+    def _resolve_in(
+        self, session: Session, ref: str, result: AskHumanToolResult, event: str,
+        actor: Identity | None = None,
+    ) -> RespondResult:
+        """Compare-and-set a non-human outcome in the caller's transaction (``decisions``)."""

@@ -1,0 +1,215 @@
+"""Decisions: the compare-and-set that settles a request, by a person or the system.
+
+People answer (``respond``), attach files (``attach_files``) or withdraw a request
+(``cancel``) after ``access`` has checked they may; the system settles it when it
+times out (``expire_due``) or cannot be delivered (``_resolve_in``, from ``dispatch``).
+The write locks the row, re-checks it is still pending and commits the vote or
+decision together with its audit row, resume job and card update, so concurrent
+clicks on several copies, replicas or platforms decide exactly once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import JsonValue
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from bot.askhuman.schema import (
+    AskHumanSelectedAction,
+    AskHumanToolResult,
+    cancelled_result,
+    timeout_result,
+)
+from bot.engine import authz, store
+from bot.engine.access import NOT_FOUND, AccessMixin, Copies, copies_on
+from bot.engine.base import log
+from bot.engine.cards import already_decided_message
+from bot.engine.ports import Identity
+from bot.engine.results import RespondResult
+from bot.engine.values import FILE_KEYS, InvalidValues, check_answer, check_values, quoted
+from renderers.card import RequestCard
+from storage import HumanRequest, Run, StagedFile
+
+SYSTEM = Identity("system", "askhuman", "askhuman")
+"""The actor of system resolutions; may always cancel."""
+
+
+class DecisionsMixin(AccessMixin):
+    """Answers, attachments, cancellation and system resolutions of pending requests."""
+
+    async def respond(
+        self, ref: str, responder: Identity, action_id: str, values: Mapping[str, JsonValue]
+    ) -> RespondResult:
+        """A person answered: authorize, validate, then compare-and-set the decision."""
+        checked = await self._authorize(ref, responder, "respond")
+        if isinstance(checked, RespondResult):
+            return checked
+        _request, run, card, staged = checked
+        args = card.args
+        merged: dict[str, Any] = dict(values)
+        for name, files in staged.items():
+            if not merged.get(name):
+                merged[name] = files
+        try:
+            action, clean = check_answer(args, action_id, merged)
+        except InvalidValues as exc:
+            return await self._refuse("rejected", str(exc), ref, responder,
+                                      "respond_invalid", card, run.id,
+                                      {"action_id": action_id[:200]})
+        selected = AskHumanSelectedAction(id=action.id, label=action.label)
+        result = AskHumanToolResult(status="submitted", action=selected, values=clean)
+        answer = await self._tx(lambda s: self._decide(s, ref, responder, result))
+        if answer.outcome in ("accepted", "recorded"):
+            self._poke()  # the card update was already tried right after the commit
+            answer = RespondResult(answer.outcome, answer.message, await self.card(ref))
+        return answer
+
+    def _decide(
+        self, session: Session, ref: str, who: Identity, result: AskHumanToolResult
+    ) -> RespondResult:
+        """One transaction: lock, re-check, vote, and decide when the quorum is met."""
+        now = self.now()
+        request = store.get_request(session, ref, lock=self.db.is_postgres)
+        assert request is not None and result.action is not None
+        action = result.action
+        if request.status != store.OPEN:
+            message = already_decided_message(request)
+            store.audit(session, now, "respond_already_decided", outcome="refused",
+                        run_id=request.run_id, ref=ref, actor=who, reason=message)
+            return RespondResult("already_decided", message)
+        previous = store.existing_vote(session, request.id, who)
+        if previous is not None:
+            message = (f"Your answer ({previous.action_id}) is already recorded; "
+                       "waiting for the other approvers.")
+            store.audit(session, now, "respond_duplicate_vote", outcome="refused",
+                        run_id=request.run_id, ref=ref, actor=who, reason=message)
+            return RespondResult("rejected", message)
+        votes = store.record_vote(session, now, request, who, action.id, result.values)
+        if votes < request.quorum:
+            store.bump_version(session, now, request)
+            store.audit(session, now, "vote_recorded", run_id=request.run_id, ref=ref,
+                        actor=who, details={"action_id": action.id, "votes": votes})
+            self._enqueue_update(session, request)
+            return RespondResult("recorded", f"Recorded, {votes} of {request.quorum} "
+                                 f"needed for {quoted(action.label)}.")
+        if not store.resolve(session, now, request, result, who):
+            raise RuntimeError("compare-and-set lost under a row lock")  # rolls back the vote
+        store.audit(session, now, "decided", run_id=request.run_id, ref=ref, actor=who,
+                    details={"action_id": action.id, "values": result.values})
+        self._enqueue_update(session, request)
+        log.info("request decided", extra={"ref": ref, "action_id": action.id})
+        return RespondResult("accepted", f"Thanks, your answer ({action.label}) was recorded.")
+
+    async def attach_files(
+        self, ref: str, responder: Identity, field_name: str, files: Sequence[Mapping[str, Any]]
+    ) -> RespondResult:
+        """Stage file references for a file field until the person submits the form."""
+        checked = await self._authorize(ref, responder, "attach")
+        if isinstance(checked, RespondResult):
+            return checked
+        request, run, card, staged = checked
+        field = next((f for f in card.args.fields if f.name == field_name), None)
+        try:
+            if field is None or field.type not in ("file", "file-list"):
+                raise InvalidValues(f"This request has no file field {quoted(field_name)}")
+            cleaned = [{k: f.get(k) for k in FILE_KEYS} for f in files]
+            combined = staged.get(field_name, []) + cleaned
+            check_values(card.args.model_copy(update={"fields": [field]}),
+                         {field_name: combined})
+        except InvalidValues as exc:
+            return await self._refuse("rejected", str(exc), ref, responder, "attach_invalid",
+                                      card, run.id)
+        now = self.now()
+
+        def stage(session: Session) -> None:
+            session.add(StagedFile(request_id=request.id, platform=responder.platform,
+                                   user_id=responder.user_id, field_name=field_name,
+                                   files=cleaned, created_at=now))
+            store.audit(session, now, "files_attached", run_id=run.id, ref=ref, actor=responder,
+                        details={"field": field_name, "count": len(cleaned)})
+
+        await self._tx(stage)
+        label = field.label if field else field_name
+        return RespondResult("recorded", f"Attached {len(cleaned)} file(s) to {quoted(label)}; "
+                             "submit the form to send them.", card)
+
+    async def cancel(self, ref: str, actor: Identity, reason: str) -> RespondResult:
+        """Withdraw a pending request; the agent is resumed with a ``cancelled`` result."""
+
+        def load(session: Session) -> tuple[HumanRequest, Run, RequestCard, Copies] | None:
+            loaded = self._load(session, ref)
+            if loaded is None:
+                return None
+            channels = copies_on(session, loaded[0].id, actor.platform)
+            return (*loaded, channels)
+
+        found = await self._tx(load)
+        if found is None:
+            return await self._refuse("not_found", NOT_FOUND, ref, actor, "cancel_unknown_ref")
+        request, run, card, channels = found
+        route = self.settings.routes.get(request.route)
+        is_starter = (run.started_by_platform, run.started_by_user) == (
+            actor.platform, actor.user_id)
+        if not is_starter and actor != SYSTEM:
+            refusal = authz.NOT_ALLOWED if route is None else await self._refusal(
+                request, route.model_copy(update={"allow_self_approval": True}), actor,
+                store.starter(run), channels)
+            if refusal is not None:
+                return await self._refuse("rejected", "You are not allowed to cancel this "
+                                          "request.", ref, actor, "cancel_unauthorized", card,
+                                          run.id)
+        who = actor.display_name or actor.user_id
+        result = cancelled_result(f"Cancelled by {who}: {reason}" if reason else
+                                  f"Cancelled by {who}.")
+        return await self._resolve_system(ref, result, "cancelled", actor)
+
+    # ------------------------------------------------------------------ the system
+
+    async def expire_due(self) -> int:
+        """Give every overdue pending request Dify's timeout result; returns how many."""
+        now = self.now()
+
+        def due(session: Session) -> list[str]:
+            query = (select(HumanRequest.ref)
+                     .where(HumanRequest.status == store.OPEN, HumanRequest.deadline <= now)
+                     .order_by(HumanRequest.deadline).limit(200))
+            return list(session.scalars(query))
+
+        expired = 0
+        for ref in await self._tx(due):
+            answer = await self._resolve_system(ref, timeout_result(), "timed_out")
+            expired += answer.outcome == "accepted"
+        return expired
+
+    async def _resolve_system(
+        self, ref: str, result: AskHumanToolResult, event: str, actor: Identity | None = None
+    ) -> RespondResult:
+        """Compare-and-set a non-human outcome (timeout, cancel, unavailable)."""
+        answer = await self._tx(lambda s: self._resolve_in(s, ref, result, event, actor))
+        if answer.outcome == "accepted":
+            self._poke()
+        return RespondResult(answer.outcome, answer.message, await self.card(ref))
+
+    def _resolve_in(
+        self, session: Session, ref: str, result: AskHumanToolResult, event: str,
+        actor: Identity | None = None,
+    ) -> RespondResult:
+        """The compare-and-set itself, inside the caller's transaction (queues the resume
+        and the card update with it)."""
+        now = self.now()
+        request = store.get_request(session, ref, lock=self.db.is_postgres)
+        if request is None:
+            return RespondResult("not_found", NOT_FOUND)
+        if not store.resolve(session, now, request, result, actor):
+            message = already_decided_message(request)
+            store.audit(session, now, f"{event}_too_late", outcome="refused",
+                        run_id=request.run_id, ref=ref, actor=actor, reason=message)
+            return RespondResult("already_decided", message)
+        store.audit(session, now, event, run_id=request.run_id, ref=ref, actor=actor,
+                    reason=result.message)
+        self._enqueue_update(session, request)
+        log.info("request resolved", extra={"ref": ref, "status": result.status})
+        return RespondResult("accepted", result.message or event)

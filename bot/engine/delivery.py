@@ -1,0 +1,274 @@
+"""Delivery: the platform calls behind each outbox kind, safe to repeat.
+
+Every handler may run again after a crash, a lease expiry or a transient failure, so
+each one remembers in the outbox payload (or the ``deliveries`` table) what already
+happened and skips it: a retry never double-posts a card, a reminder or a result.
+A handler returns an ``Attempt``; ``dispatch`` decides whether to retry or give up.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from bot.engine import outbox, store
+from bot.engine.base import EngineBase, log, targets_for
+from bot.engine.outbox import Attempt, OutboxClaim
+from bot.engine.ports import DeliveryError, DeliveryRef, DeliveryTarget, Origin, PlatformAdapter
+from renderers.card import RequestCard
+from storage import Delivery, HumanRequest
+
+UPDATE_ROUNDS = 3
+"""How often one update_card row re-sends a copy whose version moved on during a call."""
+
+
+class DeliveryMixin(EngineBase):
+    """``deliver_request``, ``update_card``, ``post_run_result`` and ``remind`` handlers."""
+
+    # ------------------------------------------------------------------ deliver_request
+
+    async def _send_request(self, claim: OutboxClaim) -> Attempt:
+        """deliver_request: post the card to every configured target that lacks it.
+
+        Targets that already have a message (``deliveries``) or failed for good (kept in
+        the payload) are skipped, so a retry never double-posts. No target reached and
+        nothing left to retry → give up, which resolves the request ``unavailable``.
+        """
+        ref = str(claim.payload.get("ref", ""))
+        found = await self._tx(lambda s: self._delivery_state(s, ref))
+        if found is None:
+            return Attempt()  # gone or already resolved: nobody needs the card any more
+        request, card, delivered = found
+        # An escalation names the escalation route: same card, that route's targets.
+        route = self.settings.routes.get(str(claim.payload.get("route") or request.route))
+        permanent: dict[str, str] = dict(claim.payload.get("permanent") or {})
+        transient: dict[str, str] = {}
+        for platform in route.platforms() if route else []:
+            entry = self._adapters.get(platform)
+            if entry is None:
+                permanent[platform] = f"the {platform} platform is not running"
+                continue
+            for target in targets_for(route, platform) if route else []:
+                key = f"{platform} {target.kind} {target.id}"
+                if key in delivered or key in permanent:
+                    continue
+                failure = await self._deliver_one(entry[0], request, card, target)
+                if failure is None:
+                    delivered.add(key)
+                elif failure[0]:
+                    permanent[key] = failure[1]
+                else:
+                    transient[key] = failure[1]
+        return self._delivery_verdict(ref, claim.payload, delivered, permanent, transient)
+
+    def _delivery_state(
+        self, session: Session, ref: str
+    ) -> tuple[HumanRequest, RequestCard, set[str]] | None:
+        """The pending request, its card, and the targets that already have it."""
+        loaded = self._load(session, ref)
+        if loaded is None or loaded[0].status != store.OPEN:
+            return None
+        request, _run, card = loaded
+        done = {f"{d.platform} {d.target_kind} {d.target_id}"
+                for d in store.deliveries(session, request.id)}
+        return request, card, done
+
+    async def _deliver_one(
+        self, adapter: PlatformAdapter, request: HumanRequest, card: RequestCard,
+        target: DeliveryTarget,
+    ) -> tuple[bool, str] | None:
+        """Post to one target and record it; None on success, else (permanent, error)."""
+        try:
+            ref = await adapter.deliver(card, target)
+        except DeliveryError as exc:
+            return True, str(exc)
+        except Exception as exc:
+            log.exception("adapter crashed while delivering", extra={"ref": request.ref})
+            return False, str(exc) or type(exc).__name__
+        await self._tx(partial(self._store_delivery, request=request, target=target, ref=ref,
+                               version=card.version))
+        return None
+
+    @staticmethod
+    def _delivery_verdict(
+        ref: str, payload: dict[str, Any], delivered: set[str], permanent: dict[str, str],
+        transient: dict[str, str],
+    ) -> Attempt:
+        """Retry while some target failed transiently; give up only if nobody got it."""
+        failures = [f"{key}: {error}" for key, error in {**permanent, **transient}.items()]
+        if failures:
+            log.warning("delivery failures", extra={"ref": ref, "failures": failures})
+        if transient:
+            return Attempt("; ".join(failures), payload={**payload, "permanent": permanent})
+        if delivered:
+            return Attempt()
+        return Attempt("; ".join(failures) or "the route has no recipients", permanent=True)
+
+    def _store_delivery(
+        self, session: Session, *, request: HumanRequest, target: DeliveryTarget,
+        ref: DeliveryRef, version: int,
+    ) -> None:
+        """Record where the card went; if the request changed while it was being posted
+        (a vote, a decision on another copy), queue an update so this copy is not stale.
+
+        The request row is locked on PostgreSQL, so either the decision's own card update
+        sees this delivery or this transaction sees the decision.
+        """
+        now = self.now()
+        current = store.get_request(session, request.ref, lock=self.db.is_postgres)
+        if current is not None and current.version != version:
+            self._enqueue_update(session, current)
+        session.add(Delivery(
+            request_id=request.id, platform=ref.platform, target_kind=target.kind,
+            target_id=target.id, channel=ref.channel, message_id=ref.message_id, created_at=now,
+        ))
+        store.audit(session, now, "delivered", run_id=request.run_id, ref=request.ref,
+                    details={"platform": ref.platform, "channel": ref.channel,
+                             "message_id": ref.message_id})
+
+    # ------------------------------------------------------------------ update_card
+
+    async def _send_update(self, claim: OutboxClaim) -> Attempt:
+        """update_card: re-render the card as it is now on every delivered copy (idempotent).
+
+        Several update rows of one request may run at once (two votes, a vote and a
+        decision, other replicas) and finish out of order. So each copy gets the card
+        re-read right before the platform call, a copy that already shows that version
+        (``applied`` in this row's or any finished row's payload) is skipped, and after
+        each call the version is checked again: if it moved on meanwhile, the newer card
+        is sent, so a slow, older call can never leave an older version showing.
+        """
+        ref = str(claim.payload.get("ref", ""))
+
+        def load(session: Session) -> tuple[int, list[tuple[str, DeliveryRef]]] | None:
+            request = store.get_request(session, ref)
+            if request is None:
+                return None
+            rows = store.deliveries(session, request.id)
+            return request.id, [(str(d.id), DeliveryRef(d.platform, d.channel, d.message_id))
+                                for d in rows]
+
+        found = await self._tx(load)
+        if found is None:
+            return Attempt()
+        request_id, refs = found
+        raw = claim.payload.get("applied")
+        applied: dict[str, int] = {str(k): v for k, v in (raw or {}).items()
+                                   if isinstance(v, int)} if isinstance(raw, dict) else {}
+        errors = [error for key, delivery in refs
+                  if (error := await self._update_copy(ref, request_id, key, delivery,
+                                                       applied)) is not None]
+        payload = {**claim.payload, "applied": applied}
+        return Attempt("; ".join(errors), payload=payload) if errors else Attempt(payload=payload)
+
+    async def _update_copy(
+        self, ref: str, request_id: int, key: str, delivery: DeliveryRef,
+        applied: dict[str, int],
+    ) -> str | None:
+        """Bring one copy to the latest version (see ``_send_update``); records it in
+        ``applied``. Returns a transient error to retry, else None."""
+        sent: int | None = None
+        for _round in range(UPDATE_ROUNDS):
+
+            def latest(session: Session) -> tuple[RequestCard, int] | None:
+                loaded = self._load(session, ref)
+                if loaded is None:
+                    return None
+                return loaded[2], outbox.applied_versions(session, request_id).get(key, 0)
+
+            found = await self._tx(latest)
+            if found is None:
+                return None
+            card, elsewhere = found
+            if sent is None and max(applied.get(key, 0), elsewhere) >= card.version:
+                return None  # this copy already got this version (or a newer one)
+            if sent is not None and card.version <= sent:
+                return None  # our call was the newest: nothing moved on meanwhile
+            error = await self._update_one(card, delivery)
+            if error is not None:
+                return error
+            sent = applied[key] = card.version
+        return None
+
+    async def _update_one(self, card: RequestCard, delivery: DeliveryRef) -> str | None:
+        """Update one copy; a transient error is returned (retry), a permanent one logged."""
+        entry = self._adapters.get(delivery.platform)
+        if entry is None:
+            return None
+        extra = {"ref": card.ref, "platform": delivery.platform,
+                 "message_id": delivery.message_id}
+        try:
+            await entry[0].update(card, delivery)
+        except DeliveryError:
+            log.warning("card update refused for good", exc_info=True, extra=extra)
+        except Exception as exc:
+            log.exception("card update failed", extra=extra)
+            return f"{delivery.platform} {delivery.message_id}: {exc or type(exc).__name__}"
+        return None
+
+    # ------------------------------------------------------------------ post_run_result
+
+    async def _send_result(self, claim: OutboxClaim) -> Attempt:
+        """post_run_result: post the stored text where the run started."""
+        platform = claim.platform or ""
+        entry = self._adapters.get(platform)
+        if entry is None:
+            log.warning("no adapter for the run's origin", extra={"run_id": claim.run_id,
+                        "platform": platform})
+            return Attempt()
+        origin = Origin(platform, claim.payload.get("channel"), claim.payload.get("thread"))
+        try:
+            await entry[0].post_run_result(origin, str(claim.payload.get("text", "")))
+        except DeliveryError as exc:
+            return Attempt(str(exc), permanent=True)
+        except Exception as exc:
+            log.exception("posting the run result failed", extra={"run_id": claim.run_id})
+            return Attempt(str(exc) or type(exc).__name__)
+        return Attempt()
+
+    # ------------------------------------------------------------------ remind
+
+    async def _send_reminders(self, claim: OutboxClaim) -> Attempt:
+        """remind: post the reminder under every delivered copy that lacks it.
+
+        Skipped once the request is no longer pending. Copies already reminded are kept
+        in the payload, so a retry never reminds twice; adapters without ``remind`` are
+        skipped.
+        """
+        ref = str(claim.payload.get("ref", ""))
+        text = str(claim.payload.get("text", ""))
+
+        def load(session: Session) -> tuple[RequestCard, list[DeliveryRef]] | None:
+            loaded = self._load(session, ref)
+            if loaded is None or loaded[0].status != store.OPEN:
+                return None
+            rows = store.deliveries(session, loaded[0].id)
+            return loaded[2], [DeliveryRef(d.platform, d.channel, d.message_id) for d in rows]
+
+        found = await self._tx(load)
+        if found is None:
+            return Attempt()
+        card, copies = found
+        done: list[str] = list(claim.payload.get("done") or [])
+        errors: list[str] = []
+        for copy in copies:
+            key = f"{copy.platform} {copy.message_id}"
+            entry = self._adapters.get(copy.platform)
+            remind = getattr(entry[0], "remind", None) if entry else None
+            if key in done or remind is None:
+                continue
+            try:
+                await remind(card, copy, text)
+            except DeliveryError as exc:
+                log.warning("reminder refused for good", extra={"ref": ref, "copy": key,
+                                                                "error": str(exc)})
+            except Exception as exc:
+                log.exception("reminder failed", extra={"ref": ref, "copy": key})
+                errors.append(f"{key}: {exc or type(exc).__name__}")
+                continue
+            done.append(key)
+        if errors:
+            return Attempt("; ".join(errors), payload={**claim.payload, "done": done})
+        return Attempt()

@@ -1,0 +1,109 @@
+"""Dispatch: run one claimed outbox item, then record whether it is done, retried or dead.
+
+Items arrive two ways: right after the commit that queued them (``EngineBase._tx``)
+and from the worker sweep (``_sweep_outbox``) for items that failed earlier or were
+left behind by a dead process. Bookkeeping is a compare-and-set on the claim token,
+so a worker whose lease ran out can never mark another worker's attempt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from functools import partial
+
+from sqlalchemy.orm import Session
+
+from bot.askhuman.schema import unavailable_result
+from bot.engine import outbox, store, worker
+from bot.engine.base import log
+from bot.engine.delivery import DeliveryMixin
+from bot.engine.outbox import Attempt, OutboxClaim
+
+Handler = Callable[[OutboxClaim], Awaitable[Attempt]]
+
+
+class DispatchMixin(DeliveryMixin):
+    """Try outbox items with the ``delivery`` handlers; settle, retry or give up."""
+
+    async def _dispatch(self, claim: OutboxClaim) -> None:
+        """Try one claimed side effect and record how it went; never raises.
+
+        If recording fails too, the row keeps its lease and the sweep retries it later.
+        """
+        extra = {"outbox_id": claim.item_id, "kind": claim.kind, "attempt": claim.attempts}
+        try:
+            if claim.attempts > self.outbox_max_attempts:
+                attempt = Attempt("the side effect kept crashing the worker", permanent=True)
+            else:
+                attempt = await self._attempt(claim)
+            await self._settle(claim, attempt)
+        except worker.LeaseLost:
+            log.warning("outbox lease lost; another worker owns the side effect", extra=extra)
+        except Exception:
+            log.exception("outbox dispatch failed; the sweep retries it", extra=extra)
+
+    async def _attempt(self, claim: OutboxClaim) -> Attempt:
+        """Run the side effect once; an unexpected error is a transient failure."""
+        handlers: dict[str, Handler] = {
+            "deliver_request": self._send_request, "update_card": self._send_update,
+            "post_run_result": self._send_result, "remind": self._send_reminders}
+        handler = handlers.get(claim.kind)
+        if handler is None:
+            return Attempt(f"unknown outbox kind {claim.kind!r}", permanent=True)
+        try:
+            return await handler(claim)
+        except Exception as exc:
+            log.exception("outbox side effect crashed", extra={"outbox_id": claim.item_id})
+            return Attempt(str(exc) or type(exc).__name__)
+
+    async def _settle(self, claim: OutboxClaim, attempt: Attempt) -> None:
+        """Mark the row done, schedule a retry with backoff, or give up (audited)."""
+        if attempt.error is None:
+            await self._tx(lambda s: outbox.complete(s, claim, self.now(), attempt.payload))
+            return
+        if attempt.permanent or claim.attempts >= self.outbox_max_attempts:
+            await self._tx(partial(self._outbox_give_up, claim=claim, error=attempt.error))
+            self._poke()
+            return
+        delay = worker.backoff(claim.attempts, self.backoff_base, self.backoff_cap)
+        payload = claim.payload if attempt.payload is None else attempt.payload
+
+        def retry(session: Session) -> None:
+            now = self.now()
+            outbox.retry_later(session, claim, now, delay, attempt.error or "", payload)
+            store.audit(session, now, "outbox_retry", outcome="error", run_id=claim.run_id,
+                        ref=claim.payload.get("ref"), reason=attempt.error,
+                        details={"kind": claim.kind, "attempt": claim.attempts,
+                                 "delay_seconds": delay.total_seconds()})
+
+        await self._tx(retry)
+
+    def _outbox_give_up(self, session: Session, *, claim: OutboxClaim, error: str) -> None:
+        """Fail the row; an undeliverable request is resolved ``unavailable`` in the same
+        transaction, so the agent is resumed instead of waiting for its timeout."""
+        now = self.now()
+        outbox.give_up(session, claim, now, error)
+        ref = claim.payload.get("ref")
+        store.audit(session, now, "outbox_failed", outcome="error", run_id=claim.run_id,
+                    ref=ref, reason=error,
+                    details={"kind": claim.kind, "attempt": claim.attempts})
+        if claim.kind != "deliver_request" or ref is None or claim.request_id is None:
+            return
+        if claim.payload.get("route"):
+            return  # an escalation's extra copies: the original delivery stands
+        if store.deliveries(session, claim.request_id):
+            return
+        result = unavailable_result(f"The request could not be delivered to anyone ({error}).")
+        self._resolve_in(session, ref, result, "unavailable")
+
+    async def _sweep_outbox(self, limit: int) -> int:
+        """Retry due side effects (failed earlier, or left behind by a dead process)."""
+        done = 0
+        while done < limit:
+            claim = await self._tx(lambda s: outbox.claim_next(
+                s, self.now(), self.outbox_lease, self.db.is_postgres))
+            if claim is None:
+                break
+            await self._dispatch(claim)
+            done += 1
+        return done

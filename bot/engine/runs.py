@@ -1,0 +1,237 @@
+"""Runs: start an agent, store what each leg ended with, and resume it after a decision.
+
+A leg ends with a final output (posted where the run started) or an ask_human call
+(stored as a request and delivered). Resumes come from the durable queue in
+``bot.engine.worker``: a job is claimed with a lease, the agent resumed outside any
+transaction, and the outcome committed together with the job's completion, so a
+resume takes effect exactly once even when workers crash or lose their lease.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+from sqlalchemy.orm import Session
+
+from bot.agents.base import Outcome
+from bot.askhuman.schema import AskHumanToolArgs, AskHumanToolResult
+from bot.engine import outbox, store, worker
+from bot.engine.base import EngineBase, log
+from bot.engine.cards import output_text
+from bot.engine.ports import Identity, Origin
+from bot.engine.results import UnknownAgentError
+from storage import HumanRequest, Run
+
+
+class RunsMixin(EngineBase):
+    """Starting runs, applying their outcomes, and the resume loop (retry, give up)."""
+
+    async def start_run(
+        self, agent: str, prompt: str, started_by: Identity, origin: Origin
+    ) -> str:
+        """Start ``agent`` on ``prompt``; returns the run id once the first leg is handled.
+
+        The agent's outcome is handled before returning: a final output is posted to
+        ``origin``; an ask_human call becomes a stored, delivered request.
+        """
+        if self.settings.agent(agent) is None:
+            known = ", ".join(sorted(self.settings.agents)) or "none"
+            raise UnknownAgentError(f"Unknown agent '{agent}'. Configured agents: {known}.")
+        runtime = self._runtime(agent)
+        run_id = uuid.uuid4().hex
+        now = self.now()
+
+        def insert(session: Session) -> None:
+            session.add(
+                Run(
+                    id=run_id, agent=agent, prompt=prompt, status="running",
+                    started_by_platform=started_by.platform, started_by_user=started_by.user_id,
+                    started_by_name=started_by.display_name, origin_platform=origin.platform,
+                    origin_channel=origin.channel, origin_thread=origin.thread,
+                    created_at=now, updated_at=now,
+                )
+            )
+            store.audit(session, now, "run_started", run_id=run_id, actor=started_by,
+                        details={"agent": agent})
+
+        await self._tx(insert)
+        log.info("run started", extra={"run_id": run_id, "agent": agent})
+        try:
+            outcome = await runtime.run(prompt)
+        except Exception as exc:
+            log.exception("run failed", extra={"run_id": run_id})
+            await self._fail_run(run_id, str(exc) or type(exc).__name__)
+            return run_id
+        try:
+            await self._tx(lambda s: self._apply_outcome(s, run_id, outcome))
+        except Exception as exc:
+            log.exception("could not store the run outcome", extra={"run_id": run_id})
+            await self._fail_run(run_id, str(exc) or type(exc).__name__)
+        return run_id
+
+    def _apply_outcome(self, session: Session, run_id: str, outcome: Outcome) -> str | None:
+        """Store a run leg's outcome; returns the new request's ref when the agent asked."""
+        now = self.now()
+        run = session.get(Run, run_id)
+        if run is None:
+            raise LookupError(f"run {run_id} vanished")
+        run.snapshot = dict(outcome.snapshot)
+        run.updated_at = now
+        if outcome.kind == "output":
+            run.status, run.output = "succeeded", outcome.output
+            store.audit(session, now, "run_succeeded", run_id=run_id)
+            self._enqueue_result(session, run)
+            return None
+        return self._ask_human(session, now, run, outcome)
+
+    def _ask_human(self, session: Session, now: dt.datetime, run: Run, outcome: Outcome) -> str:
+        """Turn the agent's ask_human call into a request on its route, queued for delivery.
+
+        The reminder and escalation clocks start now, so the sweeps only compare times.
+        """
+        call = outcome.deferred_call
+        if call is None:
+            raise ValueError("the agent asked for a human but sent no deferred call")
+        args = AskHumanToolArgs.model_validate(call.args)
+        route_name = self.settings.agents[run.agent].route
+        route = self.settings.routes[route_name]
+        deadline = now + dt.timedelta(seconds=route.timeout)
+        request = store.create_request(
+            session, now, run, call.tool_call_id, args, route_name, route.quorum, deadline
+        )
+        if route.reminder is not None:
+            request.next_reminder_at = now + dt.timedelta(seconds=route.reminder)
+        request.reminders_sent = 0
+        if route.escalation is not None:
+            request.escalate_at = now + dt.timedelta(seconds=route.escalation.after)
+        run.status = "waiting"
+        store.audit(session, now, "request_created", run_id=run.id, ref=request.ref,
+                    details={"route": route_name, "tool_call_id": call.tool_call_id})
+        outbox.enqueue(session, now, self.outbox_lease, "deliver_request",
+                       request_id=request.id, run_id=run.id, payload={"ref": request.ref})
+        return request.ref
+
+    def _enqueue_result(self, session: Session, run: Run) -> None:
+        """Queue posting the run's final output or failure where it started.
+
+        The text is fixed now, in the transaction that ended the run, so a retry posts
+        exactly what the run ended with.
+        """
+        if run.status == "succeeded":
+            text = output_text(run.output)
+        else:
+            text = f"The run failed: {run.error}"
+        outbox.enqueue(session, self.now(), self.outbox_lease, "post_run_result",
+                       run_id=run.id, platform=run.origin_platform,
+                       payload={"text": text, "channel": run.origin_channel,
+                                "thread": run.origin_thread})
+
+    async def _fail_run(self, run_id: str, error: str) -> None:
+        """Mark the run failed and tell its starter (the agent crashed, or storing did)."""
+        now = self.now()
+
+        def fail(session: Session) -> None:
+            run = session.get(Run, run_id)
+            if run is not None:
+                run.status, run.error, run.updated_at = "failed", error, now
+                self._enqueue_result(session, run)
+            store.audit(session, now, "run_failed", outcome="error", run_id=run_id,
+                        reason=error)
+
+        await self._tx(fail)
+
+    # ------------------------------------------------------------------ resume queue
+
+    async def _resume_due(self, limit: int) -> int:
+        """Claim and process due resume jobs until none is left (or ``limit``)."""
+        done = 0
+        while done < limit:
+            claim = await self._tx(self._claim)
+            if claim is None:
+                break
+            await self._process(claim)
+            done += 1
+        return done
+
+    def _claim(self, session: Session) -> worker.Claim | None:
+        return worker.claim_next(session, self.now(), self.lease, self.db.is_postgres)
+
+    async def _process(self, claim: worker.Claim) -> None:
+        """Resume one run with its request's result; success commits with the job's end."""
+
+        def load(session: Session) -> tuple[Run, HumanRequest]:
+            run, request = session.get(Run, claim.run_id), session.get(HumanRequest,
+                                                                       claim.request_id)
+            assert run is not None and request is not None
+            return run, request
+
+        run, request = await self._tx(load)
+        extra = {"run_id": run.id, "ref": request.ref, "attempt": claim.attempts}
+        if claim.attempts > self.max_attempts:
+            await self._give_up(claim, run.id, "the resume kept crashing the worker")
+            return
+        try:
+            result = AskHumanToolResult.model_validate(request.result)
+            runtime = self._runtime(run.agent)
+            outcome = await runtime.resume(dict(run.snapshot or {}),
+                                           {request.tool_call_id: result})
+        except Exception as exc:
+            log.warning("resume failed", extra={**extra, "error": str(exc)})
+            await self._retry_or_fail(claim, run.id, str(exc) or type(exc).__name__)
+            return
+
+        def commit(session: Session) -> None:
+            worker.complete(session, claim, self.now())
+            self._apply_outcome(session, run.id, outcome)
+            store.audit(session, self.now(), "resumed", run_id=run.id, ref=request.ref,
+                        details={"attempt": claim.attempts, "status": result.status})
+
+        try:
+            await self._tx(commit)  # also delivers the follow-up request / posts the output
+        except worker.LeaseLost:
+            log.warning("lease lost; another worker owns the resume", extra=extra)
+            return
+        except Exception as exc:
+            log.exception("storing the resume outcome failed", extra=extra)
+            await self._retry_or_fail(claim, run.id, str(exc) or type(exc).__name__)
+            return
+        log.info("run resumed", extra=extra)
+
+    async def _retry_or_fail(self, claim: worker.Claim, run_id: str, error: str) -> None:
+        """Schedule the job again with backoff, or give up after ``max_attempts``."""
+        if claim.attempts >= self.max_attempts:
+            await self._give_up(claim, run_id, error)
+            return
+        delay = worker.backoff(claim.attempts, self.backoff_base, self.backoff_cap)
+
+        def retry(session: Session) -> None:
+            now = self.now()
+            worker.retry_later(session, claim, now, delay, error)
+            store.audit(session, now, "resume_retry", outcome="error", run_id=run_id,
+                        reason=error, details={"attempt": claim.attempts,
+                                               "delay_seconds": delay.total_seconds()})
+
+        try:
+            await self._tx(retry)
+        except worker.LeaseLost:
+            log.warning("lease lost while scheduling a retry", extra={"run_id": run_id})
+
+    async def _give_up(self, claim: worker.Claim, run_id: str, error: str) -> None:
+        """Fail the job and its run for good, and tell the run's starter why."""
+        message = f"resuming failed after {claim.attempts} attempt(s): {error}"
+
+        def fail(session: Session) -> None:
+            now = self.now()
+            worker.give_up(session, claim, now, error)
+            run = session.get(Run, run_id)
+            if run is not None:
+                run.status, run.error, run.updated_at = "failed", message, now
+                self._enqueue_result(session, run)
+            store.audit(session, now, "resume_failed", outcome="error", run_id=run_id,
+                        reason=message)
+
+        try:
+            await self._tx(fail)
+        except worker.LeaseLost:
+            return
