@@ -8,6 +8,7 @@ import the engine or storage.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -49,6 +50,23 @@ class RequestCard:
 # Compatible additions: small pure helpers every renderer needs the same way.
 
 
+MAX_REF_CHARS = 64
+"""Longest request reference a callback may carry (ours are 16; storage holds 64)."""
+_INDEX = re.compile(r"[0-9]{1,6}", re.ASCII)
+
+
+def index_token(token: object, prefix: str) -> int | None:
+    """``prefix`` + a small decimal index → the index; None for anything else.
+
+    Tokens come back from platform payloads: ``"o" + 5,000 digits`` or a superscript
+    digit must give None, never an exception (``int()`` raises on both).
+    """
+    if not isinstance(token, str) or not token.startswith(prefix):
+        return None
+    digits = token[len(prefix):]
+    return int(digits) if _INDEX.fullmatch(digits) else None
+
+
 def option_token(index: int) -> str:
     """The platform-side value of option ``index``.
 
@@ -69,8 +87,9 @@ def option_value(options: Sequence[SelectOption], token: object) -> str | None:
     """
     if not isinstance(token, str):
         return None
-    if token.startswith("o") and token[1:].isdigit() and int(token[1:]) < len(options):
-        return options[int(token[1:])].value
+    index = index_token(token, "o")
+    if index is not None and index < len(options):
+        return options[index].value
     return token
 
 

@@ -33,7 +33,7 @@ from bot.askhuman.schema import (
     is_identifier,
 )
 from renderers.budget import Budget
-from renderers.card import RequestCard, args_of, option_token, option_value
+from renderers.card import MAX_REF_CHARS, RequestCard, args_of, option_token, option_value
 from renderers.markdown import FEISHU, check_feishu, markdown_chunks, plain, truncate
 from renderers.text import decision_words, field_hint, format_when, summary, value_lines
 
@@ -44,6 +44,8 @@ MAX_BYTES = 25_000
 """Feishu rejects cards over 30 KB and style tags grow the stored size; keep margin."""
 MARKDOWN_CHUNK = 4000
 INPUT_MAX_LENGTH = 1000
+MAX_ID_CHARS = 255
+"""Longest action id a callback may name (longer ones were never on a card)."""
 FORM_NAME = "askhuman_form"
 _TEMPLATES = {
     ("pending", "normal"): "blue",
@@ -262,7 +264,8 @@ def parse_callback_value(value: object) -> tuple[str, str] | None:
     if not isinstance(value, dict):
         return None
     ref, action = value.get("r"), value.get("a")
-    if isinstance(ref, str) and ref and isinstance(action, str) and is_identifier(action):
+    if (isinstance(ref, str) and 0 < len(ref) <= MAX_REF_CHARS and isinstance(action, str)
+            and len(action) <= MAX_ID_CHARS and is_identifier(action)):
         return ref, action
     return None
 

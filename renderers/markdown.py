@@ -92,6 +92,17 @@ def plain(text: str, limit: int | None = None) -> str:
     return out if limit is None else truncate(out, limit)
 
 
+def message_text(text: str, limit: int | None = None) -> str:
+    """Untrusted text for a message we write outside the card renderers.
+
+    For run results, reminders, replies, toasts and terminal output: ``plain`` (no
+    control characters, no mention tags, no broadcast words) and no ``[label](url)``
+    link either, because Feishu ``text`` messages parse links as well as ``<at>``.
+    """
+    out = _FEISHU_LINK.sub("]" + WORD_JOINER, plain(text))
+    return out if limit is None else truncate(out, limit)
+
+
 def slack_escape(text: str) -> str:
     """Untrusted text as literal Slack mrkdwn (only ``& < >`` have escapes in Slack)."""
     out = clean(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

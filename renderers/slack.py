@@ -36,7 +36,14 @@ from bot.askhuman.schema import (
     SelectOption,
 )
 from renderers.budget import Budget
-from renderers.card import RequestCard, args_of, option_token, option_value
+from renderers.card import (
+    MAX_REF_CHARS,
+    RequestCard,
+    args_of,
+    index_token,
+    option_token,
+    option_value,
+)
 from renderers.markdown import (
     SLACK,
     check_slack,
@@ -62,7 +69,7 @@ ACTION_PREFIX = "ah:"
 FILE_ACTION_PREFIX = "ahf:"
 ACTION_ID_PATTERN = re.compile(r"^ah:")
 FILE_ACTION_ID_PATTERN = re.compile(r"^ahf:")
-_BLOCK_ID = re.compile(r"^v(\d+):(.+)$")
+_BLOCK_ID = re.compile(r"^v([0-9]{1,9}):(.+)$", re.ASCII)
 _USER_ID = re.compile(r"^[UW][A-Z0-9]+$")
 _STYLES = {"primary": "primary", "destructive": "danger"}
 _URGENCY = {"normal": "Normal urgency", "high": ":rotating_light: *High urgency*"}
@@ -134,8 +141,10 @@ def _file_action_id(ref: str, args: AskHumanToolArgs, field: AskHumanField) -> s
 def _split_id(text: object, prefix: str) -> tuple[str, str] | None:
     if not isinstance(text, str) or not text.startswith(prefix):
         return None
+    if len(text) > ID_CHARS:  # Slack caps action ids at 255; longer ones are forged
+        return None
     ref, sep, token = text[len(prefix):].rpartition(":")
-    return (ref, token) if sep and ref and token else None
+    return (ref, token) if sep and ref and token and len(ref) <= MAX_REF_CHARS else None
 
 
 def parse_action_id(action_id: object) -> tuple[str, str] | None:
@@ -153,8 +162,8 @@ def parse_file_action_id(action_id: object) -> tuple[str, str] | None:
 
 def resolve_action(args: AskHumanToolArgs, token: str) -> AskHumanAction | None:
     """The action a parsed token names (an id, or ``#index``)."""
-    if token.startswith("#") and token[1:].isdigit():
-        index = int(token[1:])
+    index = index_token(token, "#")
+    if index is not None:
         return args.actions[index] if index < len(args.actions) else None
     return args.action(token)
 
@@ -423,8 +432,10 @@ def _metadata(ref: str, channel: str, ts: str, field: str | None, action: str | 
 
 def parse_private_metadata(text: object) -> ModalContext | None:
     """The inverse of the modal's ``private_metadata``; None if it is not ours."""
+    if not isinstance(text, str) or len(text) > 3000:  # Slack's own cap: longer is forged
+        return None
     try:
-        data = json.loads(text) if isinstance(text, str) else None
+        data = json.loads(text)
     except ValueError:
         return None
     if not isinstance(data, dict):
@@ -432,6 +443,8 @@ def parse_private_metadata(text: object) -> ModalContext | None:
     ref, channel, ts = data.get("r"), data.get("c"), data.get("t")
     field, action = data.get("f"), data.get("a")
     if not all(isinstance(v, str) and v for v in (ref, channel, ts)):
+        return None
+    if len(str(ref)) > MAX_REF_CHARS:
         return None
     if not all(v is None or isinstance(v, str) for v in (field, action)):
         return None
@@ -476,8 +489,8 @@ def _field_for_block(args: AskHumanToolArgs, bid: str) -> tuple[int, AskHumanFie
     if not match:
         return None
     key = match.group(2)
-    if key.startswith("#") and key[1:].isdigit():
-        index = int(key[1:])
+    index = index_token(key, "#")
+    if index is not None:
         field = args.fields[index] if index < len(args.fields) else None
     else:
         field = next((f for f in args.fields if f.name == key), None)
@@ -523,12 +536,13 @@ def _list(value: object) -> list[Any]:
 
 
 def _file_ref(file: Mapping[str, Any]) -> JsonValue:
-    """A Slack file object → the contract's file reference."""
+    """A Slack file object → the contract's file reference (checked by the engine)."""
+    size = file.get("size")
     return {
         "platform": "slack",
         "id": str(file.get("id", "")),
         "name": str(file.get("name") or file.get("title") or ""),
         "mimetype": str(file.get("mimetype", "")),
-        "size": int(file.get("size") or 0),
+        "size": size if isinstance(size, int) and not isinstance(size, bool) else None,
         "url": str(file.get("url_private_download") or file.get("url_private") or ""),
     }

@@ -46,6 +46,44 @@ PROMPT_HINT_TEMPLATE = (
 )
 
 
+MAX_TITLE_CHARS = 300
+MAX_IDENTIFIER_CHARS = 64
+MAX_OPTIONS = 100
+MAX_OPTION_CHARS = 200
+MAX_PLACEHOLDER_CHARS = 500
+MAX_DEFAULT_CHARS = 3000
+"""Caps beyond Dify's for text Dify leaves unbounded (titles, ids, options, prefills):
+cards carry these into buttons and callbacks, so an oversize one is a ModelRetry."""
+
+
+def _check_extra_limits(args: AskHumanToolArgs) -> None:
+    """Askhuman's own caps (see ``MAX_TITLE_CHARS``), after Dify's checks."""
+    if args.title is not None and len(args.title) > MAX_TITLE_CHARS:
+        raise ValueError(f"ask_human title must be <= {MAX_TITLE_CHARS} characters")
+    for action in args.actions:
+        if len(action.id) > MAX_IDENTIFIER_CHARS:
+            raise ValueError(f"ask_human action id must be <= {MAX_IDENTIFIER_CHARS} characters")
+    for field in args.fields:
+        name = field.name
+        if len(name) > MAX_IDENTIFIER_CHARS:
+            raise ValueError(f"ask_human field name must be <= {MAX_IDENTIFIER_CHARS} characters")
+        options = getattr(field, "options", None) or []
+        if len(options) > MAX_OPTIONS:
+            raise ValueError(f"ask_human field '{name}' must have at most {MAX_OPTIONS} options")
+        if any(len(o.value) > MAX_OPTION_CHARS or len(o.label) > MAX_OPTION_CHARS
+               for o in options):
+            raise ValueError(f"ask_human field '{name}' option values and labels must be <= "
+                             f"{MAX_OPTION_CHARS} characters")
+        placeholder = getattr(field, "placeholder", None)
+        if isinstance(placeholder, str) and len(placeholder) > MAX_PLACEHOLDER_CHARS:
+            raise ValueError(f"ask_human field '{name}' placeholder must be <= "
+                             f"{MAX_PLACEHOLDER_CHARS} characters")
+        default = getattr(field, "default", None)
+        if isinstance(default, str) and len(default) > MAX_DEFAULT_CHARS:
+            raise ValueError(f"ask_human field '{name}' default must be <= "
+                             f"{MAX_DEFAULT_CHARS} characters")
+
+
 def build_prompt_hint(config: AskHumanConfig) -> str | None:
     """The guardrail text prepended to the agent's instructions (None when disabled)."""
     if not config.enabled:
@@ -103,6 +141,7 @@ def validate_and_normalize_args(
                 f"ask_human action label '{action.label}' must be <= "
                 f"{config.max_action_label_chars} characters"
             )
+    _check_extra_limits(args)
     return args
 
 

@@ -52,7 +52,8 @@ class AccessMixin(EngineBase):
         await self._tx(lambda s: store.audit(
             s, now, event, outcome="refused", run_id=run_id, ref=ref[:64], actor=actor,
             reason=message, details=details))
-        log.info("attempt refused", extra={"ref": ref, "event": event, "reason": message})
+        log.info("attempt refused", extra={"ref": ref[:64], "event": event,
+                                           "reason": message[:500]})
         return RespondResult(outcome, message, card)
 
     def _escalation_of(self, request: HumanRequest) -> RouteSettings | None:

@@ -20,6 +20,8 @@ from bot.engine.ports import Identity
 from storage import AuditLog, Delivery, HumanRequest, ResumeJob, Run, StagedFile, Vote
 
 OPEN = "pending"
+MAX_REF_CHARS = 64
+"""``human_requests.ref`` is ``String(64)``: a longer ref cannot exist."""
 
 
 def rowcount(result: Result[Any]) -> int:
@@ -61,6 +63,8 @@ def starter(run: Run) -> Identity:
 
 def get_request(session: Session, ref: str, *, lock: bool = False) -> HumanRequest | None:
     """The request with ``ref``; ``lock`` takes a row lock on PostgreSQL."""
+    if not ref or len(ref) > MAX_REF_CHARS:
+        return None  # refs come from payloads: a 5 MB one never reaches a query
     query = select(HumanRequest).where(HumanRequest.ref == ref)
     if lock:
         query = query.with_for_update()

@@ -27,6 +27,19 @@ from bot.askhuman.schema import (
 )
 
 FILE_KEYS = ("platform", "id", "name", "mimetype", "size", "url")
+MAX_TEXT_CHARS = 10_000
+"""Longest text answer accepted (Slack inputs stop at 3,000, Feishu's at 1,000)."""
+MAX_LIST_ITEMS = 100
+"""Most items in one multi-select answer (or more, if the field offers more options)."""
+MAX_FILES = 20
+"""Most files in one file-list answer when the field sets no ``max_files``."""
+MAX_FILES_HARD = 100
+"""Most files in one answer whatever the (model-written) ``max_files`` says."""
+MAX_DEPTH = 4
+"""Deepest nesting of one value (a file list is ``[{...}]``: depth 2)."""
+MAX_VALUE_CHARS = 64_000
+"""Most characters (all strings and keys together) in one field's value."""
+_FILE_TEXT_LIMITS = {"platform": 32, "id": 255, "name": 255, "mimetype": 255, "url": 2048}
 _TRUE = {"true", "yes", "on", "1", "checked"}
 _FALSE = {"false", "no", "off", "0", ""}
 
@@ -44,8 +57,33 @@ def check_action(args: AskHumanToolArgs, action_id: str) -> AskHumanAction:
     action = args.action(action_id)
     if action is None:
         offered = ", ".join(quoted(a.label) for a in args.actions)
-        raise InvalidValues(f"This request has no action {quoted(action_id)}; choose {offered}")
+        shown = action_id if len(action_id) <= 64 else action_id[:63] + "\u2026"
+        raise InvalidValues(f"This request has no action {quoted(shown)}; choose {offered}")
     return action
+
+
+def _check_size(label: str, value: object) -> None:
+    """Refuse values no person could have typed before looking at them any further.
+
+    Iterative on purpose: a forged, deeply nested value must not hit the recursion limit.
+    """
+    stack: list[tuple[object, int]] = [(value, 1)]
+    chars = items = 0
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise InvalidValues(f"{quoted(label)} is nested too deeply to be an answer")
+        if isinstance(item, str):
+            chars += len(item)
+        elif isinstance(item, Mapping):
+            items += len(item)
+            chars += sum(len(k) if isinstance(k, str) else 0 for k in item)
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list | tuple):
+            items += len(item)
+            stack.extend((v, depth + 1) for v in item)
+        if chars > MAX_VALUE_CHARS or items > 10 * MAX_LIST_ITEMS:
+            raise InvalidValues(f"{quoted(label)} is too large to be an answer")
 
 
 def _is_empty(value: object) -> bool:
@@ -55,6 +93,9 @@ def _is_empty(value: object) -> bool:
 def _text(field: ParagraphField, value: object) -> JsonValue:
     if not isinstance(value, str):
         raise InvalidValues(f"{quoted(field.label)} must be text")
+    if len(value) > MAX_TEXT_CHARS:
+        raise InvalidValues(
+            f"{quoted(field.label)} is too long: at most {MAX_TEXT_CHARS} characters")
     return value
 
 
@@ -68,6 +109,9 @@ def _select(field: SelectField, value: object) -> JsonValue:
 def _multi(field: MultiSelectField, value: object) -> JsonValue:
     allowed = [o.value for o in field.options]
     items = [value] if isinstance(value, str) else value
+    most = max(MAX_LIST_ITEMS, len(allowed))
+    if isinstance(items, list) and len(items) > most:
+        raise InvalidValues(f"{quoted(field.label)} accepts at most {most} choices")
     if not isinstance(items, list) or any(
         not isinstance(v, str) or v not in allowed for v in items
     ):
@@ -130,8 +174,12 @@ def _one_file(label: str, item: object) -> dict[str, JsonValue]:
     unknown = sorted(set(item) - set(FILE_KEYS))
     if unknown or not all(isinstance(item.get(k), str) and item.get(k) for k in ("platform", "id")):
         raise InvalidValues(f"{quoted(label)} contains a file reference the bot does not accept")
+    for key, most in _FILE_TEXT_LIMITS.items():
+        text = item.get(key)
+        if text is not None and (not isinstance(text, str) or len(text) > most):
+            raise InvalidValues(f"{quoted(label)} contains a file with an invalid {key}")
     size = item.get("size")
-    if size is not None and (isinstance(size, bool) or not isinstance(size, int)):
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
         raise InvalidValues(f"{quoted(label)} contains a file with an invalid size")
     return {k: item.get(k) for k in FILE_KEYS}
 
@@ -140,10 +188,9 @@ def _files(field: FileField | FileListField, value: object) -> JsonValue:
     items = [value] if isinstance(value, Mapping) else value
     if not isinstance(items, list):
         raise InvalidValues(f"{quoted(field.label)} must be a list of uploaded files")
-    limit = 1 if isinstance(field, FileField) else field.max_files
-    if isinstance(field, FileField) and field.max_files is not None:
-        limit = min(1, field.max_files)
-    if limit is not None and len(items) > limit:
+    limit = 1 if isinstance(field, FileField) else min(field.max_files or MAX_FILES,
+                                                       MAX_FILES_HARD)
+    if len(items) > limit:
         raise InvalidValues(f"{quoted(field.label)} accepts at most {limit} file(s)")
     files: list[JsonValue] = [_one_file(field.label, item) for item in items]
     return files
@@ -169,10 +216,12 @@ def check_values(args: AskHumanToolArgs, values: Mapping[str, object]) -> dict[s
     fields = {f.name: f for f in args.fields}
     for name in values:
         if name not in fields:
-            raise InvalidValues(f"This request has no field {quoted(name)}")
+            shown = name if len(name) <= 64 else name[:63] + "\u2026"
+            raise InvalidValues(f"This request has no field {quoted(shown)}")
     out: dict[str, JsonValue] = {}
     for name, field in fields.items():
         raw = values.get(name)
+        _check_size(field.label, raw)
         if _is_empty(raw):
             if field.required:
                 raise InvalidValues(f"{quoted(field.label)} is required")

@@ -14,6 +14,7 @@ from typing import TextIO
 
 from bot.engine.ports import DeliveryRef, DeliveryTarget, Identity, Origin
 from renderers.card import RequestCard
+from renderers.markdown import message_text
 
 PLATFORM = "console"
 
@@ -48,11 +49,12 @@ class ConsoleAdapter:
             print(f"[{ref.message_id}] {render(card)}", file=self.out, flush=True)
 
     async def remind(self, card: RequestCard, ref: DeliveryRef, text: str) -> None:
-        print(f"[{ref.message_id}] {text}", file=self.out, flush=True)
+        print(f"[{ref.message_id}] {message_text(text)}", file=self.out, flush=True)
 
     async def post_run_result(self, origin: Origin, text: str) -> None:
+        """The agent's output is model-written: no terminal escapes reach the terminal."""
         self.results.append(text)
-        print(text, file=self.out, flush=True)
+        print(message_text(text), file=self.out, flush=True)
 
 
 class ConsoleDirectory:

@@ -134,6 +134,36 @@ def test_validation_errors(raw: dict[str, Any], config: dict[str, Any], message:
     assert message in str(info.value)
 
 
+SEL = {"type": "select", "name": "s", "label": "S"}
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    ({**Q, "title": "t" * 301}, "ask_human title must be <= 300 characters"),
+    ({**Q, "actions": [{"id": "a" * 65, "label": "A"}]},
+     "ask_human action id must be <= 64 characters"),
+    ({**Q, "fields": [{"type": "paragraph", "name": "n" * 65, "label": "L"}]},
+     "ask_human field name must be <= 64 characters"),
+    ({**Q, "fields": [{**SEL, "options": [{"value": f"v{i}", "label": "L"}
+                                          for i in range(101)]}]},
+     "ask_human field 's' must have at most 100 options"),
+    ({**Q, "fields": [{**SEL, "options": [{"value": "v", "label": "L" * 201}]}]},
+     "ask_human field 's' option values and labels must be <= 200 characters"),
+    ({**Q, "fields": [{"type": "paragraph", "name": "p", "label": "P",
+                       "placeholder": "x" * 501}]},
+     "ask_human field 'p' placeholder must be <= 500 characters"),
+    ({**Q, "fields": [{"type": "paragraph", "name": "p", "label": "P",
+                       "default": "x" * 5_000_000}]},
+     "ask_human field 'p' default must be <= 3000 characters"),
+])
+def test_oversize_text_dify_leaves_unbounded_is_refused(raw: dict[str, Any],
+                                                        message: str) -> None:
+    """Titles, ids, options and prefills end up in buttons and callbacks: oversize
+    ones are a ModelRetry (ValueError here), never a card nobody can answer."""
+    with pytest.raises(ValueError) as info:
+        validate_and_normalize_args(raw, AskHumanConfig())
+    assert message in str(info.value)
+
+
 def test_limits_are_inclusive() -> None:
     config = AskHumanConfig(max_question_chars=10, max_markdown_chars=5)
     validate_and_normalize_args({"question": "x" * 10, "markdown": "m" * 5}, config)

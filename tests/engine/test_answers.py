@@ -120,3 +120,59 @@ async def test_attach_files_then_submit(db_url: str) -> None:
     done = await engine.respond(ref, alice(), "approve", {"environment": "staging"})
     assert done.outcome == "accepted"
     assert done.card is not None and done.card.values["logs"] == [FILE]
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(("action", "values", "reason"), [
+    ("approve", {"environment": "staging", "comment": "x" * 5_000_000},
+     "\u201cComment\u201d is too large to be an answer"),
+    ("approve", {"environment": "staging", "comment": "x" * 10_001},
+     "\u201cComment\u201d is too long: at most 10000 characters"),
+    ("approve", {"environment": "staging", "comment": _nested(100)},
+     "\u201cComment\u201d is nested too deeply to be an answer"),
+    ("approve", {"environment": "staging", "logs": [FILE] * 10_000},
+     "\u201cLogs\u201d is too large to be an answer"),
+    ("approve", {"environment": "staging", "logs": [{**FILE, "name": _nested(100)}]},
+     "\u201cLogs\u201d is nested too deeply to be an answer"),
+    ("approve", {"environment": "staging", "logs": [{**FILE, "name": ["a.log"]}]},
+     "\u201cLogs\u201d contains a file with an invalid name"),
+    ("approve", {"environment": "staging", "logs": [{**FILE, "url": "u" * 5000}]},
+     "\u201cLogs\u201d contains a file with an invalid url"),
+    ("x" * 100_000, {"environment": "staging"},
+     "This request has no action \u201c" + "x" * 63 + "\u2026\u201d; "
+     "choose \u201cApprove\u201d, \u201cReject\u201d"),
+])
+async def test_oversize_human_input_is_refused_and_nothing_stored(
+    db_url: str, action: str, values: dict[str, Any], reason: str
+) -> None:
+    """A forged payload (5 MB text, 100-level nesting, 10,000 files) is refused with a
+    reason; the request, its votes and its result are untouched (only an audit row)."""
+    engine, _adapter, ref = await _form(db_url)
+    before = _state(engine)
+    res = await engine.respond(ref, alice(), action, values)
+    assert (res.outcome, res.message) == ("rejected", reason)
+    after = _state(engine)
+    assert after[0] == before[0] and after[1] == before[1] and after[2] == before[2] + 1
+    with engine.db.transaction() as s:
+        row = s.scalars(select(AuditLog).order_by(AuditLog.id.desc())).first()
+        assert row is not None and len(str(row.reason)) < 1000
+        assert len(str(row.details)) < 1000
+
+
+async def test_oversize_ref_is_unknown_without_a_lookup(
+    db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine, _adapter, _ref = await _form(db_url)
+    caplog.set_level("INFO")
+    huge = "r" * 1_000_000
+    res = await engine.respond(huge, alice(), "approve", {})
+    assert res.outcome == "not_found"
+    assert await engine.card(huge) is None
+    logged = [getattr(r, "ref", "") for r in caplog.records]
+    assert logged and all(len(str(ref)) <= 64 for ref in logged)

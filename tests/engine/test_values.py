@@ -66,3 +66,30 @@ def test_action_is_checked_before_values() -> None:
     with pytest.raises(InvalidValues, match="no action \u201cgo\u201d; choose \u201cSubmit\u201d"):
         check_answer(ARGS.model_copy(update={"actions": []}).model_validate(
             {"question": "Q", "actions": [{"id": "submit", "label": "Submit"}]}), "go", {"x": 1})
+
+
+
+@pytest.mark.parametrize(("values", "reason"), [
+    ({"regions": ["eu"] * 10_000}, "\u201cRegions\u201d is too large to be an answer"),
+    ({"regions": ["eu"] * 150}, "\u201cRegions\u201d accepts at most 100 choices"),
+    ({"regions": ["eu", ["us", ["eu"]]]}, "\u201cRegions\u201d may only contain: eu, us"),
+    ({"n": "9" * 5_000_000}, "\u201cN\u201d is too large to be an answer"),
+    ({"doc": {"platform": "s", "id": "1", "size": -5}},
+     "\u201cDoc\u201d contains a file with an invalid size"),
+    ({"doc": {"platform": "s", "id": "1", "mimetype": {"a": {"b": {"c": {"d": "e"}}}}}},
+     "\u201cDoc\u201d is nested too deeply to be an answer"),
+    ({"x" * 1_000_000: "v"}, "This request has no field \u201c" + "x" * 63 + "\u2026\u201d"),
+])
+def test_oversize_values_are_refused(values: dict[str, Any], reason: str) -> None:
+    with pytest.raises(InvalidValues) as info:
+        check_values(ARGS, {**BASE, **values})
+    assert str(info.value) == reason
+
+
+def test_file_list_without_max_files_is_still_bounded() -> None:
+    args = AskHumanToolArgs.model_validate({"question": "Q", "fields": [
+        {"type": "file-list", "name": "logs", "label": "Logs"}]})
+    one = {"platform": "slack", "id": "F1"}
+    assert len(check_values(args, {"logs": [one] * 20})["logs"]) == 20  # type: ignore[arg-type]
+    with pytest.raises(InvalidValues, match="accepts at most 20 file"):
+        check_values(args, {"logs": [one] * 21})

@@ -11,7 +11,9 @@ from bot.askhuman.schema import AskHumanToolArgs
 from bot.engine.ports import DeliveryError, DeliveryRef, DeliveryTarget, Origin
 from bot.platforms.feishu.adapter import FeishuAdapter, delivery_uuid, plain_text
 from bot.platforms.feishu.client import FeishuApi, FeishuApiError
+from bot.platforms.feishu.handlers import toast
 from renderers.card import RequestCard
+from renderers.markdown import check_plain
 from tests.fakes.feishu_api import FakeFeishuApi
 from tests.feishu.conftest import ALICE, ALICE_EMAIL, APPROVALS, Feishu, make_config
 
@@ -191,6 +193,37 @@ async def test_run_result_is_a_thread_reply_without_mentions(fake_api: Any) -> N
     text = json.loads(call.body["content"])["text"]
     assert "<at" not in text and "done" in text
     assert plain_text("x" * 30_000).endswith("…")
+
+
+INJECTION = ('done <at id=all></at> < at user_id="ou_1">x</at> @all '
+             '[click](javascript:alert(1)) \x1b[2J\u202e <a href="https://evil">y</a>')
+
+
+def _inert(text: str) -> None:
+    """What a Feishu text message or toast must never carry (mentions, links, escapes)."""
+    check_plain(text)
+    assert "](" not in text and "\x1b" not in text and "\u202e" not in text
+
+
+async def test_model_written_run_result_and_reminder_are_inert(fake_api: Any) -> None:
+    """The agent's final output (model-written) is posted as a Feishu text message, which
+    parses <at>, links and @all: none may survive, nor terminal escapes."""
+    fake, adapter = make_adapter(fake_api)
+    await adapter.post_run_result(Origin("feishu", "oc_x", "om_start"), INJECTION)
+    delivered = await adapter.deliver(card(), DeliveryTarget("channel", APPROVALS))
+    await adapter.remind(card(), delivered, INJECTION)
+    texts = [json.loads(c.body["content"])["text"] for c in fake.successful("message.reply")]
+    assert len(texts) == 2
+    for text in texts:
+        assert "done" in text and "click" in text
+        _inert(text)
+
+
+def test_toasts_and_replies_are_inert() -> None:
+    shown = toast("error", "Already decided by " + INJECTION).toast
+    assert shown is not None and shown.content is not None
+    _inert(shown.content)
+    _inert(plain_text(INJECTION))
 
 
 async def test_permanent_delivery_failure_resolves_unavailable(feishu_http: Feishu) -> None:

@@ -36,6 +36,13 @@ def test_parse_callback_value() -> None:
     assert feishu.parse_callback_value(None) is None
 
 
+def test_parse_callback_value_refuses_oversize_refs_and_ids() -> None:
+    assert feishu.parse_callback_value({"r": "r" * 65, "a": "approve"}) is None
+    assert feishu.parse_callback_value({"r": "r" * 5_000_000, "a": "approve"}) is None
+    assert feishu.parse_callback_value({"r": "ref", "a": "a" * 256}) is None
+    assert feishu.parse_callback_value({"r": "r" * 64, "a": "a" * 255}) == ("r" * 64, "a" * 255)
+
+
 def test_read_values() -> None:
     card = make_card("incident")
     form = {"f_services": ["o1", "o9"], "f_postmortem": "2025-04-01 +0800",

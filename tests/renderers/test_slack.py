@@ -115,3 +115,29 @@ def test_decided_state_mentions_only_valid_ids() -> None:
     bad = slack.render_request(dataclasses.replace(base, decided_by_id="U1> <!channel"))
     assert "<@" not in str(bad["blocks"]) and "Alice Chen" in str(bad["blocks"])
     assert not any(b["type"] in ("input", "actions") for b in good["blocks"])
+
+
+def test_forged_ids_metadata_and_files_never_raise() -> None:
+    """Parsing a forged payload gives None or a value the engine refuses, never an
+    exception (which would become a generic "something went wrong")."""
+    card = make_card("incident")
+    big = "o" + "9" * 5000
+    state = {
+        "v1:services": {"in": {"type": "multi_static_select",
+                               "selected_options": [{"value": big}, {"value": "o\u00b2"}]}},
+        "v" + "9" * 5000 + ":postmortem": {"in": {"type": "datepicker",
+                                                  "selected_date": "2025-04-01"}},
+        "v1:#" + "9" * 5000: {"in": {"type": "plain_text_input", "value": "x"}},
+    }
+    assert slack.read_values(state, card) == {"services": [big, "o\u00b2"]}
+    assert slack.resolve_action(card.args, "#" + "9" * 5000) is None
+    assert slack.parse_action_id("ah:" + "r" * 5000 + ":approve") is None
+    assert slack.parse_action_id("ah:" + "r" * 100 + ":approve") is None
+    huge = '{"r": "' + "r" * 3_000_000 + '", "c": "C1", "t": "1.2"}'
+    assert slack.parse_private_metadata(huge) is None
+    assert slack.parse_private_metadata('{"r": "' + "r" * 65 + '", "c": "C", "t": "1"}') is None
+    docs = RequestCard(ref="r:1", args=_args(), agent_name="a")
+    bid = slack.file_modal(docs, "C1", "1.2", field_name="docs")["blocks"][0]["block_id"]
+    files = [{"id": "F1", "name": "a.pdf", "size": "lots"}, {"id": "F2", "size": True}]
+    values = slack.read_values({bid: {"in": {"type": "file_input", "files": files}}}, docs)
+    assert [f["size"] for f in values["docs"]] == [None, None]  # type: ignore[index, union-attr]

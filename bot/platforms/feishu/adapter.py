@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import re
 from dataclasses import dataclass, field
 
 from bot.engine.ports import DeliveryError, DeliveryRef, DeliveryTarget, Origin
 from bot.platforms.feishu.client import FeishuApi, FeishuApiError, dumps
 from renderers.card import RequestCard
 from renderers.feishu import render_card
+from renderers.markdown import message_text
 
 log = logging.getLogger("askhuman.feishu.adapter")
 
@@ -28,7 +28,6 @@ MAX_TEXT_CHARS = 20_000
 MAX_TRACKED_MESSAGES = 10_000
 HOLD_TIMEOUT_SECONDS = 5.0
 """A held request is patched at the latest after this, even if no release came."""
-_AT_TAG = re.compile(r"<(\s*/?\s*at\b)", re.IGNORECASE)
 
 
 def delivery_uuid(ref: str, target: DeliveryTarget) -> str:
@@ -54,10 +53,9 @@ def receive_id_type(target: DeliveryTarget) -> str:
 
 
 def plain_text(text: str) -> str:
-    """Make untrusted text safe for a ``text`` message: no ``<at>`` mentions (no @all)."""
-    if len(text) > MAX_TEXT_CHARS:
-        text = text[: MAX_TEXT_CHARS - 1] + "…"
-    return _AT_TAG.sub("<\u200b\\1", text)
+    """Make untrusted text safe for a ``text`` message: no ``<at>`` mentions (no @all),
+    no ``[label](url)`` links, no control characters (``renderers.markdown``)."""
+    return message_text(text, MAX_TEXT_CHARS)
 
 
 @dataclass

@@ -30,11 +30,12 @@ from pydantic import JsonValue
 
 from bot.engine.ports import Identity, Origin
 from bot.engine.results import EngineError, RespondResult
-from bot.platforms.feishu.adapter import FeishuAdapter
+from bot.platforms.feishu.adapter import FeishuAdapter, plain_text
 from bot.platforms.feishu.client import FeishuApi, FeishuApiError, dumps
 from bot.platforms.feishu.replay import ReplayGuard, parse_epoch
 from renderers.card import RequestCard
 from renderers.feishu import parse_callback_value, read_values
+from renderers.markdown import message_text as inert_text
 
 log = logging.getLogger("askhuman.feishu.events")
 
@@ -87,7 +88,8 @@ current_reply: contextvars.ContextVar[ReplyContext | None] = contextvars.Context
 
 def toast(kind: str, content: str) -> P2CardActionTriggerResponse:
     """A toast-only callback reply (never a 2.0 card: Feishu may reject it, 200673)."""
-    return P2CardActionTriggerResponse({"toast": {"type": kind, "content": content[:500]}})
+    shown = inert_text(content, 500) or "…"
+    return P2CardActionTriggerResponse({"toast": {"type": kind, "content": shown}})
 
 
 _TOAST_KIND = {
@@ -415,7 +417,8 @@ class FeishuEventHandlers:
 
     async def _reply(self, message_id: str, text: str) -> None:
         try:
-            await self._api.reply_message(message_id, "text", dumps({"text": text}))
+            body = plain_text(text) or "…"
+            await self._api.reply_message(message_id, "text", dumps({"text": body}))
         except FeishuApiError as exc:
             log.warning("feishu reply failed", extra={"message_id": message_id, "code": exc.code})
 

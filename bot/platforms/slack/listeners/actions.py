@@ -24,7 +24,7 @@ from bot.platforms.slack.client import error_code
 from bot.platforms.slack.engine_api import SlackEngine
 from bot.platforms.slack.replies import audit_refusal, safe_text, tell
 from renderers import slack as render
-from renderers.card import RequestCard
+from renderers.card import RequestCard, index_token
 
 log = logging.getLogger(__name__)
 
@@ -183,8 +183,8 @@ class FileButtonListener:
 
 def _field_name(card: RequestCard, token: str) -> str | None:
     """A field name or ``#index`` token → the field's name (None shows all file fields)."""
-    if token.startswith("#") and token[1:].isdigit():
-        index = int(token[1:])
+    index = index_token(token, "#")
+    if index is not None:
         return card.args.fields[index].name if index < len(card.args.fields) else None
     return token if any(f.name == token for f in card.args.fields) else None
 
