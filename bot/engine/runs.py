@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from typing import Any
 
+from pydantic import JsonValue
 from sqlalchemy.orm import Session
 
 from bot.agents.base import Outcome
-from bot.askhuman.schema import AskHumanToolArgs, AskHumanToolResult
+from bot.askhuman.schema import AskHumanToolResult
+from bot.askhuman.tool import validate_and_normalize_args
 from bot.engine import outbox, store, worker
 from bot.engine.base import EngineBase, log
 from bot.engine.cards import output_text
 from bot.engine.ports import Identity, Origin
 from bot.engine.results import UnknownAgentError
+from bot.logs import scrub
 from storage import HumanRequest, Run
 
 
@@ -93,8 +97,11 @@ class RunsMixin(EngineBase):
         call = outcome.deferred_call
         if call is None:
             raise ValueError("the agent asked for a human but sent no deferred call")
-        args = AskHumanToolArgs.model_validate(call.args)
-        route_name = self.settings.agents[run.agent].route
+        # The local runtime already enforced these guardrails; a remote runtime may
+        # not have, and model-written args are untrusted wherever they come from.
+        agent = self.settings.agents[run.agent]
+        args = validate_and_normalize_args(_as_raw_args(call.args), agent.ask_human)
+        route_name = agent.route
         route = self.settings.routes[route_name]
         deadline = now + dt.timedelta(seconds=route.timeout)
         request = store.create_request(
@@ -121,7 +128,7 @@ class RunsMixin(EngineBase):
         if run.status == "succeeded":
             text = output_text(run.output)
         else:
-            text = f"The run failed: {run.error}"
+            text = f"The run failed: {scrub(run.error or 'unknown error')}"
         outbox.enqueue(session, self.now(), self.outbox_lease, "post_run_result",
                        run_id=run.id, platform=run.origin_platform,
                        payload={"text": text, "channel": run.origin_channel,
@@ -134,7 +141,7 @@ class RunsMixin(EngineBase):
         def fail(session: Session) -> None:
             run = session.get(Run, run_id)
             if run is not None:
-                run.status, run.error, run.updated_at = "failed", error, now
+                run.status, run.error, run.updated_at = "failed", scrub(error), now
                 self._enqueue_result(session, run)
             store.audit(session, now, "run_failed", outcome="error", run_id=run_id,
                         reason=error)
@@ -226,7 +233,7 @@ class RunsMixin(EngineBase):
             worker.give_up(session, claim, now, error)
             run = session.get(Run, run_id)
             if run is not None:
-                run.status, run.error, run.updated_at = "failed", message, now
+                run.status, run.error, run.updated_at = "failed", scrub(message), now
                 self._enqueue_result(session, run)
             store.audit(session, now, "resume_failed", outcome="error", run_id=run_id,
                         reason=message)
@@ -235,3 +242,10 @@ class RunsMixin(EngineBase):
             await self._tx(fail)
         except worker.LeaseLost:
             return
+
+
+def _as_raw_args(args: JsonValue) -> str | dict[str, Any]:
+    """Deferred-call args are a JSON object (or its text); anything else is refused."""
+    if isinstance(args, str | dict):
+        return args
+    raise ValueError(f"ask_human args must be a JSON object, got {type(args).__name__}")

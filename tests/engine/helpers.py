@@ -120,7 +120,10 @@ def settings(route: dict[str, Any] | None = None, url: str = "sqlite://") -> Set
     parsed = FileSettings.model_validate({
         "agents": {
             "deploy": {"model": "scripted:deploy", "route": "ops"},
-            "form": {"model": "fake", "route": "ops"},
+            "form": {"model": "fake", "route": "ops", "ask_human": {
+                "allow_file_fields": True,
+                "allowed_field_types": ["paragraph", "select", "multi-select", "number",
+                                        "checkbox", "date", "file", "file-list"]}},
         },
         "routes": {"ops": ops},
     })

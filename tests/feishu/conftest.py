@@ -85,7 +85,9 @@ def make_settings(db_url: str, **route: Any) -> Settings:
         "database_url": db_url,
         "agents": {
             "deploy": {"model": "scripted:deploy", "route": "ops"},
-            "upload": {"model": "scripted:deploy", "route": "ops"},
+            "upload": {"model": "scripted:deploy", "route": "ops", "ask_human": {
+                "allow_file_fields": True,
+                "allowed_field_types": ["paragraph", "select", "file", "file-list"]}},
         },
         "routes": {"ops": {"timeout": "30m", "feishu": feishu}},
     })

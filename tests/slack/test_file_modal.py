@@ -9,6 +9,7 @@ import pytest
 from pydantic import JsonValue
 
 from bot.agents.base import Outcome
+from bot.askhuman.config import AskHumanConfig
 from bot.askhuman.schema import AskHumanToolResult, DeferredToolCallPayload
 from tests.fakes.slack_api import FakeSlackAPI
 from tests.slack.conftest import ALICE, MALLORY, TEAM_ID, Slack, make_settings, running_system
@@ -44,7 +45,10 @@ class UploadAgent:
 @pytest.fixture
 async def upload(fake_slack: FakeSlackAPI, tmp_path: Any) -> Any:
     settings = make_settings(f"sqlite:///{tmp_path / 'files.db'}")
-    settings = settings.model_copy(update={"agents": {"deploy": settings.agents["deploy"]}})
+    # File fields need the admin's double switch, as in Dify.
+    files_ok = AskHumanConfig(allow_file_fields=True, allowed_field_types=["file"])
+    deploy = settings.agents["deploy"].model_copy(update={"ask_human": files_ok})
+    settings = settings.model_copy(update={"agents": {"deploy": deploy}})
     async with running_system(fake_slack, settings, lambda name: UploadAgent()) as system:  # type: ignore[arg-type,return-value]
         yield system
 

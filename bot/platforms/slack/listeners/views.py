@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 ACK_BUDGET = 2.0
 """Seconds we wait for the engine before acking a view_submission without it."""
 GONE = "This upload form no longer matches a request; it may be outdated."
+UNAVAILABLE = "askhuman could not save your files just now; nothing was recorded. Please try again."
 
 
 class FileSubmissionListener:
@@ -80,13 +81,21 @@ class FileSubmissionListener:
     async def _attach(
         self, ref: str, who: Identity, fields: Sequence[AskHumanField], values: dict[str, Any]
     ) -> RespondResult | None:
-        """Stage each field's files; the first refusal (or the last success) is returned."""
+        """Stage each field's files; the first refusal (or the last success) is returned.
+
+        A failure (the database is down, say) becomes a refusal the person can read:
+        the modal must always be acked, or Slack shows only a generic error.
+        """
         result: RespondResult | None = None
-        for field in fields:
-            files = values.get(field.name) or []
-            result = await self._engine.attach_files(ref, who, field.name, files)
-            if not result.ok:
-                return result
+        try:
+            for field in fields:
+                files = values.get(field.name) or []
+                result = await self._engine.attach_files(ref, who, field.name, files)
+                if not result.ok:
+                    return result
+        except Exception:
+            log.exception("staging uploaded files failed", extra={"platform": "slack"})
+            return RespondResult(outcome="rejected", message=UNAVAILABLE)
         return result
 
 
