@@ -1,14 +1,18 @@
 """Engine and session helpers, plus programmatic Alembic upgrades.
 
-SQLite gets ``BEGIN IMMEDIATE`` for every transaction: the write lock is taken up
-front, so a read-then-conditional-write (a compare-and-set) can never interleave
-with another writer, across threads or processes. PostgreSQL uses row locks
-(``SELECT … FOR UPDATE [SKIP LOCKED]``) chosen by the caller via :attr:`Database.is_postgres`.
+SQLite gets ``BEGIN IMMEDIATE`` for every write transaction: the write lock is taken
+up front, so a read-then-conditional-write (a compare-and-set) can never interleave
+with another writer, across threads or processes. :meth:`Database.read` is the
+exception: a snapshot for lookups only, started with a plain (deferred) ``BEGIN`` so
+that, under WAL, readers neither wait for the writer nor hold it up. PostgreSQL uses
+row locks (``SELECT … FOR UPDATE [SKIP LOCKED]``) chosen by the caller via
+:attr:`Database.is_postgres`.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +28,8 @@ log = logging.getLogger(__name__)
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+READ_ONLY = "askhuman_read_only"
+"""Execution option marking a :meth:`Database.read` connection (deferred ``BEGIN``)."""
 
 
 def _sqlite_setup(engine: Engine) -> None:
@@ -39,15 +45,29 @@ def _sqlite_setup(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        if connection.get_execution_options().get(READ_ONLY):
+            connection.exec_driver_sql("BEGIN")  # a WAL snapshot: no write lock
+        else:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _sqlite_in_memory(url: str) -> bool:
+    database = url.split("://", 1)[-1].lstrip("/").split("?", 1)[0]
+    return database in ("", ":memory:") or "mode=memory" in url
 
 
 def make_engine(url: str, **kwargs: Any) -> Engine:
     """A sync SQLAlchemy engine configured for safe concurrent writes."""
     if url.startswith("sqlite"):
-        engine = create_engine(
-            url, poolclass=NullPool, connect_args={"check_same_thread": False}, **kwargs
-        )
+        if _sqlite_in_memory(url):
+            kwargs.setdefault("poolclass", NullPool)
+        else:
+            # Keep connections open: opening one costs the PRAGMAs and a schema read,
+            # and closing the last one checkpoints and removes the WAL file, which
+            # made every transaction pay for a connect and, often, a checkpoint.
+            kwargs.setdefault("pool_size", 10)
+            kwargs.setdefault("max_overflow", 60)
+        engine = create_engine(url, connect_args={"check_same_thread": False}, **kwargs)
         _sqlite_setup(engine)
         return engine
     kwargs.setdefault("pool_size", 10)
@@ -62,6 +82,11 @@ class Database:
         self.url = url
         self.engine = make_engine(url, **engine_kwargs)
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._writer = threading.RLock() if self.engine.dialect.name == "sqlite" else None
+        """SQLite: writers of this process queue here instead of in SQLite's busy
+        handler, which sleeps and polls (1, 2, 5 … 100 ms) and so hands the write lock
+        over late and out of order under a burst. Other processes still wait in
+        ``busy_timeout``."""
 
     @property
     def is_postgres(self) -> bool:
@@ -70,8 +95,31 @@ class Database:
     @contextmanager
     def transaction(self) -> Iterator[Session]:
         """A session inside one transaction: committed on success, rolled back on error."""
-        with self.sessions.begin() as session:
+        if self._writer is None:
+            with self.sessions.begin() as session:
+                yield session
+            return
+        with self._writer, self.sessions.begin() as session:
             yield session
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        """A session for lookups only: one consistent snapshot, always rolled back.
+
+        On SQLite it does not take the write lock (deferred ``BEGIN``; WAL lets it run
+        beside the writer), so reads never queue behind, or delay, a compare-and-set.
+        Anything written in it is discarded; decide nothing on it without re-checking
+        under :meth:`transaction`.
+        """
+        with self.engine.connect() as connection:
+            connection.execution_options(**{READ_ONLY: True})
+            with Session(bind=connection, expire_on_commit=False) as session:
+                session.begin()
+                try:
+                    yield session
+                finally:
+                    session.expunge_all()  # keep loaded rows usable after the rollback
+                    session.rollback()
 
     def upgrade(self) -> None:
         """Bring the schema to the newest migration."""

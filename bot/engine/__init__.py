@@ -61,8 +61,10 @@ Where things live (each ``Engine`` concern is a mixin over ``base.EngineBase``):
 
 - ``core`` — ``Engine`` itself: the worker loop (``run_worker_once``, ``serve_forever``),
   event dedupe, adapter refusals, housekeeping and health counts.
-- ``base`` — shared state (constructor, adapters, runtimes, clock) and ``_tx``: one
-  transaction, then the outbox side effects it queued.
+- ``base`` — shared state (constructor, adapters, runtimes, clock) and database access:
+  ``_tx`` (one write transaction, then the outbox side effects it queued), ``_read``
+  (a lookup on a snapshot, no write lock) and ``_batched`` (group-committed small
+  writes: refusal audits, dedupe keys).
 - ``runs`` — starting runs, storing each leg's outcome, the resume queue loop.
 - ``access`` — who may act on a request (routes, escalation, channels); audited refusals.
 - ``decisions`` — respond, attach_files, cancel, expire_due: the compare-and-set decide.

@@ -47,9 +47,13 @@ class AccessMixin(EngineBase):
         card: RequestCard | None = None, run_id: str | None = None,
         details: dict[str, Any] | None = None,
     ) -> RespondResult:
-        """Audit a refused attempt (the request itself is left untouched)."""
+        """Audit a refused attempt (the request itself is left untouched).
+
+        The audit row is group-committed with other refusals (``_batched``): a burst of
+        late clicks costs a few commits, and each is answered once its row is stored.
+        """
         now = self.now()
-        await self._tx(lambda s: store.audit(
+        await self._batched(lambda s: store.audit(
             s, now, event, outcome="refused", run_id=run_id, ref=ref[:64], actor=actor,
             reason=message, details=details))
         log.info("attempt refused", extra={"ref": ref[:64], "event": event,
@@ -102,7 +106,7 @@ class AccessMixin(EngineBase):
             staged = store.staged_files(session, request.id, who)
             return (*loaded, channels, staged)
 
-        found = await self._tx(load)
+        found = await self._read(load)  # no write lock: most late clicks end right here
         if found is None:
             return await self._refuse("not_found", NOT_FOUND, ref, who, f"{event}_unknown_ref")
         request, run, card, channels, staged = found
@@ -135,7 +139,7 @@ class AccessMixin(EngineBase):
             return out
 
         cards = []
-        for request, run, card, channels in await self._tx(load):
+        for request, run, card, channels in await self._read(load):
             route = self.settings.routes.get(request.route)
             if route is not None and await self._refusal(
                 request, route, identity, store.starter(run), channels) is None:

@@ -1,8 +1,12 @@
 """The state every part of the engine shares, and the one way to touch the database.
 
 ``EngineBase`` holds the configuration, the registered platforms and the agent
-runtimes, and offers ``_tx``: run a function in one transaction, then try the side
-effects it queued in the outbox. The mixins in ``runs``, ``access``, ``decisions``,
+runtimes, and offers the three ways to touch the database: ``_tx`` runs a function
+in one write transaction, then tries the side effects it queued in the outbox;
+``_read`` runs a lookup on a snapshot without the write lock; ``_batched`` runs a
+small write (an audit row, a dedupe key) in a transaction shared with the other
+small writes queued meanwhile (group commit), so a burst of refusals costs a few
+commits instead of one each. The mixins in ``runs``, ``access``, ``decisions``,
 ``delivery``, ``dispatch`` and ``sweeps`` build on it, and ``core.Engine`` puts them together.
 """
 
@@ -13,7 +17,7 @@ import asyncio
 import datetime as dt
 import logging
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session
 
@@ -125,6 +129,8 @@ class EngineBase(abc.ABC):
         self._last_housekeeping: dt.datetime | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._wake: asyncio.Event | None = None
+        self._batch: list[tuple[Callable[[Session], Any], asyncio.Future[Any]]] = []
+        self._batch_task: asyncio.Task[None] | None = None
 
     def register_adapter(
         self, adapter: PlatformAdapter, directory: Directory | None = None
@@ -160,10 +166,83 @@ class EngineBase(abc.ABC):
                 await self._dispatch(claim)
         return result
 
+    async def _read(self, fn: Callable[[Session], T]) -> T:
+        """Run the lookup ``fn`` on a snapshot on a worker thread (``Database.read``).
+
+        It takes no write lock, so concurrent lookups run side by side and never wait
+        for a compare-and-set; whatever ``fn`` writes is discarded. A decision made on
+        what it returns must be re-checked under ``_tx`` (``_decide`` does).
+        """
+
+        def work() -> T:
+            with self.db.read() as session:
+                return fn(session)
+
+        return await asyncio.to_thread(work)
+
+    async def _batched(self, fn: Callable[[Session], T]) -> T:
+        """Run the small write ``fn`` in a transaction shared with other queued ones.
+
+        Group commit: while one batch commits, newcomers queue up, and the next batch
+        runs all of them in one transaction. The caller is answered only after its
+        batch has committed, so what it wrote is as durable as with ``_tx``; if it is
+        cancelled meanwhile, the write still happens (shielded). If a batch fails, its
+        steps are retried one transaction each, so one bad step fails only its caller.
+        ``fn`` must not queue outbox side effects (they would not be dispatched).
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._batch.append((fn, future))
+        task = self._batch_task
+        if task is None or task.done() or task.get_loop() is not loop:
+            self._batch_task = loop.create_task(self._flush_batches())
+        return await asyncio.shield(future)
+
+    async def _flush_batches(self) -> None:
+        """Commit queued ``_batched`` steps until the queue is empty."""
+        while self._batch:
+            batch, self._batch = self._batch, []
+            outcomes = await asyncio.to_thread(self._commit_batch, [fn for fn, _ in batch])
+            for (_, future), (ok, value) in zip(batch, outcomes, strict=True):
+                if future.done():
+                    continue
+                try:
+                    if ok:
+                        future.set_result(value)
+                    else:
+                        future.set_exception(value)
+                except RuntimeError:  # its loop is gone (a caller from an old loop)
+                    pass
+
+    def _commit_batch(self, fns: list[Callable[[Session], Any]]) -> list[tuple[bool, Any]]:
+        """One transaction for all of ``fns``; on failure, one transaction each."""
+        try:
+            with self.db.transaction() as session:
+                together = [(True, fn(session)) for fn in fns]
+            return together
+        except Exception as exc:
+            if len(fns) == 1:
+                return [(False, exc)]
+            log.warning("a batched write failed; retrying its steps one by one",
+                        exc_info=True)
+        alone: list[tuple[bool, Any]] = []
+        for fn in fns:
+            try:
+                with self.db.transaction() as session:
+                    alone.append((True, fn(session)))
+            except Exception as exc:
+                alone.append((False, exc))
+        return alone
+
     async def drain(self, timeout: float = 10.0) -> None:
-        """Wait for post-commit side effects running in the background (shutdown, tests)."""
-        if self._background:
-            await asyncio.wait(set(self._background), timeout=timeout)
+        """Wait for post-commit side effects and batched writes still in flight
+        (shutdown, tests): after a normal shutdown nothing queued is lost."""
+        pending: set[asyncio.Future[Any]] = set(self._background)
+        task = self._batch_task
+        if task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop():
+            pending.add(task)
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
 
     def _poke(self) -> None:
         """Wake ``serve_forever`` early: a decision has a resume waiting."""
@@ -192,7 +271,7 @@ class EngineBase(abc.ABC):
 
     async def card(self, ref: str) -> RequestCard | None:
         """The request as it should be shown now, or None for an unknown ref."""
-        loaded = await self._tx(lambda s: self._load(s, ref))
+        loaded = await self._read(lambda s: self._load(s, ref))
         return loaded[2] if loaded else None
 
     def _enqueue_update(self, session: Session, request: HumanRequest) -> None:

@@ -79,10 +79,11 @@ class Engine(RunsMixin, DecisionsMixin, DispatchMixin, SweepsMixin):
         One atomic INSERT into ``seen_events`` (shared by every replica), so a platform
         retry that reaches another process is recognized there as well. ``key`` names
         the kind and id, e.g. ``"event:Ev123"``, ``"nonce:abc"``, ``"message:om_1"``.
-        Rows are pruned after ``seen_retention_seconds`` by the worker sweep.
+        Rows are pruned after ``seen_retention_seconds`` by the worker sweep. The insert
+        is group-committed (``_batched``) with other dedupe keys and refusal audits.
         """
         now = self.now()
-        return await asyncio.to_thread(housekeeping.insert_seen, self.db, now, platform, key)
+        return await self._batched(lambda s: housekeeping.mark_seen(s, now, platform, key))
 
     async def audit_refusal(
         self, ref: str | None, actor: Identity | None, reason: str,
@@ -96,7 +97,7 @@ class Engine(RunsMixin, DecisionsMixin, DispatchMixin, SweepsMixin):
         by the adapters, so it cannot fill the database.
         """
         now = self.now()
-        await self._tx(lambda s: store.audit(
+        await self._batched(lambda s: store.audit(
             s, now, "adapter_refused", outcome="refused", ref=ref[:64] if ref else None,
             actor=actor, reason=reason[:2000], details=dict(details)))
 
@@ -133,7 +134,7 @@ class Engine(RunsMixin, DecisionsMixin, DispatchMixin, SweepsMixin):
                      .where(Delivery.platform == platform, Delivery.message_id == message_id))
             return session.scalars(query).first()
 
-        return await self._tx(find)
+        return await self._read(find)
 
     async def job_states(self) -> dict[str, int]:
         """Resume-queue counts by state (for health checks and tests)."""
@@ -144,7 +145,7 @@ class Engine(RunsMixin, DecisionsMixin, DispatchMixin, SweepsMixin):
                 out[state] = out.get(state, 0) + 1
             return out
 
-        return await self._tx(count)
+        return await self._read(count)
 
     async def outbox_states(self) -> dict[str, int]:
         """Outbox counts by state (for health checks and tests)."""
@@ -155,4 +156,4 @@ class Engine(RunsMixin, DecisionsMixin, DispatchMixin, SweepsMixin):
                 out[state] = out.get(state, 0) + 1
             return out
 
-        return await self._tx(count)
+        return await self._read(count)

@@ -146,7 +146,7 @@ class DecisionsMixin(AccessMixin):
             channels = copies_on(session, loaded[0].id, actor.platform)
             return (*loaded, channels)
 
-        found = await self._tx(load)
+        found = await self._read(load)
         if found is None:
             return await self._refuse("not_found", NOT_FOUND, ref, actor, "cancel_unknown_ref")
         request, run, card, channels = found
@@ -179,7 +179,7 @@ class DecisionsMixin(AccessMixin):
             return list(session.scalars(query))
 
         expired = 0
-        for ref in await self._tx(due):
+        for ref in await self._read(due):
             answer = await self._resolve_system(ref, timeout_result(), "timed_out")
             expired += answer.outcome == "accepted"
         return expired

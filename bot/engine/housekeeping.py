@@ -12,7 +12,9 @@ import datetime as dt
 import hashlib
 
 from sqlalchemy import delete
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from bot.engine.store import rowcount
 from storage import Database, OutboxItem, SeenEvent
@@ -44,6 +46,21 @@ def insert_seen(database: Database, now: dt.datetime, platform: str, key: str) -
     except IntegrityError:
         return False
     return True
+
+
+def mark_seen(session: Session, now: dt.datetime, platform: str, key: str) -> bool:
+    """``insert_seen`` inside the caller's transaction: True if new, False if known.
+
+    ``INSERT … ON CONFLICT DO NOTHING`` (SQLite and PostgreSQL) never raises on a
+    duplicate, so many keys can share one transaction (``Engine.first_seen``); the
+    verdict is whether a row was inserted, atomic on the primary key like ``insert_seen``'s.
+    """
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    statement = dialect.insert(SeenEvent).values(
+        key=seen_key(platform, key), platform=platform[:32], seen_at=now
+    ).on_conflict_do_nothing(index_elements=["key"]).returning(SeenEvent.key)
+    # RETURNING, not the row count: psycopg reports -1 for this statement.
+    return session.connection().execute(statement).first() is not None
 
 
 def prune(
