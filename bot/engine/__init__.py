@@ -45,10 +45,13 @@ Public API (all coroutines are safe to call concurrently, from several processes
   compare-and-set on the pending row, audited ``reminded`` / ``escalated``.
   ``serve_forever`` runs it after ``expire_due``.
 - ``await card(ref) -> RequestCard | None``; ``await pending_for(identity) ->
-  list[RequestCard]``; ``await find_by_message(platform, message_id) -> str | None``.
+  list[RequestCard]``; ``await find_by_message(platform, message_id) -> str | None``;
+  ``await card_for_message(platform, message_id) -> (ref, card) | None`` (both in one read).
 - ``await first_seen(platform, key) -> bool`` — one atomic INSERT into ``seen_events``
   shared by every replica: True the first time a platform event / callback / nonce is
   seen, False for a repeat (platform retries reaching another replica).
+  ``await first_seen_chain(platform, keys) -> list[bool]`` records several keys in one
+  transaction, stopping at the first repeat (Feishu: a callback's nonce and event id).
 - ``await audit_refusal(ref, actor, reason, details)`` — one ``adapter_refused`` audit
   row (outcome ``refused``) for refusals an adapter decides on an authenticated
   request (duplicate or stale callbacks, a card/ref mismatch, an unknown message).

@@ -9,7 +9,7 @@ module adds the worker loop that drives them and the small health/housekeeping c
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from pydantic import JsonValue
 from sqlalchemy import select
@@ -23,6 +23,7 @@ from bot.engine.ports import Identity
 from bot.engine.results import RespondResult, UnknownAgentError
 from bot.engine.runs import RunsMixin
 from bot.engine.sweeps import SweepsMixin
+from renderers.card import RequestCard
 from storage import Delivery, HumanRequest, OutboxItem, ResumeJob
 
 __all__ = [
@@ -85,6 +86,30 @@ class Engine(RunsMixin, DecisionsMixin, DispatchMixin, SweepsMixin):
         now = self.now()
         return await self._batched(lambda s: housekeeping.mark_seen(s, now, platform, key))
 
+    async def first_seen_chain(self, platform: str, keys: Sequence[str]) -> list[bool]:
+        """``first_seen`` for several keys in one group-committed step (one transaction).
+
+        Keys are recorded in order and the chain stops at the first repeat: the verdict
+        list has one entry per key tried, True for each new one and a final False if one
+        was already known (later keys are then not recorded, exactly as if ``first_seen``
+        had been called for each in turn and the caller stopped at the first repeat).
+        So ``[True, True]`` means every key was new; anything shorter, or ending in
+        False, names the first known key. Feishu records a callback's nonce and event id
+        this way, in the shared transaction it would have used for either alone.
+        """
+        now = self.now()
+        wanted = list(keys)
+
+        def mark(session: Session) -> list[bool]:
+            verdicts: list[bool] = []
+            for key in wanted:
+                verdicts.append(housekeeping.mark_seen(session, now, platform, key))
+                if not verdicts[-1]:
+                    break
+            return verdicts
+
+        return await self._batched(mark)
+
     async def audit_refusal(
         self, ref: str | None, actor: Identity | None, reason: str,
         details: Mapping[str, JsonValue],
@@ -133,6 +158,24 @@ class Engine(RunsMixin, DecisionsMixin, DispatchMixin, SweepsMixin):
             query = (select(HumanRequest.ref).join(Delivery, Delivery.request_id == HumanRequest.id)
                      .where(Delivery.platform == platform, Delivery.message_id == message_id))
             return session.scalars(query).first()
+
+        return await self._read(find)
+
+    async def card_for_message(
+        self, platform: str, message_id: str
+    ) -> tuple[str, RequestCard | None] | None:
+        """``find_by_message`` and ``card`` in one snapshot read: the ref of the request
+        delivered as ``message_id`` with its current card (None for an unknown message;
+        the card is None only if the request vanished meanwhile)."""
+
+        def find(session: Session) -> tuple[str, RequestCard | None] | None:
+            query = (select(HumanRequest.ref).join(Delivery, Delivery.request_id == HumanRequest.id)
+                     .where(Delivery.platform == platform, Delivery.message_id == message_id))
+            ref = session.scalars(query).first()
+            if ref is None:
+                return None
+            loaded = self._load(session, ref)
+            return ref, loaded[2] if loaded else None
 
         return await self._read(find)
 

@@ -115,6 +115,26 @@ async def test_first_seen_in_one_batch_is_true_once(db_url: str) -> None:
     assert verdicts == [True, False, True, False]
 
 
+async def test_first_seen_chain_records_keys_in_order_until_a_repeat(db_url: str) -> None:
+    engine, _, _ = make_engine(db_url)
+    assert await engine.first_seen_chain("feishu", ["nonce:n1", "event:e1"]) == [True, True]
+    # A replayed nonce stops the chain: the new event id after it is not recorded.
+    assert await engine.first_seen_chain("feishu", ["nonce:n1", "event:e2"]) == [False]
+    assert await engine.first_seen("feishu", "event:e2")
+    # A new nonce with a known event id: the nonce is recorded, the event is a repeat.
+    assert await engine.first_seen_chain("feishu", ["nonce:n2", "event:e1"]) == [True, False]
+    assert not await engine.first_seen("feishu", "nonce:n2")
+    assert await engine.first_seen_chain("slack", ["nonce:n1"]) == [True]  # per platform
+    assert await engine.first_seen_chain("feishu", []) == []
+    # Concurrent chains share batches; each key is new exactly once.
+    verdicts = await asyncio.gather(*(engine.first_seen_chain("feishu", [f"nonce:c{i % 3}",
+                                                                          "event:c"])
+                                      for i in range(6)))
+    assert sum(v == [True, True] for v in verdicts) == 1
+    assert sum(v == [True, False] for v in verdicts) == 2
+    assert sum(v == [False] for v in verdicts) == 3
+
+
 def test_sqlite_read_does_not_wait_for_the_writer(tmp_path: Any) -> None:
     db = Database(f"sqlite:///{tmp_path / 'r.db'}")
     db.upgrade()

@@ -122,6 +122,16 @@ async def test_lookups(db_url: str) -> None:
     assert (await engine.card(card.ref)) is not None
 
 
+async def test_card_for_message_reads_ref_and_card_together(db_url: str) -> None:
+    engine, _, _, _, card = await _ask(db_url)
+    found = await engine.card_for_message("slack", "m1")
+    assert found is not None
+    ref, current = found
+    assert ref == card.ref and current == await engine.card(card.ref)
+    assert await engine.card_for_message("slack", "m404") is None
+    assert await engine.card_for_message("feishu", "m1") is None  # other platform
+
+
 async def test_resume_retries_with_backoff_then_fails(db_url: str) -> None:
     from tests.engine.helpers import FORM_ARGS, AskingRuntime
 

@@ -17,7 +17,7 @@ import json
 import logging
 import mimetypes
 import re
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -68,6 +68,12 @@ class EngineApi(Protocol):
 
     async def first_seen(self, platform: str, key: str) -> bool: ...
 
+    async def first_seen_chain(self, platform: str, keys: Sequence[str]) -> list[bool]: ...
+
+    async def card_for_message(
+        self, platform: str, message_id: str
+    ) -> tuple[str, RequestCard | None] | None: ...
+
     async def audit_refusal(
         self, ref: str | None, actor: Identity | None, reason: str,
         details: Mapping[str, JsonValue],
@@ -76,9 +82,11 @@ class EngineApi(Protocol):
 
 @dataclass
 class ReplyContext:
-    """Per HTTP request: refs whose card patches must wait until the reply is sent."""
+    """Per HTTP request: refs whose card patches must wait until the reply is sent, and
+    the shared dedupe verdict of the event id the endpoint recorded with the nonce."""
 
     held_refs: list[str] = field(default_factory=list)
+    shared_events: dict[str, bool] = field(default_factory=dict)
 
 
 current_reply: contextvars.ContextVar[ReplyContext | None] = contextvars.ContextVar(
@@ -154,6 +162,24 @@ class FeishuEventHandlers:
             log.exception("shared feishu dedupe failed; handling the event", extra={"key": key})
             return True
 
+    async def first_seen_chain(self, keys: Sequence[str]) -> list[bool]:
+        """``engine.first_seen_chain`` for Feishu (one transaction for several keys,
+        stopping at the first repeat); fails open like ``first_seen``."""
+        try:
+            return await self._engine.first_seen_chain(PLATFORM, keys)
+        except Exception:
+            log.exception("shared feishu dedupe failed; handling the event",
+                          extra={"key": ", ".join(keys)[:200]})
+            return [True] * len(keys)
+
+    @staticmethod
+    def _shared_verdict(event_id: str) -> bool | None:
+        """From an SDK thread: whether the HTTP endpoint already recorded ``event_id``
+        in the shared table with the request's nonce (None: not recorded there, e.g. on
+        the long connection; the handler records it itself)."""
+        ctx = current_reply.get()
+        return ctx.shared_events.get(event_id) if ctx is not None and event_id else None
+
     async def audit(
         self, ref: str | None, who: Identity | None, reason: str, **details: JsonValue
     ) -> None:
@@ -210,12 +236,12 @@ class FeishuEventHandlers:
             return toast("error", "This button is not valid.")
         ref, action_id = parsed
         form_value = getattr(action, "form_value", None) or {}
-        # Hold before deciding (same FIFO queue), so the engine's card update is parked
-        # until our reply has been sent; released by the transport.
-        loop.call_soon_threadsafe(self._adapter.hold, ref)
+        # One hand-off to the loop: the coroutine holds the ref before deciding (before
+        # its first await), so the engine's card update is parked until our reply has
+        # been sent; released by the transport (always queued after this coroutine).
         future = asyncio.run_coroutine_threadsafe(
-            self._decide(ref, action_id, Identity(PLATFORM, operator), form_value, message_id,
-                         event_id),
+            self._held_decide(ref, action_id, Identity(PLATFORM, operator), form_value,
+                              message_id, event_id, self._shared_verdict(event_id)),
             loop,
         )
         try:
@@ -233,6 +259,20 @@ class FeishuEventHandlers:
         )
         return toast(kind, text)
 
+    async def _held_decide(
+        self,
+        ref: str,
+        action_id: str,
+        who: Identity,
+        form_value: Mapping[str, Any],
+        message_id: str | None,
+        event_id: str = "",
+        shared_new: bool | None = None,
+    ) -> tuple[str, str]:
+        self._adapter.hold(ref)
+        return await self._decide(ref, action_id, who, form_value, message_id, event_id,
+                                  shared_new)
+
     async def _decide(
         self,
         ref: str,
@@ -241,16 +281,22 @@ class FeishuEventHandlers:
         form_value: Mapping[str, Any],
         message_id: str | None,
         event_id: str = "",
+        shared_new: bool | None = None,
     ) -> tuple[str, str]:
-        if event_id and not await self.first_seen(f"event:{event_id}"):
+        """``shared_new``: the endpoint's verdict on ``event:{event_id}`` (None: record
+        it here)."""
+        if shared_new is None and event_id:
+            shared_new = await self.first_seen(f"event:{event_id}")
+        if shared_new is False:
             # Another replica (or an earlier run of this one) already handled it.
             log.info("duplicate feishu callback ignored (shared)", extra={"event_id": event_id})
             await self.audit(ref, who, "Duplicate Feishu callback (already handled).",
                              check="duplicate_event", event_id=event_id[:200])
             return DUPLICATE, ""
+        card: RequestCard | None
         if message_id:
-            delivered = await self._engine.find_by_message(PLATFORM, message_id)
-            if delivered is None:
+            found = await self._engine.card_for_message(PLATFORM, message_id)
+            if found is None:
                 # Unknown message (or its delivery is not recorded yet): fail closed.
                 log.warning(
                     "feishu callback from an unknown message",
@@ -260,6 +306,7 @@ class FeishuEventHandlers:
                 await self.audit(ref, who, message, check="unknown_message",
                                  message_id=message_id[:200])
                 return "error", message
+            delivered, card = found
             if delivered != ref:
                 # The button claims a request other than the one this card carries.
                 log.warning(
@@ -270,7 +317,8 @@ class FeishuEventHandlers:
                 await self.audit(ref, who, message, check="ref_mismatch",
                                  message_id=message_id[:200], card_ref=delivered)
                 return "error", message
-        card = await self._engine.card(ref)
+        else:
+            card = await self._engine.card(ref)
         if card is None:
             result = await self._engine.respond(ref, who, action_id, {})
             return "error", result.message
@@ -339,16 +387,23 @@ class FeishuEventHandlers:
             ],
             sender=Identity(PLATFORM, open_id),
         )
-        self._spawn(self._handle_message(incoming, event_id))
+        self._spawn(self._handle_message(incoming, event_id, self._shared_verdict(event_id)))
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         future = asyncio.run_coroutine_threadsafe(coro, self._require_loop())
         self._background.add(future)
         future.add_done_callback(self._background.discard)
 
-    async def _handle_message(self, msg: Incoming, event_id: str = "") -> None:
-        fresh = not event_id or await self.first_seen(f"event:{event_id}")
-        if not (fresh and await self.first_seen(f"message:{msg.message_id}")):
+    async def _handle_message(
+        self, msg: Incoming, event_id: str = "", shared_new: bool | None = None
+    ) -> None:
+        """``shared_new``: the endpoint's verdict on ``event:{event_id}`` (None: record
+        it here, in the same transaction as the message id)."""
+        keys = [f"message:{msg.message_id}"]
+        if shared_new is None and event_id:
+            keys.insert(0, f"event:{event_id}")
+        fresh = shared_new is not False and all(await self.first_seen_chain(keys))
+        if not fresh:
             # A re-push that another replica (or an earlier run of this one) handled.
             log.info("duplicate feishu message ignored (shared)",
                      extra={"message_id": msg.message_id})

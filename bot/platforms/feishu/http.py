@@ -13,11 +13,13 @@ import concurrent.futures
 import contextvars
 import hashlib
 import hmac
+import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from lark_oapi.core.model import RawRequest
+from lark_oapi.core.utils import AESCipher
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -55,6 +57,7 @@ def make_endpoint(
     executor: concurrent.futures.Executor,
     *,
     first_seen: Callable[[str], Awaitable[bool]] | None = None,
+    first_seen_chain: Callable[[Sequence[str]], Awaitable[list[bool]]] | None = None,
     audit: Callable[..., Awaitable[None]] | None = None,
 ) -> Callable[[Request], Awaitable[Response]]:
     """Build the endpoint; ``bind_loop`` tells the handlers which loop is the app's.
@@ -62,6 +65,9 @@ def make_endpoint(
     ``executor`` runs the (blocking) SDK dispatcher. It must not be the loop's default
     executor: a handler waits there for the engine, which itself needs that pool.
     ``first_seen(key)`` shares nonces with the other replicas (``engine.first_seen``);
+    with ``first_seen_chain(keys)`` (``engine.first_seen_chain``) the event id is
+    recorded in the same transaction, right after the nonce, and its verdict handed to
+    the handlers (``ReplyContext.shared_events``) so they need no second round trip;
     ``audit(ref, who, reason, **details)`` records refusals of *signature-verified*
     requests (a forged signature is only logged, so junk cannot fill the database).
     """
@@ -78,6 +84,7 @@ def make_endpoint(
         body = await request.body()
         if len(body) > MAX_BODY_BYTES:
             return _reject(413, "body too large", size=len(body))
+        context = ReplyContext()
         headers = {name: request.headers[name] for name in _FORWARDED if name in request.headers}
         timestamp, nonce = headers.get(TIMESTAMP), headers.get(NONCE)
         signature = headers.get(SIGNATURE)
@@ -93,15 +100,22 @@ def make_endpoint(
             if sent_at is None or not guard.fresh(sent_at):
                 return await refuse_signed(401, "timestamp outside the replay window",
                                            timestamp=timestamp)
-            if not guard.first_nonce(nonce) or (
-                first_seen is not None and not await first_seen(f"nonce:{nonce}")
-            ):
+            if not guard.first_nonce(nonce):
+                return await refuse_signed(401, "replayed nonce", nonce=nonce)
+            if first_seen_chain is not None:
+                event_id = _event_id(body, encrypt_key)
+                keys = [f"nonce:{nonce}"] + ([f"event:{event_id}"] if event_id else [])
+                verdicts = await first_seen_chain(keys)
+                if not verdicts[0]:
+                    return await refuse_signed(401, "replayed nonce", nonce=nonce)
+                if event_id:
+                    context.shared_events[event_id] = all(verdicts)
+            elif first_seen is not None and not await first_seen(f"nonce:{nonce}"):
                 return await refuse_signed(401, "replayed nonce", nonce=nonce)
         raw = RawRequest()
         raw.uri = request.url.path
         raw.headers = headers
         raw.body = body
-        context = ReplyContext()
         token = current_reply.set(context)
         try:
             # Run in a copy of this context, so the handlers see ``context``.
@@ -127,6 +141,25 @@ def make_endpoint(
         )
 
     return feishu_events
+
+
+def _event_id(body: bytes, encrypt_key: str) -> str | None:
+    """The event id of a signature-checked body (decrypted as the SDK will), or None if
+    it has none or cannot be read (the SDK then decides; its handlers dedupe it)."""
+    try:
+        outer = json.loads(body)
+        encrypted = outer.get("encrypt") if isinstance(outer, dict) else None
+        if isinstance(encrypted, str) and encrypted:
+            if not encrypt_key:
+                return None
+            event = json.loads(AESCipher(encrypt_key).decrypt_str(encrypted))
+        else:
+            event = outer
+        header = event.get("header") if isinstance(event, dict) else None
+        event_id = header.get("event_id") if isinstance(header, dict) else None
+    except Exception:
+        return None
+    return event_id if isinstance(event_id, str) and event_id else None
 
 
 async def _release(adapter: FeishuAdapter, refs: list[str]) -> None:

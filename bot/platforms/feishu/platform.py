@@ -63,6 +63,7 @@ class FeishuPlatform:
             self.handlers.bind_loop,
             self._executor,
             first_seen=self.handlers.first_seen,
+            first_seen_chain=self.handlers.first_seen_chain,
             audit=self.handlers.audit,
         )
         self._long_connection: LongConnection | None = None
