@@ -20,9 +20,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from bot.engine.leases import claim_oldest
 from bot.engine.store import rowcount
 from bot.engine.worker import LeaseLost
 from storage import OutboxItem
@@ -90,28 +91,11 @@ def claim_next(
     session: Session, now: dt.datetime, lease: dt.timedelta, postgres: bool
 ) -> OutboxClaim | None:
     """Claim the oldest runnable row (queued and due, or running with an expired lease)."""
-    runnable = or_(
-        and_(OutboxItem.state == "queued", OutboxItem.next_attempt_at <= now),
-        and_(OutboxItem.state == "running", OutboxItem.lease_until < now),
-    )
-    query = select(OutboxItem).where(runnable).order_by(OutboxItem.id).limit(1)
-    if postgres:
-        query = query.with_for_update(skip_locked=True)
-    item = session.scalars(query).first()
-    if item is None:
+    claimed = claim_oldest(session, OutboxItem, now, lease, postgres)
+    if claimed is None:
         return None
-    token = uuid.uuid4().hex
-    claimed = rowcount(session.execute(
-        update(OutboxItem)
-        .where(OutboxItem.id == item.id, OutboxItem.state == item.state,
-               OutboxItem.attempts == item.attempts)
-        .values(state="running", claim_token=token, lease_until=now + lease,
-                attempts=item.attempts + 1, updated_at=now)
-        .execution_options(synchronize_session=False)
-    ))
-    if claimed != 1:
-        return None
-    return _snapshot(item, token, item.attempts + 1)
+    item, token, attempts = claimed
+    return _snapshot(item, token, attempts)
 
 
 def _finish(session: Session, claim: OutboxClaim, now: dt.datetime, **values: object) -> None:

@@ -10,12 +10,12 @@ effect exactly once even if a worker dies or loses its lease.
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import update
 from sqlalchemy.orm import Session
 
+from bot.engine.leases import claim_oldest
 from bot.engine.store import rowcount
 from storage import ResumeJob
 
@@ -39,36 +39,11 @@ def claim_next(
     session: Session, now: dt.datetime, lease: dt.timedelta, postgres: bool
 ) -> Claim | None:
     """Claim the oldest runnable job (queued and due, or running with an expired lease)."""
-    runnable = or_(
-        and_(ResumeJob.state == "queued", ResumeJob.next_attempt_at <= now),
-        and_(ResumeJob.state == "running", ResumeJob.lease_until < now),
-    )
-    query = select(ResumeJob).where(runnable).order_by(ResumeJob.id).limit(1)
-    if postgres:
-        query = query.with_for_update(skip_locked=True)
-    job = session.scalars(query).first()
-    if job is None:
+    claimed = claim_oldest(session, ResumeJob, now, lease, postgres)
+    if claimed is None:
         return None
-    token = uuid.uuid4().hex
-    claimed = rowcount(session.execute(
-        update(ResumeJob)
-        .where(
-            ResumeJob.id == job.id,
-            ResumeJob.state == job.state,
-            ResumeJob.attempts == job.attempts,
-        )
-        .values(
-            state="running",
-            claim_token=token,
-            lease_until=now + lease,
-            attempts=job.attempts + 1,
-            updated_at=now,
-        )
-        .execution_options(synchronize_session=False)
-    ))
-    if claimed != 1:
-        return None
-    return Claim(job.id, job.request_id, job.run_id, token, job.attempts + 1)
+    job, token, attempts = claimed
+    return Claim(job.id, job.request_id, job.run_id, token, attempts)
 
 
 def _finish(session: Session, claim: Claim, now: dt.datetime, **values: object) -> None:
