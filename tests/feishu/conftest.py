@@ -306,5 +306,4 @@ async def feishu_ws(
         stop.set()
         await asyncio.wait_for(worker, 10)
         await engine.drain()
-        await platform.adapter.drain()
         database.dispose()

@@ -75,7 +75,6 @@ class FeishuAdapter:
         self._holds: dict[str, _Hold] = {}
         self._patch_locks: dict[str, asyncio.Lock] = {}
         self._patched_versions: dict[str, int] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
 
     # -- PlatformAdapter ---------------------------------------------------------------
 
@@ -178,12 +177,6 @@ class FeishuAdapter:
         if hold.count <= 0:
             hold.released.set()
             del self._holds[request_ref]
-
-    async def drain(self, timeout: float = 10.0) -> None:
-        """Wait for background patches (none today: ``update`` patches in the caller's
-        task; kept for shutdown code and tests that call it)."""
-        if self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=timeout)
 
     # -- internals ---------------------------------------------------------------------
 

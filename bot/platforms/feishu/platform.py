@@ -100,9 +100,8 @@ class FeishuPlatform:
         self._long_connection.start()
 
     async def stop(self) -> None:
-        """Finish parked card patches and stop the long connection (best effort)."""
+        """Finish in-flight callbacks and stop the long connection (best effort)."""
         await self.handlers.drain(timeout=5.0)
-        await self.adapter.drain(timeout=5.0)
         if self._long_connection is not None:
             self._long_connection.stop()
         self._executor.shutdown(wait=False, cancel_futures=True)
