@@ -109,15 +109,8 @@ class SlackAdapter:
         if not origin.channel:
             log.info("run result has no slack channel to go to", extra={"platform": PLATFORM})
             return
-        body = truncate(slack_escape(text), MAX_RESULT_CHARS) or "(empty output)"
         try:
-            await self._client.chat_postMessage(
-                channel=origin.channel,
-                thread_ts=origin.thread,
-                text=body,
-                unfurl_links=False,
-                unfurl_media=False,
-            )
+            await self._post_in_thread(origin.channel, origin.thread, text, "(empty output)")
         except (SlackApiError, SlackClientError, OSError, TimeoutError) as exc:
             log.warning(
                 "posting run result failed",
@@ -129,14 +122,9 @@ class SlackAdapter:
 
         What still fails after the client's retries is permanent: ``DeliveryError``.
         """
-        body = truncate(slack_escape(text), MAX_RESULT_CHARS) or "Reminder: still waiting."
         try:
-            await self._client.chat_postMessage(
-                channel=ref.channel,
-                thread_ts=ref.message_id,
-                text=body,
-                unfurl_links=False,
-                unfurl_media=False,
+            await self._post_in_thread(
+                ref.channel, ref.message_id, text, "Reminder: still waiting."
             )
         except (SlackApiError, SlackClientError, OSError, TimeoutError) as exc:
             code = error_code(exc)
@@ -149,4 +137,16 @@ class SlackAdapter:
         log.info(
             "slack reminder posted",
             extra={"platform": PLATFORM, "ref": card.ref, "ts": ref.message_id},
+        )
+
+    async def _post_in_thread(
+        self, channel: str, thread: str | None, text: str, if_empty: str
+    ) -> None:
+        """Post untrusted text as escaped, truncated plain text, with no link unfurls."""
+        await self._client.chat_postMessage(
+            channel=channel,
+            thread_ts=thread,
+            text=truncate(slack_escape(text), MAX_RESULT_CHARS) or if_empty,
+            unfurl_links=False,
+            unfurl_media=False,
         )
