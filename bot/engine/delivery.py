@@ -16,7 +16,14 @@ from sqlalchemy.orm import Session
 from bot.engine import outbox, store
 from bot.engine.base import EngineBase, log, targets_for
 from bot.engine.outbox import Attempt, OutboxClaim
-from bot.engine.ports import DeliveryError, DeliveryRef, DeliveryTarget, Origin, PlatformAdapter
+from bot.engine.ports import (
+    DeliveryError,
+    DeliveryRef,
+    DeliveryTarget,
+    Origin,
+    PlatformAdapter,
+    delivery_reason,
+)
 from renderers.card import RequestCard
 from storage import Delivery, HumanRequest
 
@@ -44,11 +51,13 @@ class DeliveryMixin(EngineBase):
         # An escalation names the escalation route: same card, that route's targets.
         route = self.settings.routes.get(str(claim.payload.get("route") or request.route))
         permanent: dict[str, str] = dict(claim.payload.get("permanent") or {})
+        reasons: dict[str, str] = dict(claim.payload.get("reasons") or {})
         transient: dict[str, str] = {}
         for platform in route.platforms() if route else []:
             entry = self._adapters.get(platform)
             if entry is None:
                 permanent[platform] = f"the {platform} platform is not running"
+                reasons[platform] = f"askhuman's {platform} connection is not running."
                 continue
             for target in targets_for(route, platform) if route else []:
                 key = f"{platform} {target.kind} {target.id}"
@@ -57,11 +66,11 @@ class DeliveryMixin(EngineBase):
                 failure = await self._deliver_one(entry[0], request, card, target)
                 if failure is None:
                     delivered.add(key)
-                elif failure[0]:
-                    permanent[key] = failure[1]
-                else:
-                    transient[key] = failure[1]
-        return self._delivery_verdict(ref, claim.payload, delivered, permanent, transient)
+                    continue
+                is_permanent, error, reasons[key] = failure
+                (permanent if is_permanent else transient)[key] = error
+        payload = {**claim.payload, "reasons": reasons}
+        return self._delivery_verdict(ref, payload, delivered, permanent, transient)
 
     def _delivery_state(
         self, session: Session, ref: str
@@ -78,15 +87,16 @@ class DeliveryMixin(EngineBase):
     async def _deliver_one(
         self, adapter: PlatformAdapter, request: HumanRequest, card: RequestCard,
         target: DeliveryTarget,
-    ) -> tuple[bool, str] | None:
-        """Post to one target and record it; None on success, else (permanent, error)."""
+    ) -> tuple[bool, str, str] | None:
+        """Post to one target and record it; None on success, else (permanent, error,
+        reason): the error keeps the platform's code (log, audit), the reason is words."""
         try:
             ref = await adapter.deliver(card, target)
         except DeliveryError as exc:
-            return True, str(exc)
+            return True, str(exc) or type(exc).__name__, delivery_reason(exc)
         except Exception as exc:
             log.exception("adapter crashed while delivering", extra={"ref": request.ref})
-            return False, str(exc) or type(exc).__name__
+            return False, str(exc) or type(exc).__name__, delivery_reason(exc)
         await self._tx(partial(self._store_delivery, request=request, target=target, ref=ref,
                                version=card.version))
         return None
@@ -96,15 +106,25 @@ class DeliveryMixin(EngineBase):
         ref: str, payload: dict[str, Any], delivered: set[str], permanent: dict[str, str],
         transient: dict[str, str],
     ) -> Attempt:
-        """Retry while some target failed transiently; give up only if nobody got it."""
+        """Retry while some target failed transiently; give up only if nobody got it.
+
+        The attempt's ``reason`` joins the words of every failed target (deduplicated),
+        for the ``unavailable`` result; its ``error`` keeps the platforms' codes.
+        """
         failures = [f"{key}: {error}" for key, error in {**permanent, **transient}.items()]
         if failures:
             log.warning("delivery failures", extra={"ref": ref, "failures": failures})
+        said: dict[str, str] = payload.get("reasons") or {}
+        words = " ".join(dict.fromkeys(said[k] for k in {**permanent, **transient} if k in said))
         if transient:
-            return Attempt("; ".join(failures), payload={**payload, "permanent": permanent})
+            return Attempt("; ".join(failures), payload={**payload, "permanent": permanent},
+                           reason=words or None)
         if delivered:
             return Attempt()
-        return Attempt("; ".join(failures) or "the route has no recipients", permanent=True)
+        if not failures:
+            return Attempt("the route has no recipients", permanent=True,
+                           reason="The route has no recipients configured.")
+        return Attempt("; ".join(failures), permanent=True, reason=words or None)
 
     def _store_delivery(
         self, session: Session, *, request: HumanRequest, target: DeliveryTarget,

@@ -18,6 +18,7 @@ from bot.engine import outbox, store, worker
 from bot.engine.base import log
 from bot.engine.delivery import DeliveryMixin
 from bot.engine.outbox import Attempt, OutboxClaim
+from bot.engine.ports import UNDELIVERABLE_REASON
 
 Handler = Callable[[OutboxClaim], Awaitable[Attempt]]
 
@@ -62,7 +63,8 @@ class DispatchMixin(DeliveryMixin):
             await self._tx(lambda s: outbox.complete(s, claim, self.now(), attempt.payload))
             return
         if attempt.permanent or claim.attempts >= self.outbox_max_attempts:
-            await self._tx(partial(self._outbox_give_up, claim=claim, error=attempt.error))
+            await self._tx(partial(self._outbox_give_up, claim=claim, error=attempt.error,
+                                   reason=attempt.reason))
             self._poke()
             return
         delay = worker.backoff(claim.attempts, self.backoff_base, self.backoff_cap)
@@ -78,9 +80,15 @@ class DispatchMixin(DeliveryMixin):
 
         await self._tx(retry)
 
-    def _outbox_give_up(self, session: Session, *, claim: OutboxClaim, error: str) -> None:
+    def _outbox_give_up(
+        self, session: Session, *, claim: OutboxClaim, error: str, reason: str | None = None
+    ) -> None:
         """Fail the row; an undeliverable request is resolved ``unavailable`` in the same
-        transaction, so the agent is resumed instead of waiting for its timeout."""
+        transaction, so the agent is resumed instead of waiting for its timeout.
+
+        ``error`` (platform codes) goes to the row and the ``outbox_failed`` audit; the
+        agent and the people reading its answer get ``reason``, in words.
+        """
         now = self.now()
         outbox.give_up(session, claim, now, error)
         ref = claim.payload.get("ref")
@@ -93,7 +101,7 @@ class DispatchMixin(DeliveryMixin):
             return  # an escalation's extra copies: the original delivery stands
         if store.deliveries(session, claim.request_id):
             return
-        result = unavailable_result(f"The request could not be delivered to anyone ({error}).")
+        result = unavailable_result(undeliverable_message(reason))
         self._resolve_in(session, ref, result, "unavailable")
 
     async def _sweep_outbox(self, limit: int) -> int:
@@ -107,3 +115,8 @@ class DispatchMixin(DeliveryMixin):
             await self._dispatch(claim)
             done += 1
         return done
+
+
+def undeliverable_message(reason: str | None) -> str:
+    """The ``unavailable`` result's message: what happened in words, no raw API text."""
+    return f"The request could not be delivered to anyone. {reason or UNDELIVERABLE_REASON}"

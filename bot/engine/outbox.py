@@ -166,8 +166,11 @@ class Attempt:
     ``error`` None means done. ``permanent`` means retrying cannot help (the platform
     refused for good, e.g. ``DeliveryError``). ``payload`` replaces the row's payload
     on a retry, e.g. to remember targets that failed for good and must not be retried.
+    ``reason`` is what people may read about the failure, in words (``error`` keeps the
+    platform's code for the log and the audit and is never shown in chat).
     """
 
     error: str | None = None
     permanent: bool = False
     payload: dict[str, Any] | None = None
+    reason: str | None = None

@@ -60,7 +60,28 @@ class DeliveryError(Exception):
     """Delivery failed for good (after the adapter's own retries).
 
     The engine resolves the request as ``unavailable`` when no target could be reached.
+    ``str(exc)`` is the technical detail (the platform's error code), kept for the log
+    and the audit; ``reason`` says what happened in words for people and the agent
+    (``"askhuman isn't in that chat; an admin must add the bot to it."``), and must
+    never quote raw API text. Adapters set it from their platform's error mapping.
     """
+
+    def __init__(
+        self, detail: str = "", *, reason: str | None = None, code: str | int | None = None
+    ) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.code = code
+
+
+UNDELIVERABLE_REASON = "The chat platform refused the message."
+"""What people read when an adapter gave no ``reason`` (or crashed): no raw text."""
+
+
+def delivery_reason(exc: BaseException) -> str:
+    """The words people may read about a failed platform call (never ``str(exc)``)."""
+    reason = getattr(exc, "reason", None)
+    return reason if isinstance(reason, str) and reason else UNDELIVERABLE_REASON
 
 
 class PlatformAdapter(Protocol):

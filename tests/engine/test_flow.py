@@ -98,7 +98,12 @@ async def test_all_deliveries_failing_resolves_unavailable(db_url: str) -> None:
     with engine.db.transaction() as s:
         req = s.scalars(select(HumanRequest)).one()
         assert req.status == "unavailable"
-        assert "channel_not_found (C_OPS)" in (req.result or {})["message"]
+        # The adapter gave no words: a neutral sentence, never its raw error text.
+        assert (req.result or {})["message"] == (
+            "The request could not be delivered to anyone. "
+            "The chat platform refused the message.")
+        failed = s.scalars(select(AuditLog).where(AuditLog.event == "outbox_failed")).one()
+        assert "channel_not_found (C_OPS)" in (failed.reason or "")
     assert await engine.run_worker_once() == 1
     assert "not started" in adapter.results[0][1]
 

@@ -158,7 +158,11 @@ async def test_exhausted_delivery_retries_resolve_unavailable(db_url: str) -> No
     assert "not started" in adapter.results[0][1]
     with engine.db.transaction() as s:
         result = s.scalars(select(HumanRequest)).one().result or {}
-    assert "connection reset by peer" in result["message"]
+    assert "connection reset by peer" not in result["message"]  # words, not raw errors
+    assert result["message"].startswith("The request could not be delivered to anyone.")
+    with engine.db.transaction() as s:
+        failed = s.scalars(select(AuditLog).where(AuditLog.event == "outbox_failed")).one()
+        assert "connection reset by peer" in (failed.reason or "")
 
 
 async def test_card_update_after_a_decision_is_retried(db_url: str) -> None:

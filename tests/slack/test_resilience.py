@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import time
 
+from sqlalchemy import select
+
+from storage import AuditLog
 from tests.slack.conftest import ALICE, APPROVALS, ORIGIN, Slack
 
 
@@ -47,9 +50,15 @@ async def test_permanent_delivery_failure_resolves_unavailable(slack: Slack) -> 
     row = slack.request_row()
     assert row.status == "unavailable"
     reply = slack.fake.thread_replies(ORIGIN, _root_ts(slack))[-1]
-    assert "not started" in reply.text and "channel_not_found" in reply.text
+    # People read what happened in words; the code stays in the audit (and the log).
+    assert "not started" in reply.text and "That channel doesn't exist" in reply.text
+    assert "channel_not_found" not in reply.text
+    assert "channel_not_found" not in (row.result or {})["message"]
     events = [e for e, _o, _a in slack.audit()]
     assert "unavailable" in events and "resumed" in events
+    with slack.database.transaction() as session:
+        failed = session.scalars(select(AuditLog).where(AuditLog.event == "outbox_failed")).one()
+        assert "channel_not_found" in (failed.reason or "")
 
 
 async def test_exhausted_rate_limit_on_delivery_is_permanent(slack: Slack) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from bot.engine.ports import DeliveryError, DeliveryRef, DeliveryTarget, Origin
 from bot.platforms.feishu.client import FeishuApi, FeishuApiError, dumps
+from bot.platforms.feishu.errors import feishu_words
 from renderers.card import RequestCard
 from renderers.feishu import render_card
 from renderers.markdown import message_text
@@ -58,6 +59,14 @@ def plain_text(text: str) -> str:
     return message_text(text, MAX_TEXT_CHARS)
 
 
+def refused(detail: str, exc: BaseException) -> DeliveryError:
+    """``DeliveryError`` with the API detail for the log/audit and words for people."""
+    if isinstance(exc, DeliveryError):
+        return exc
+    code = exc.code if isinstance(exc, FeishuApiError) else None
+    return DeliveryError(detail, reason=feishu_words(exc), code=code)
+
+
 @dataclass
 class _Hold:
     count: int = 0
@@ -87,7 +96,7 @@ class FeishuAdapter:
                 id_type, target.id, "interactive", content, delivery_uuid(card.ref, target)
             )
         except FeishuApiError as exc:
-            raise DeliveryError(f"Feishu refused the card for {target.kind}: {exc}") from exc
+            raise refused(f"Feishu refused the card for {target.kind}: {exc}", exc) from exc
         log.info(
             "feishu card delivered",
             extra={"ref": card.ref, "message_id": sent.message_id, "receive_id_type": id_type},
@@ -135,7 +144,7 @@ class FeishuAdapter:
                 extra={"chat_id": origin.channel, "thread_id": origin.thread, "code": exc.code},
             )
             if not exc.retryable:
-                raise DeliveryError(str(exc)) from exc
+                raise refused(str(exc), exc) from exc
             raise
 
     async def remind(self, card: RequestCard, ref: DeliveryRef, text: str) -> None:
@@ -155,7 +164,7 @@ class FeishuAdapter:
                 extra={"ref": card.ref, "message_id": ref.message_id, "code": exc.code},
             )
             if not exc.retryable:
-                raise DeliveryError(str(exc)) from exc
+                raise refused(str(exc), exc) from exc
             raise
         log.info("feishu reminder posted", extra={"ref": card.ref, "message_id": ref.message_id})
 
@@ -195,7 +204,7 @@ class FeishuAdapter:
                     extra={"ref": card.ref, "message_id": ref.message_id, "error": str(exc)},
                 )
                 if isinstance(exc, FeishuApiError) and not exc.retryable:
-                    raise DeliveryError(str(exc)) from exc
+                    raise refused(str(exc), exc) from exc
                 raise
             self._patched_versions[ref.message_id] = card.version
             self._forget_old_messages()
@@ -217,5 +226,6 @@ class FeishuAdapter:
     def _render(card: RequestCard) -> str:
         content = dumps(render_card(card))
         if len(content.encode("utf-8")) > MAX_CARD_BYTES:
-            raise DeliveryError(f"card for {card.ref} exceeds Feishu's 30 KB limit")
+            raise DeliveryError(f"card for {card.ref} exceeds Feishu's 30 KB limit",
+                                reason="The card was too large for Feishu.")
         return content

@@ -16,6 +16,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.engine.ports import DeliveryError, DeliveryRef, DeliveryTarget, Origin
 from bot.platforms.slack.client import error_code
+from bot.platforms.slack.errors import slack_words
 from renderers.card import RequestCard
 from renderers.markdown import slack_escape, truncate
 from renderers.slack import render_request
@@ -43,7 +44,9 @@ class SlackAdapter:
                 opened = await self._client.conversations_open(users=target.id)
                 channel = str((opened.get("channel") or {}).get("id") or "")
                 if not channel:
-                    raise DeliveryError(f"conversations.open gave no channel for {target.id}")
+                    raise DeliveryError(f"conversations.open gave no channel for {target.id}",
+                                        reason="Slack could not open a direct message with "
+                                        "that person.")
             posted = await self._client.chat_postMessage(
                 channel=channel,
                 text=message["text"],
@@ -57,7 +60,8 @@ class SlackAdapter:
                 "slack delivery failed",
                 extra={"platform": PLATFORM, "ref": card.ref, "target": target.id, "error": code},
             )
-            raise DeliveryError(f"Slack could not deliver to {target.id}: {code}") from exc
+            raise DeliveryError(f"Slack could not deliver to {target.id}: {code}",
+                                reason=slack_words(code), code=code) from exc
         ref = DeliveryRef(
             platform=PLATFORM, channel=str(posted["channel"]), message_id=str(posted["ts"])
         )
@@ -133,7 +137,8 @@ class SlackAdapter:
                 extra={"platform": PLATFORM, "ref": card.ref, "ts": ref.message_id,
                        "error": code},
             )
-            raise DeliveryError(f"Slack refused the reminder: {code}") from exc
+            raise DeliveryError(f"Slack refused the reminder: {code}",
+                                reason=slack_words(code), code=code) from exc
         log.info(
             "slack reminder posted",
             extra={"platform": PLATFORM, "ref": card.ref, "ts": ref.message_id},
