@@ -36,6 +36,9 @@ class RequestCard:
     decided_by_id: str | None = None
     """Platform user id of the person who decided (trusted, from the platform)."""
     decided_by_name: str | None = None
+    decided_by_platform: str | None = None
+    """Where the decider acted ("slack", "feishu", "console", "api"); renderers mention
+    the decider only on that platform (None: unknown, the id's shape decides)."""
     decided_at: dt.datetime | None = None
     action_id: str | None = None
     action_label: str | None = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,8 +35,22 @@ from bot.askhuman.schema import (
 )
 from renderers.budget import Budget
 from renderers.card import MAX_REF_CHARS, RequestCard, args_of, option_token, option_value
-from renderers.markdown import FEISHU, check_feishu, markdown_chunks, plain, truncate
-from renderers.text import decision_words, field_hint, format_when, summary, value_lines
+from renderers.markdown import (
+    FEISHU,
+    check_feishu,
+    feishu_escape,
+    markdown_chunks,
+    plain,
+    truncate,
+)
+from renderers.text import (
+    decision_parts,
+    decision_words,
+    field_hint,
+    format_when,
+    summary,
+    value_lines,
+)
 
 Element = dict[str, Any]
 
@@ -57,6 +72,8 @@ _TEMPLATES = {
 }
 _BUTTON_TYPES = {"primary": "primary_filled", "destructive": "danger_filled", "default": "default"}
 _TEXT_TAGS = frozenset({"plain_text", "lark_md"})
+OPEN_ID = re.compile(r"ou_[A-Za-z0-9]{1,64}", re.ASCII)
+"""A Feishu open_id as callbacks carry it (real ones: ``ou_`` + 32 hex digits)."""
 
 
 _LADDER = (
@@ -91,7 +108,8 @@ def render_card(card: RequestCard) -> dict[str, Any]:
         result = _card(card, budget)
         if count_elements(result) <= MAX_ELEMENTS and card_size(result) <= MAX_BYTES:
             break
-    check_feishu(result)
+    mention = decider_mention(card) if card.status != "pending" else None
+    check_feishu(result, allowed_mentions=(mention,) if mention else ())
     return result
 
 
@@ -240,8 +258,32 @@ def _button(card: RequestCard, index: int, action: AskHumanAction, budget: Budge
 # ---------------------------------------------------------------- decided states
 
 
+def decider_mention(card: RequestCard) -> str | None:
+    """``<at id=ou_…></at>`` for the platform-verified Feishu decider, else None.
+
+    Only a well-formed open_id of someone who decided *on Feishu* is ever mentioned:
+    never ``all`` (a broadcast), never an email, a Slack id or anything with markup.
+    """
+    uid = card.decided_by_id
+    if card.decided_by_platform not in (None, "feishu") or not uid:
+        return None
+    return f"<at id={uid}></at>" if OPEN_ID.fullmatch(uid) else None
+
+
+def _decision_line(card: RequestCard) -> Element:
+    """Who decided, what and when. A Feishu decider is an ``<at>`` mention of that one
+    person (Feishu shows their name; identities carry no display name), which needs a
+    markdown element; the untrusted rest of the line is escaped there."""
+    mention = decider_mention(card)
+    if mention is None:
+        return _div(decision_words(card), 1200)
+    head, tail = decision_parts(card)
+    content = f"{feishu_escape(truncate(head, 300))} — by {mention}"
+    return {"tag": "markdown", "content": content + feishu_escape(truncate(tail, 900))}
+
+
 def _decision_elements(card: RequestCard, budget: Budget) -> list[Element]:
-    elements: list[Element] = [{"tag": "hr"}, _div(decision_words(card), 1200)]
+    elements: list[Element] = [{"tag": "hr"}, _decision_line(card)]
     lines = [
         f"{truncate(label, budget.label)}: {truncate(value, 500)}"
         for label, value in value_lines(card)

@@ -417,9 +417,16 @@ def check_slack(payload: object, allowed_mentions: Iterable[str] = ()) -> None:
             raise UnsafeOutputError(f"Slack mention syntax survived: {hit.group()!r}")
 
 
-def check_feishu(payload: object) -> None:
-    """Raise if a Feishu tag, broadcast word or (in markdown) an unsafe link survived."""
+def check_feishu(payload: object, allowed_mentions: Iterable[str] = ()) -> None:
+    """Raise if a Feishu tag, broadcast word or (in markdown) an unsafe link survived.
+
+    ``allowed_mentions`` are exact ``<at id=…></at>`` strings the renderer emitted on
+    purpose (the verified decider); everything else is forbidden.
+    """
+    allowed = tuple(allowed_mentions)
     for text in _displayed(payload):
+        for mention in allowed:
+            text = text.replace(mention, "")
         hit = _FEISHU_FORBIDDEN.search(text) or _BROADCAST_WORD.search(text)
         if hit:
             raise UnsafeOutputError(f"Feishu mention syntax survived: {hit.group()!r}")

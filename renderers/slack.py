@@ -54,7 +54,14 @@ from renderers.markdown import (
     split_units,
     truncate,
 )
-from renderers.text import STATUS_WORDS, field_hint, format_when, summary, value_lines
+from renderers.text import (
+    STATUS_WORDS,
+    decider_words,
+    field_hint,
+    format_when,
+    summary,
+    value_lines,
+)
 
 Block = dict[str, Any]
 
@@ -346,6 +353,8 @@ def _confirm(action: AskHumanAction, budget: Budget) -> dict[str, Any]:
 def _trusted_mentions(card: RequestCard) -> tuple[str, ...]:
     """The one mention we may emit: the platform-verified decider's own user id."""
     uid = card.decided_by_id
+    if card.decided_by_platform not in (None, "slack"):
+        return ()
     return (f"<@{uid}>",) if uid and _USER_ID.fullmatch(uid) else ()
 
 
@@ -357,8 +366,8 @@ def _decision_blocks(card: RequestCard, budget: Budget) -> list[Block]:
     mentions = _trusted_mentions(card)
     if mentions:
         line += f" by {mentions[0]}"
-    elif card.decided_by_name:
-        line += f" by {slack_escape(truncate(card.decided_by_name, 100))}"
+    elif by := decider_words(card):
+        line += f" by {slack_escape(truncate(by, 100))}"
     if card.decided_at:
         line += f" at {format_when(card.decided_at)}"
     if card.message and card.status != "submitted":

@@ -85,19 +85,38 @@ def value_lines(card: RequestCard) -> list[tuple[str, str]]:
     ]
 
 
+PLATFORM_NAMES = {"slack": "Slack", "feishu": "Feishu"}
+
+
+def decider_words(card: RequestCard) -> str | None:
+    """Who decided, as words: the display name, else "someone on Feishu" for a chat
+    platform id (raw platform ids mean nothing to people), else the console/API name."""
+    if card.decided_by_name:
+        return card.decided_by_name
+    if not card.decided_by_id:
+        return None
+    platform = PLATFORM_NAMES.get(card.decided_by_platform or "")
+    if platform:
+        return f"someone on {platform}"
+    return card.decided_by_id if card.decided_by_platform else None
+
+
+def decision_parts(card: RequestCard) -> tuple[str, str]:
+    """The decision line around its "— by X" part: ("Answered: Approve", " at … UTC")."""
+    head = STATUS_WORDS[card.status]
+    if card.status == "submitted" and card.action_label:
+        head += f": {card.action_label}"
+    tail = f" at {format_when(card.decided_at)}" if card.decided_at else ""
+    if card.message and card.status != "submitted":
+        tail += f". {card.message}"
+    return head, tail
+
+
 def decision_words(card: RequestCard, who: str | None = None) -> str:
     """E.g. "Answered: Approve — by Alice at 2024-05-01 10:00 UTC" (raw)."""
-    words = STATUS_WORDS[card.status]
-    if card.status == "submitted" and card.action_label:
-        words += f": {card.action_label}"
-    by = who if who is not None else card.decided_by_name
-    if by:
-        words += f" — by {by}"
-    if card.decided_at:
-        words += f" at {format_when(card.decided_at)}"
-    if card.message and card.status != "submitted":
-        words += f". {card.message}"
-    return words
+    head, tail = decision_parts(card)
+    by = who if who is not None else decider_words(card)
+    return head + (f" — by {by}" if by else "") + tail
 
 
 def summary(card: RequestCard, limit: int = 200) -> str:

@@ -40,6 +40,7 @@ def build_card(request: HumanRequest, agent: str, votes: int = 0) -> RequestCard
         status=cast(CardStatus, request.status),
         decided_by_id=request.decided_by_user,
         decided_by_name=request.decided_by_name,
+        decided_by_platform=request.decided_by_platform,
         decided_at=as_utc(request.decided_at),
         action_id=action.get("id") if request.status == "submitted" else request.action_id,
         action_label=action.get("label"),

@@ -1,7 +1,7 @@
 """A fake Feishu/Lark Open API for tests, served on 127.0.0.1 (see ``asgi_server``).
 
 It speaks just enough of the real API for lark-oapi: tenant token, message create /
-reply / patch, contact ``batch_get_id``, chat members (paginated) and message
+reply / patch, contact ``batch_get_id`` and ``user.get``, chat members (paginated) and message
 resources. It records every call, can inject failures (HTTP 429/5xx or Feishu error
 codes) for the next N calls of an endpoint, rejects cards that are not schema 2.0
 JSON within 30 KB, and dedupes message sends by ``uuid`` like Feishu does.
@@ -30,6 +30,7 @@ ENDPOINTS = (
     "message.reply",
     "message.patch",
     "user.batch_get_id",
+    "user.get",
     "chat_members.get",
     "message_resource.get",
 )
@@ -93,6 +94,7 @@ class FakeFeishuApi:
         app_secret: str = "test-secret",
         users: dict[str, str] | None = None,
         chats: dict[str, list[str]] | None = None,
+        names: dict[str, str] | None = None,
     ) -> None:
         self.app_id = app_id
         self.app_secret = app_secret
@@ -100,6 +102,8 @@ class FakeFeishuApi:
         """email or mobile -> open_id"""
         self.chats = {k: list(v) for k, v in (chats or {}).items()}
         """chat_id -> member open_ids (the bot is in every listed chat)."""
+        self.names = dict(names or {})
+        """open_id -> name for ``contact.v3.user.get`` (others: outside the contact range)."""
         self.calls: list[Call] = []
         self.messages: dict[str, Message] = {}
         self.resources: dict[tuple[str, str], tuple[bytes, str]] = {}
@@ -166,6 +170,7 @@ class FakeFeishuApi:
             Route(
                 "/open-apis/contact/v3/users/batch_get_id", self._batch_get_id, methods=["POST"]
             ),
+            Route("/open-apis/contact/v3/users/{uid}", self._user, methods=["GET"]),
             Route("/open-apis/im/v1/chats/{cid}/members", self._members, methods=["GET"]),
             Route(
                 "/open-apis/im/v1/messages/{mid}/resources/{key}", self._resource, methods=["GET"]
@@ -361,6 +366,15 @@ class FakeFeishuApi:
                 entry["user_id"] = open_id
             users.append(entry)
         return self._ok({"user_list": users})
+
+    async def _user(self, request: Request) -> Response:
+        call, failed = await self._begin("user.get", request)
+        if failed:
+            return failed
+        open_id = request.path_params["uid"]
+        if call.query.get("user_id_type") != "open_id" or open_id not in self.names:
+            return self._error(call, 41050, "no user authority error")
+        return self._ok({"user": {"open_id": open_id, "name": self.names[open_id]}})
 
     async def _members(self, request: Request) -> Response:
         call, failed = await self._begin("chat_members.get", request)

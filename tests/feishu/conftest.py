@@ -123,6 +123,7 @@ def fake_api() -> Iterator[tuple[FakeFeishuApi, str]]:
         app_secret=APP_SECRET,
         users={ALICE_EMAIL: ALICE},
         chats={APPROVALS: [CAROL, STARTER], ORIGIN: [STARTER, ALICE]},
+        names={ALICE: "Alice Chen", BOB: "Bob Li"},  # Carol is outside the contact range
     )
     with AsgiServer(fake.app) as server:
         yield fake, server.url

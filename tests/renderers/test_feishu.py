@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
+import pytest
+
 from renderers import feishu
 from tests.renderers.cases import make_card
 from tests.renderers.helpers import assert_valid_feishu, walk
@@ -65,3 +70,37 @@ def test_file_fields_explain_thread_reply() -> None:
         {"name": "doc", "label": "Contract", "type": "file"}]})
     card = feishu.render_card(RequestCard(ref="r", args=args, agent_name="a"))
     assert "reply in this card's thread" in str(card)
+
+
+@pytest.mark.parametrize("uid", [
+    "all", "@all", "ou_x></at><at id=all>", "ou_", "ou_abc def", "ou_abc\n",
+    "alice@example.com", "U024BE7LH", "on_union", "ou_" + "a" * 65, "<at id=all></at>",
+])
+def test_decider_mention_is_only_ever_a_well_formed_open_id(uid: str) -> None:
+    card = dataclasses.replace(make_card("deploy", "submitted"), decided_by_id=uid,
+                               decided_by_name=None, decided_by_platform="feishu")
+    assert feishu.decider_mention(card) is None
+    rendered = feishu.render_card(card)
+    assert_valid_feishu(rendered)
+    assert "<at" not in json.dumps(rendered["body"])
+
+
+def test_decider_mention_names_feishu_deciders_only() -> None:
+    card = dataclasses.replace(make_card("deploy", "submitted"), decided_by_id="ou_7f3a",
+                               decided_by_name=None, decided_by_platform="feishu")
+    assert feishu.decider_mention(card) == "<at id=ou_7f3a></at>"
+    from_slack = dataclasses.replace(card, decided_by_platform="slack")
+    assert feishu.decider_mention(from_slack) is None
+    pending = dataclasses.replace(card, status="pending", decided_by_id=None)
+    assert feishu.decider_mention(pending) is None
+
+
+def test_decision_line_escapes_everything_but_the_mention() -> None:
+    card = dataclasses.replace(make_card("deploy", "submitted"), decided_by_id="ou_7f3a",
+                               decided_by_name=None, decided_by_platform="feishu",
+                               action_label="<at id=all></at> [x](javascript:alert(1))")
+    rendered = feishu.render_card(card)
+    assert_valid_feishu(rendered, allowed=("<at id=ou_7f3a></at>",))
+    line = next(e["content"] for e in rendered["body"]["elements"]
+                if e.get("tag") == "markdown" and "ou_7f3a" in e["content"])
+    assert line.count("<at") == 1 and "&#60;at id=all" in line and "](" not in line

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -80,20 +81,25 @@ def test_feishu_pending_is_valid_safe_and_inverts(args: AskHumanToolArgs) -> Non
 
 @FAST
 @given(tool_args(), st.sampled_from(["submitted", "timeout", "cancelled", "unavailable"]),
-       hostile(300), st.sampled_from(["U024BE7LH", "<!channel>", "W1", None]))
+       hostile(300),
+       st.sampled_from(["U024BE7LH", "<!channel>", "W1", "ou_7f3a9c", "all", "@all",
+                        "ou_x></at><at id=all>", "ou_", None]),
+       st.sampled_from([None, "slack", "feishu", "console"]))
 def test_decided_states_are_valid_and_safe(
-    args: AskHumanToolArgs, status: str, message: str, uid: str | None
+    args: AskHumanToolArgs, status: str, message: str, uid: str | None, platform: str | None
 ) -> None:
     values = {f.name: message for f in args.fields}
     card = _card(args, status=status, decided_by_id=uid, decided_by_name=message,
-                 decided_at=WHEN, action_id=args.actions[0].id,
+                 decided_by_platform=platform, decided_at=WHEN, action_id=args.actions[0].id,
                  action_label=args.actions[0].label, values=values, message=message, version=3)
     payload = slack.render_request(card)
-    allowed = (f"<@{uid}>",) if uid in ("U024BE7LH", "W1") else ()
-    assert_valid_slack(payload, allowed)
+    slack_ok = uid in ("U024BE7LH", "W1") and platform in (None, "slack")
+    assert_valid_slack(payload, (f"<@{uid}>",) if slack_ok else ())
     assert not any(b["type"] in ("input", "actions") for b in payload["blocks"])
     rendered = feishu.render_card(card)
-    assert_valid_feishu(rendered)
+    feishu_ok = uid == "ou_7f3a9c" and platform in (None, "feishu")
+    assert_valid_feishu(rendered, (f"<at id={uid}></at>",) if feishu_ok else ())
+    assert ("<at id=" in json.dumps(rendered)) == feishu_ok
     assert "form" not in _tags(rendered["body"])  # no inputs left (text may say "form")
     text.render_text(card)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 from bot.askhuman.schema import AskHumanToolArgs
@@ -141,3 +142,14 @@ def test_forged_ids_metadata_and_files_never_raise() -> None:
     files = [{"id": "F1", "name": "a.pdf", "size": "lots"}, {"id": "F2", "size": True}]
     values = slack.read_values({bid: {"in": {"type": "file_input", "files": files}}}, docs)
     assert [f["size"] for f in values["docs"]] == [None, None]  # type: ignore[index, union-attr]
+
+
+def test_decider_mention_only_for_slack_deciders() -> None:
+    card = make_card("deploy", "submitted")
+    on_slack = dataclasses.replace(card, decided_by_platform="slack")
+    assert "by <@U024BE7LH>" in json.dumps(slack.render_request(on_slack))
+    on_feishu = dataclasses.replace(card, decided_by_id="ou_7f3a", decided_by_name=None,
+                                    decided_by_platform="feishu")
+    rendered = json.dumps(slack.render_request(on_feishu))
+    assert "by someone on Feishu" in rendered and "ou_7f3a" not in rendered
+    assert "<@" not in rendered

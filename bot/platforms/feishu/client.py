@@ -19,7 +19,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import lark_oapi as lark
-from lark_oapi.api.contact.v3 import BatchGetIdUserRequest, BatchGetIdUserRequestBody
+from lark_oapi.api.contact.v3 import (
+    BatchGetIdUserRequest,
+    BatchGetIdUserRequestBody,
+    GetUserRequest,
+)
 from lark_oapi.api.im.v1 import (
     CreateMessageRequest,
     CreateMessageRequestBody,
@@ -186,6 +190,15 @@ class FeishuApi:
                     if key and info.user_id:
                         found[key.lower() if kind == "emails" else key] = info.user_id
         return found
+
+    async def user_name(self, open_id: str) -> str | None:
+        """A person's name (``contact.v3.user.get``; needs ``contact:user.base:readonly``
+        and the person inside the app's contact range). None when Feishu has no name."""
+        req = GetUserRequest.builder().user_id(open_id).user_id_type("open_id").build()
+        resp = await self._call("user.get", self.client.contact.v3.user.get, req)
+        user = getattr(resp.data, "user", None) if resp.data is not None else None
+        name = getattr(user, "name", None) or getattr(user, "en_name", None)
+        return str(name) if name else None
 
     async def chat_member_open_ids(self, chat_id: str) -> set[str]:
         """All human members of a chat (bots are never listed), following pagination."""

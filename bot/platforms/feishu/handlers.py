@@ -32,6 +32,7 @@ from bot.engine.ports import Identity, Origin
 from bot.engine.results import EngineError, RespondResult
 from bot.platforms.feishu.adapter import FeishuAdapter, plain_text
 from bot.platforms.feishu.client import FeishuApi, FeishuApiError, dumps
+from bot.platforms.feishu.names import NEUTRAL, OPEN_ID_IN_TEXT, NameCache
 from bot.platforms.feishu.replay import ReplayGuard, parse_epoch
 from renderers.card import RequestCard
 from renderers.feishu import parse_callback_value, read_values
@@ -121,8 +122,10 @@ class FeishuEventHandlers:
         *,
         reply_budget: float = 2.5,
         ws_release_delay: float = 0.3,
+        names: NameCache | None = None,
     ) -> None:
         self._engine = engine
+        self._names = names
         self._adapter = adapter
         self._api = api
         self._guard = guard
@@ -321,7 +324,7 @@ class FeishuEventHandlers:
             card = await self._engine.card(ref)
         if card is None:
             result = await self._engine.respond(ref, who, action_id, {})
-            return "error", result.message
+            return "error", await self._humanize(result.message)
         try:
             values = read_values(form_value, card)
         except ValueError as exc:
@@ -329,7 +332,18 @@ class FeishuEventHandlers:
             # Let the engine authorize first and audit the refusal with the raw values.
             values = {k: v for k, v in form_value.items() if isinstance(k, str)}
         result = await self._engine.respond(ref, who, action_id, values)
-        return _TOAST_KIND.get(result.outcome, "error"), result.message
+        return _TOAST_KIND.get(result.outcome, "error"), await self._humanize(result.message)
+
+    async def _humanize(self, text: str) -> str:
+        """Engine text for a toast or reply: open_ids become names (plain text has no
+        ``<at>``), bounded so the click's reply stays within its budget."""
+        if self._names is None:
+            return text
+        try:
+            return await self._names.humanize(text, timeout=min(0.5, self._budget / 4))
+        except Exception:
+            log.exception("could not replace open_ids with names")
+            return OPEN_ID_IN_TEXT.sub(NEUTRAL, text)
 
     def _schedule_release(self, loop: asyncio.AbstractEventLoop, ref: str) -> None:
         ctx = current_reply.get()
@@ -468,7 +482,7 @@ class FeishuEventHandlers:
             "feishu file reply",
             extra={"ref": ref, "user": msg.sender.user_id, "outcome": result.outcome},
         )
-        await self._reply(msg.message_id, result.message)
+        await self._reply(msg.message_id, await self._humanize(result.message))
 
     async def _reply(self, message_id: str, text: str) -> None:
         try:

@@ -17,6 +17,7 @@ from bot.platforms.feishu.config import FeishuConfig
 from bot.platforms.feishu.directory import FeishuDirectory
 from bot.platforms.feishu.handlers import EngineApi, FeishuEventHandlers
 from bot.platforms.feishu.http import make_endpoint
+from bot.platforms.feishu.names import NameCache
 from bot.platforms.feishu.replay import ReplayGuard
 from bot.platforms.feishu.ws import LongConnection
 
@@ -47,8 +48,11 @@ class FeishuPlatform:
         self.adapter = FeishuAdapter(self.api)
         self.directory = FeishuDirectory(self.api)
         self.guard = ReplayGuard(window_seconds=config.replay_window_seconds)
+        self.names = NameCache(self.api.user_name)
+        """open_id → name (contact API, cached) for toasts and replies."""
         self.handlers = FeishuEventHandlers(
-            engine, self.adapter, self.api, self.guard, reply_budget=config.reply_budget_seconds
+            engine, self.adapter, self.api, self.guard, reply_budget=config.reply_budget_seconds,
+            names=self.names,
         )
         # On the WS path the SDK neither decrypts nor checks anything; keys stay unused.
         self.dispatcher = self.handlers.dispatcher(config.encrypt_key, config.verification_token)

@@ -1,0 +1,120 @@
+"""What Feishu users read: who decided (an ``<at>`` of that one person, never a
+broadcast), names instead of raw open_ids in toasts, and delivery failures in words
+(the API code stays in the audit), all through the served app."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from bot.commands.serve_cmd import PlatformRuntime, build_app
+from bot.platforms.feishu import build_feishu_platform
+from storage import AuditLog, HumanRequest
+from tests.fakes.asgi_server import serve_in_loop
+from tests.fakes.feishu_api import FakeFeishuApi
+from tests.feishu.conftest import ALICE, BOB, CAROL, Feishu, _engine, make_config
+
+AT = re.compile(r"<at\b[^>]*>", re.IGNORECASE)
+
+
+def _texts(card: dict[str, Any]) -> str:
+    return json.dumps(card["body"], ensure_ascii=False)
+
+
+async def test_decided_card_mentions_the_decider_only(feishu_http: Feishu) -> None:
+    f = feishu_http
+    await f.send_text("@_user_1 deploy: ship v4.0.0")
+    card = await f.wait_card()
+    response = await f.post_event(f.click_event(card, operator=ALICE))
+    assert response.json()["toast"]["type"] == "success"
+    patched = await f.wait_patch(card)
+    body = _texts(patched)
+    assert AT.findall(body) == [f"<at id={ALICE}>"]  # exactly one mention: the decider
+    decision = next(e for e in patched["body"]["elements"] if e.get("tag") == "markdown"
+                    and "<at id=" in e["content"])
+    assert decision["content"].startswith("Answered&#58; Approve — by <at id=ou_alice></at>")
+    assert "id=all" not in body and "@all" not in body.lower()
+
+
+async def test_already_decided_toast_names_the_decider(feishu_http: Feishu) -> None:
+    f = feishu_http
+    await f.send_text("@_user_1 deploy: ship v4.0.1")
+    card = await f.wait_card()
+    assert (await f.post_event(f.click_event(card, operator=ALICE))).json()["toast"][
+        "type"] == "success"
+    late = (await f.post_event(f.click_event(card, operator=BOB))).json()["toast"]
+    assert late["type"] == "error"
+    assert late["content"].startswith("Already decided by Alice Chen (Approve) at ")
+    assert "ou_" not in late["content"]
+    # The audit keeps the id (who decided, verifiably), only people read the name.
+    with f.database.transaction() as session:
+        row = session.scalars(select(HumanRequest)).one()
+        assert row.decided_by_user == ALICE
+
+
+async def test_unknown_name_becomes_neutral_words(feishu_http: Feishu) -> None:
+    f = feishu_http
+    await f.send_text("@_user_1 deploy: ship v4.0.2")
+    card = await f.wait_card()
+    assert (await f.post_event(f.click_event(card, operator=CAROL))).json()["toast"][
+        "type"] == "success"
+    f.fake.fail_next("user.get", 50, status=500)  # nor can Bob's name be looked up now
+    late = (await f.post_event(f.click_event(card, operator=BOB))).json()["toast"]
+    assert late["content"].startswith("Already decided by another approver (Approve)")
+    assert CAROL not in late["content"] and "ou_" not in late["content"]
+    patched = await f.wait_patch(card)
+    assert AT.findall(_texts(patched)) == [f"<at id={CAROL}>"]
+
+
+async def test_names_are_cached(feishu_http: Feishu) -> None:
+    f = feishu_http
+    await f.send_text("@_user_1 deploy: ship v4.0.3")
+    card = await f.wait_card()
+    await f.post_event(f.click_event(card, operator=ALICE))
+    for _ in range(3):
+        late = (await f.post_event(f.click_event(card, operator=BOB))).json()["toast"]
+        assert "Alice Chen" in late["content"]
+    assert len(f.fake.calls_to("user.get")) == 1
+
+
+@pytest.fixture
+async def feishu_bot_not_in_chat(
+    tmp_path: Path, fake_api: tuple[FakeFeishuApi, str]
+) -> AsyncIterator[Feishu]:
+    """The served app with a route whose chat the bot was never added to (230002)."""
+    fake, fake_url = fake_api
+    engine, database, settings = _engine(tmp_path, chat_id="oc_bot_not_member")
+    platform = build_feishu_platform(settings, engine, config=make_config(fake_url, fake.app_id))
+    app = build_app(engine, [PlatformRuntime("feishu", platform.endpoints(),
+                                             platform.background_tasks())])
+    async with serve_in_loop(app) as url, httpx.AsyncClient(timeout=10) as http:
+        yield Feishu(fake, engine, database, platform, url, http)
+    database.dispose()
+
+
+async def test_undeliverable_card_is_explained_in_words(feishu_bot_not_in_chat: Feishu) -> None:
+    f = feishu_bot_not_in_chat
+    origin = await f.send_text("@_user_1 deploy: ship v4.1.0")
+    answer = await f.wait_reply(origin)
+    assert [c.code for c in f.fake.calls_to("message.create")][:1] == [230002]
+    assert "askhuman isn't in that chat; an admin must add the bot to it." in answer
+    for raw in ("230002", "code=", "log_id", "status=", "message.create", "NOT be out"):
+        assert raw not in answer
+    with f.database.transaction() as session:
+        request = session.scalars(select(HumanRequest)).one()
+        assert request.status == "unavailable"
+        message = (request.result or {})["message"]  # what the agent was told
+        assert message == ("The request could not be delivered to anyone. "
+                           "askhuman isn't in that chat; an admin must add the bot to it.")
+        failed = session.scalars(select(AuditLog).where(AuditLog.event == "outbox_failed")).one()
+        assert "code=230002" in (failed.reason or "")  # the code stays in the audit
+        unavailable = session.scalars(
+            select(AuditLog).where(AuditLog.event == "unavailable")).one()
+        assert "230002" not in (unavailable.reason or "")
