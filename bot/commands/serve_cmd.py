@@ -1,8 +1,9 @@
 """``askhuman serve``: the long-running bot process.
 
 One process runs the engine's worker loop (resumes, timeouts), every configured
-chat platform, and an ASGI app (``/healthz`` plus platform HTTP endpoints) under
-uvicorn. Platforms plug in through ``PLATFORM_STARTERS``: each starter looks at the
+chat platform, and an ASGI app (``/healthz``, ``/readyz`` which asks the database, and
+platform HTTP endpoints) under uvicorn. Platforms plug in through
+``PLATFORM_STARTERS``: each starter looks at the
 environment, registers its adapter with the engine and returns what must be
 mounted or run, or None when that platform is not configured. Slack's starter is
 here; Feishu appends its own.
@@ -23,6 +24,7 @@ import typer
 from starlette.applications import Starlette
 
 from bot.engine.core import Engine
+from bot.engine.health import DatabaseProbe
 from bot.logs import configure_logging
 from bot.settings import ConfigError, Settings, load_settings
 from bot.web import Endpoint, create_app
@@ -117,7 +119,7 @@ def build_app(engine: Engine, runtimes: list[PlatformRuntime]) -> Starlette:
                     )
 
     endpoints = [endpoint for runtime in runtimes for endpoint in runtime.endpoints]
-    return create_app(endpoints, lifespan)
+    return create_app(endpoints, lifespan, ready=DatabaseProbe(engine.db).check)
 
 
 async def _until_stopped(task: BackgroundTask, stop: asyncio.Event) -> None:

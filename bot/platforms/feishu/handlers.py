@@ -28,6 +28,7 @@ from lark_oapi.event.callback.model.p2_card_action_trigger import (
 )
 from pydantic import JsonValue
 
+from bot.engine.health import DATABASE_DOWN, database_unreachable
 from bot.engine.ports import Identity, Origin
 from bot.engine.results import EngineError, RespondResult
 from bot.platforms.feishu.adapter import FeishuAdapter, plain_text
@@ -455,7 +456,12 @@ class FeishuEventHandlers:
             await self._engine.start_run(agent, prompt, msg.sender, origin)
         except EngineError as exc:
             await self._reply(msg.message_id, str(exc))
-        except Exception:
+        except Exception as exc:
+            if database_unreachable(exc):
+                log.warning("feishu run failed to start: database unreachable",
+                            extra={"agent": agent, "error": type(exc).__name__})
+                await self._reply(msg.message_id, DATABASE_DOWN)
+                return
             log.exception("feishu run failed to start", extra={"agent": agent})
             await self._reply(msg.message_id, "The run could not be started; see the bot's logs.")
 

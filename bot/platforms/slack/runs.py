@@ -13,6 +13,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agents.base import AgentRuntimeError
+from bot.engine.health import DATABASE_DOWN, database_unreachable
 from bot.engine.ports import Identity, Origin
 from bot.engine.results import EngineError
 from bot.platforms.slack.client import error_code
@@ -39,7 +40,13 @@ async def start_run(
     except (EngineError, AgentRuntimeError) as exc:
         await _say(client, channel, thread_ts, f":warning: {slack_escape(str(exc))}")
         return None
-    except Exception:
+    except Exception as exc:
+        if database_unreachable(exc):
+            log.warning("starting a run failed: database unreachable",
+                        extra={"platform": "slack", "agent": agent,
+                               "error": type(exc).__name__})
+            await _say(client, channel, thread_ts, f":warning: {DATABASE_DOWN}")
+            return None
         log.exception("starting a run failed", extra={"platform": "slack", "agent": agent})
         await _say(client, channel, thread_ts, ":warning: The run could not start (see the logs).")
         return None

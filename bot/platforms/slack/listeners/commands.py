@@ -14,6 +14,7 @@ from slack_bolt.async_app import AsyncAck, AsyncRespond
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.engine.health import DATABASE_DOWN, database_unreachable
 from bot.engine.ports import Identity
 from bot.platforms.slack.client import error_code
 from bot.platforms.slack.engine_api import SlackEngine
@@ -39,6 +40,7 @@ NOT_IN_CHANNEL = (
     "Invite me with `/invite @askhuman`, or run the command in a channel I'm in."
 )
 MAX_PENDING_LINES = 20
+PENDING_FAILED = "I couldn't list your requests just now; please try again shortly."
 
 
 def parse(text: str) -> tuple[str, str]:
@@ -91,13 +93,25 @@ class CommandListener:
             await self._run(client, respond, user, channel, agent, prompt.strip())
         elif sub == "pending":
             await ack()
-            cards = await self._engine.pending_for(user)
-            await respond(text=pending_text(cards), response_type="ephemeral")
+            await self._pending(respond, user)
         elif sub in ("", "help"):
             await ack(text=HELP, response_type="ephemeral")
         else:
             unknown = f"I don't know `{slack_escape(sub[:40])}`.\n\n{HELP}"
             await ack(text=unknown, response_type="ephemeral")
+
+    async def _pending(self, respond: AsyncRespond, user: Identity) -> None:
+        """List the asker's open requests; when that fails, say so (never silence)."""
+        try:
+            cards = await self._engine.pending_for(user)
+        except Exception as exc:
+            down = database_unreachable(exc)
+            log.warning("listing pending requests failed", exc_info=not down,
+                        extra={"platform": "slack", "error": type(exc).__name__})
+            text = DATABASE_DOWN if down else PENDING_FAILED
+            await respond(text=text, response_type="ephemeral")
+            return
+        await respond(text=pending_text(cards), response_type="ephemeral")
 
     async def _run(
         self,
