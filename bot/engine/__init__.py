@@ -76,6 +76,7 @@ Where things live (each ``Engine`` concern is a mixin over ``base.EngineBase``):
 - ``sweeps`` — claiming due reminders and escalations.
 - helpers without engine state: ``outbox`` / ``worker`` (durable queues), ``store``
   (row helpers), ``cards`` (rows → ``RequestCard``), ``authz`` (approver checks),
+  ``health`` (the ``/readyz`` database probe, and "database down" words for people),
   ``values`` (answer validation), ``housekeeping`` (dedupe and pruning), ``ports`` /
   ``results`` (the types adapters see).
 
