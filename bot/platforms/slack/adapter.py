@@ -67,7 +67,7 @@ class SlackAdapter:
                 "platform": PLATFORM,
                 "ref": card.ref,
                 "channel": ref.channel,
-                "ts": ref.message_id,
+                "message_ts": ref.message_id,
             },
         )
         return ref
@@ -89,7 +89,7 @@ class SlackAdapter:
                     "platform": PLATFORM,
                     "ref": card.ref,
                     "channel": ref.channel,
-                    "ts": ref.message_id,
+                    "message_ts": ref.message_id,
                     "error": error_code(exc),
                 },
             )
@@ -100,7 +100,7 @@ class SlackAdapter:
                 "platform": PLATFORM,
                 "ref": card.ref,
                 "status": card.status,
-                "ts": ref.message_id,
+                "message_ts": ref.message_id,
             },
         )
 
@@ -130,13 +130,13 @@ class SlackAdapter:
             code = error_code(exc)
             log.warning(
                 "slack reminder failed",
-                extra={"platform": PLATFORM, "ref": card.ref, "ts": ref.message_id,
+                extra={"platform": PLATFORM, "ref": card.ref, "message_ts": ref.message_id,
                        "error": code},
             )
             raise DeliveryError(f"Slack refused the reminder: {code}") from exc
         log.info(
             "slack reminder posted",
-            extra={"platform": PLATFORM, "ref": card.ref, "ts": ref.message_id},
+            extra={"platform": PLATFORM, "ref": card.ref, "message_ts": ref.message_id},
         )
 
     async def _post_in_thread(
