@@ -117,7 +117,7 @@ def build_app(engine: Engine, runtimes: list[PlatformRuntime]) -> Starlette:
                     )
 
     endpoints = [endpoint for runtime in runtimes for endpoint in runtime.endpoints]
-    return create_app(endpoints, lifespan)
+    return create_app(endpoints, lifespan, max_body_bytes=engine.settings.http.max_body_bytes)
 
 
 async def _until_stopped(task: BackgroundTask, stop: asyncio.Event) -> None:
