@@ -73,8 +73,9 @@ def make_endpoint(
     """Build the endpoint; ``bind_loop`` tells the handlers which loop is the app's.
 
     ``verification_token`` is checked here, before the SDK (which would log a traceback
-    for a wrong one). ``executor`` runs the (blocking) SDK dispatcher. It must not be the loop's default
-    executor: a handler waits there for the engine, which itself needs that pool.
+    for a wrong one). ``executor`` runs the (blocking) SDK dispatcher. It must not be
+    the loop's default executor: a handler waits there for the engine, which itself
+    needs that pool.
     ``first_seen(key)`` shares nonces with the other replicas (``engine.first_seen``);
     with ``first_seen_chain(keys)`` (``engine.first_seen_chain``) the event id is
     recorded in the same transaction, right after the nonce, and its verdict handed to
