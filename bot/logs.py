@@ -27,6 +27,8 @@ SECRET_ENV_VARS = (
 )
 _TOKEN = re.compile(r"\b(xox[abposr]-[A-Za-z0-9-]+|xapp-[A-Za-z0-9-]+|[tu]-[A-Za-z0-9_]{20,})")
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+RESERVED = ("ts", "level", "logger", "msg", "exc")
+"""Keys the formatter itself writes; an extra with one of these names is renamed."""
 MASK = "***"
 
 
@@ -40,7 +42,11 @@ def scrub(text: str) -> str:
 
 
 class JsonFormatter(logging.Formatter):
-    """``{"ts", "level", "logger", "msg", ...extra}`` on one line, scrubbed."""
+    """``{"ts", "level", "logger", "msg", ...extra}`` on one line, scrubbed.
+
+    An extra named like one of the line's own keys (``RESERVED``) is written as
+    ``extra_<key>``: a field must never replace the line's time, level or message.
+    """
 
     def format(self, record: logging.LogRecord) -> str:
         payload: dict[str, Any] = {
@@ -51,7 +57,7 @@ class JsonFormatter(logging.Formatter):
         }
         for key, value in vars(record).items():
             if key not in _STANDARD and not key.startswith("_"):
-                payload[key] = value
+                payload[f"extra_{key}" if key in RESERVED else key] = value
         if record.exc_info:
             payload["exc"] = self.formatException(record.exc_info)
         return scrub(json.dumps(payload, default=str, ensure_ascii=False))

@@ -217,12 +217,20 @@ class AgentSettings(_Strict):
     ask_human: AskHumanConfig = Field(default_factory=AskHumanConfig)
 
 
+class HttpSettings(_Strict):
+    """The HTTP server (``serve``): limits applied before any endpoint runs."""
+
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
+    """Larger request bodies get 413 unread (Slack and Feishu send a few KB)."""
+
+
 class FileSettings(_Strict):
     """The YAML file's shape (also the built-in default)."""
 
     database_url: str | None = None
     agents: dict[str, AgentSettings] = Field(default_factory=dict)
     routes: dict[str, RouteSettings] = Field(default_factory=dict)
+    http: HttpSettings = Field(default_factory=HttpSettings)
 
     @model_validator(mode="after")
     def _routes_exist(self) -> FileSettings:
@@ -275,6 +283,7 @@ class Settings(_Strict):
     agents: dict[str, AgentSettings]
     routes: dict[str, RouteSettings]
     source: str = "built-in default"
+    http: HttpSettings = Field(default_factory=HttpSettings)
 
     def agent(self, name: str) -> AgentSettings | None:
         return self.agents.get(name)
@@ -350,5 +359,6 @@ def load_settings(path: str | Path | None = None) -> Settings:
     env = EnvSettings()
     url = env.database_url or parsed.database_url or DEFAULT_DATABASE_URL
     return Settings(
-        database_url=url, agents=parsed.agents, routes=parsed.routes, source=source
+        database_url=url, agents=parsed.agents, routes=parsed.routes, source=source,
+        http=parsed.http,
     )

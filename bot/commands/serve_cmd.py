@@ -119,7 +119,8 @@ def build_app(engine: Engine, runtimes: list[PlatformRuntime]) -> Starlette:
                     )
 
     endpoints = [endpoint for runtime in runtimes for endpoint in runtime.endpoints]
-    return create_app(endpoints, lifespan, ready=DatabaseProbe(engine.db).check)
+    return create_app(endpoints, lifespan, ready=DatabaseProbe(engine.db).check,
+                      max_body_bytes=engine.settings.http.max_body_bytes)
 
 
 async def _until_stopped(task: BackgroundTask, stop: asyncio.Event) -> None:

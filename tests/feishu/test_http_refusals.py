@@ -78,7 +78,7 @@ async def test_missing_signature_is_rejected(feishu_http: Feishu) -> None:
     body = json.dumps({"encrypt": encrypt(json.dumps(f.click_event(card)).encode(),
                                           ENCRYPT_KEY)}).encode()
     response = await f.http.post(f.url + "/feishu/events", content=body)  # type: ignore[union-attr]
-    assert response.status_code == 400
+    assert response.status_code == 401
     await _still_pending(f, card)
 
 
@@ -108,7 +108,7 @@ async def test_wrong_verification_token_is_rejected(feishu_http: Feishu) -> None
     event = f.click_event(card)
     event["header"]["token"] = "forged-token"
     response = await f.post_event(event)
-    assert response.status_code == 400
+    assert response.status_code == 401
     await _still_pending(f, card)
 
 

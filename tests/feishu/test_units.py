@@ -242,15 +242,16 @@ def test_serve_wiring(tmp_path: Any) -> None:
 
 
 def test_endpoint_reads_the_event_id_it_records_with_the_nonce() -> None:
-    from bot.platforms.feishu.http import _event_id
+    from bot.platforms.feishu.inbound import BadBody, event_id, open_body
     from tests.fakes.feishu_signing import encrypt
 
     event = json.dumps({"schema": "2.0", "header": {"event_id": "ev_1"}}).encode()
     body = json.dumps({"encrypt": encrypt(event, "k")}).encode()
-    assert _event_id(body, "k") == "ev_1"
-    assert _event_id(event, "k") == "ev_1"  # unencrypted (no encrypt key configured)
-    assert _event_id(body, "") is None  # cannot decrypt: left to the SDK and handlers
-    assert _event_id(body, "other-key") is None
-    assert _event_id(b"not json", "k") is None
-    assert _event_id(json.dumps({"challenge": "c", "type": "url_verification"}).encode(),
-                     "k") is None
+    assert event_id(open_body(body, "k")) == "ev_1"
+    assert event_id(open_body(event, "k")) == "ev_1"  # unencrypted (no encrypt key configured)
+    for junk, key in ((body, ""), (body, "other-key"), (b"not json", "k"),
+                      (b"[1]", "k"), (b'{"schema": "2.0"}', "k")):
+        with pytest.raises(BadBody):
+            open_body(junk, key)
+    challenge = json.dumps({"challenge": "c", "type": "url_verification"}).encode()
+    assert event_id(open_body(challenge, "k")) is None

@@ -33,3 +33,14 @@ def test_configured_secret_values_are_masked(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("SLACK_SIGNING_SECRET", "s3cr3t-signing-value")
     line = _format("bad signature with s3cr3t-signing-value")
     assert "s3cr3t-signing-value" not in json.dumps(line)
+
+
+def test_extras_never_overwrite_the_lines_own_keys() -> None:
+    """A ``ts`` extra (Slack's message ts) once replaced the line's timestamp."""
+    line = _format("slack card delivered", ts="1712345678.000100", level="x", logger="y")
+    stamp = str(line["ts"])
+    assert stamp != "1712345678.000100" and stamp[:2] == "20" and "T" in stamp
+    assert (line["level"], line["logger"], line["msg"]) == (
+        "info", "askhuman.test", "slack card delivered")
+    assert (line["extra_ts"], line["extra_level"], line["extra_logger"]) == (
+        "1712345678.000100", "x", "y")

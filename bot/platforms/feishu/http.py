@@ -1,9 +1,12 @@
 """The ``/feishu/events`` HTTP callback endpoint (Starlette).
 
-Order of checks: body size → signature, timestamp window and nonce (transport
-replay protection; done here because the SDK has none) → the SDK dispatcher, which
-decrypts, checks the verification token and signature again, answers
-``url_verification`` and calls our handlers → reply → release held card patches.
+Order of checks, cheapest first, and none of them by the SDK (which logs a traceback
+for every request it refuses): body size (``bot.web.BodyLimit``) → signature on the
+raw bytes and timestamp window → decrypt and parse (``inbound.open_body``) →
+verification token → ``url_verification`` answered here → nonce (transport replay
+protection; the SDK has none) → the SDK dispatcher, which decrypts and checks again
+and calls our handlers → reply → release held card patches. An unsigned request may
+only be a small ``url_verification`` carrying our token; anything else gets 401.
 """
 
 from __future__ import annotations
@@ -13,19 +16,24 @@ import concurrent.futures
 import contextvars
 import hashlib
 import hmac
-import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from lark_oapi.core.model import RawRequest
-from lark_oapi.core.utils import AESCipher
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from bot.platforms.feishu.adapter import FeishuAdapter
 from bot.platforms.feishu.handlers import ReplyContext, current_reply
+from bot.platforms.feishu.inbound import (
+    URL_VERIFICATION,
+    BadBody,
+    event_id,
+    open_body,
+    token_matches,
+)
 from bot.platforms.feishu.replay import ReplayGuard, parse_epoch
 
 log = logging.getLogger("askhuman.feishu.http")
@@ -35,7 +43,8 @@ NONCE = "X-Lark-Request-Nonce"
 SIGNATURE = "X-Lark-Signature"
 _FORWARDED = (TIMESTAMP, NONCE, SIGNATURE, "X-Request-Id", "Content-Type")
 """Header names exactly as lark-oapi looks them up (its lookup is case-sensitive)."""
-MAX_BODY_BYTES = 1024 * 1024
+UNSIGNED_MAX_BYTES = 4096
+"""An unsigned body is only opened if it is this small (a url_verification is < 1 KB)."""
 
 
 def expected_signature(timestamp: str, nonce: str, encrypt_key: str, body: bytes) -> str:
@@ -56,14 +65,17 @@ def make_endpoint(
     bind_loop: Callable[[asyncio.AbstractEventLoop], None],
     executor: concurrent.futures.Executor,
     *,
+    verification_token: str,
     first_seen: Callable[[str], Awaitable[bool]] | None = None,
     first_seen_chain: Callable[[Sequence[str]], Awaitable[list[bool]]] | None = None,
     audit: Callable[..., Awaitable[None]] | None = None,
 ) -> Callable[[Request], Awaitable[Response]]:
     """Build the endpoint; ``bind_loop`` tells the handlers which loop is the app's.
 
-    ``executor`` runs the (blocking) SDK dispatcher. It must not be the loop's default
-    executor: a handler waits there for the engine, which itself needs that pool.
+    ``verification_token`` is checked here, before the SDK (which would log a traceback
+    for a wrong one). ``executor`` runs the (blocking) SDK dispatcher. It must not be
+    the loop's default executor: a handler waits there for the engine, which itself
+    needs that pool.
     ``first_seen(key)`` shares nonces with the other replicas (``engine.first_seen``);
     with ``first_seen_chain(keys)`` (``engine.first_seen_chain``) the event id is
     recorded in the same transaction, right after the nonce, and its verdict handed to
@@ -79,39 +91,71 @@ def make_endpoint(
                         **{k: str(v)[:200] for k, v in extra.items()})
         return _reject(status, reason, **extra)
 
-    async def feishu_events(request: Request) -> Response:
-        bind_loop(asyncio.get_running_loop())
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:
-            return _reject(413, "body too large", size=len(body))
-        context = ReplyContext()
-        headers = {name: request.headers[name] for name in _FORWARDED if name in request.headers}
+    async def admit(headers: dict[str, str], body: bytes) -> Response | dict[str, Any]:
+        """Signature → timestamp → body → token: a refusal, or the opened callback."""
         timestamp, nonce = headers.get(TIMESTAMP), headers.get(NONCE)
         signature = headers.get(SIGNATURE)
-        if timestamp is not None or nonce is not None or signature is not None:
-            # Signed request (everything except, possibly, the console's url_verification):
-            # check it ourselves first so the nonce is only remembered for genuine requests.
+        signed = timestamp is not None or nonce is not None or signature is not None
+        if signed:
+            # On the raw bytes, before anything is parsed.
             if timestamp is None or nonce is None or signature is None:
                 return _reject(401, "incomplete signature headers")
             wanted = expected_signature(timestamp, nonce, encrypt_key, body)
             if not hmac.compare_digest(wanted, signature):
                 return _reject(401, "bad signature")
             sent_at = parse_epoch(timestamp)
-            if sent_at is None or not guard.fresh(sent_at):
+            if sent_at is None:
+                return await refuse_signed(400, "timestamp is not a number")
+            if not guard.fresh(sent_at):
                 return await refuse_signed(401, "timestamp outside the replay window",
                                            timestamp=timestamp)
-            if not guard.first_nonce(nonce):
+        elif len(body) > UNSIGNED_MAX_BYTES:
+            return _reject(401, "missing signature headers")
+        try:
+            payload = open_body(body, encrypt_key)
+        except BadBody as exc:
+            if signed:
+                return await refuse_signed(400, str(exc))
+            return _reject(401, "missing signature headers")
+        if not token_matches(payload, verification_token):
+            return _reject(401, "wrong verification token")
+        if not signed and payload.get("type") != URL_VERIFICATION:
+            return _reject(401, "missing signature headers")
+        return payload
+
+    async def claim_nonce(
+        nonce: str, payload: dict[str, Any], context: ReplyContext
+    ) -> Response | None:
+        """Remember the nonce (here, then shared) and the event id; None if both new."""
+        if not guard.first_nonce(nonce):
+            return await refuse_signed(401, "replayed nonce", nonce=nonce)
+        if first_seen_chain is not None:
+            found = event_id(payload)
+            keys = [f"nonce:{nonce}"] + ([f"event:{found}"] if found else [])
+            verdicts = await first_seen_chain(keys)
+            if not verdicts[0]:
                 return await refuse_signed(401, "replayed nonce", nonce=nonce)
-            if first_seen_chain is not None:
-                event_id = _event_id(body, encrypt_key)
-                keys = [f"nonce:{nonce}"] + ([f"event:{event_id}"] if event_id else [])
-                verdicts = await first_seen_chain(keys)
-                if not verdicts[0]:
-                    return await refuse_signed(401, "replayed nonce", nonce=nonce)
-                if event_id:
-                    context.shared_events[event_id] = all(verdicts)
-            elif first_seen is not None and not await first_seen(f"nonce:{nonce}"):
-                return await refuse_signed(401, "replayed nonce", nonce=nonce)
+            if found:
+                context.shared_events[found] = all(verdicts)
+        elif first_seen is not None and not await first_seen(f"nonce:{nonce}"):
+            return await refuse_signed(401, "replayed nonce", nonce=nonce)
+        return None
+
+    async def feishu_events(request: Request) -> Response:
+        bind_loop(asyncio.get_running_loop())
+        body = await request.body()  # at most ``http.max_body_bytes`` (bot.web.BodyLimit)
+        context = ReplyContext()
+        headers = {name: request.headers[name] for name in _FORWARDED if name in request.headers}
+        payload = await admit(headers, body)
+        if isinstance(payload, Response):
+            return payload
+        if payload.get("type") == URL_VERIFICATION:
+            # Answered here, signed or not (the console's check may come unsigned):
+            # the verification token is what shows that it comes from Feishu.
+            return _challenge(payload)
+        refused = await claim_nonce(headers[NONCE], payload, context)
+        if refused is not None:
+            return refused
         raw = RawRequest()
         raw.uri = request.url.path
         raw.headers = headers
@@ -128,9 +172,7 @@ def make_endpoint(
         if result.status_code != 200:
             await _release(adapter, context.held_refs)
             detail = (result.content or b"")[:200].decode("utf-8", "replace")
-            if signature is not None:  # verified above: audit; unsigned junk is only logged
-                return await refuse_signed(400, "sdk refused the callback", detail=detail)
-            return _reject(400, "sdk refused the callback", detail=detail)
+            return await refuse_signed(400, "sdk refused the callback", detail=detail)
         return Response(
             content=result.content or b"{}",
             status_code=200,
@@ -143,23 +185,12 @@ def make_endpoint(
     return feishu_events
 
 
-def _event_id(body: bytes, encrypt_key: str) -> str | None:
-    """The event id of a signature-checked body (decrypted as the SDK will), or None if
-    it has none or cannot be read (the SDK then decides; its handlers dedupe it)."""
-    try:
-        outer = json.loads(body)
-        encrypted = outer.get("encrypt") if isinstance(outer, dict) else None
-        if isinstance(encrypted, str) and encrypted:
-            if not encrypt_key:
-                return None
-            event = json.loads(AESCipher(encrypt_key).decrypt_str(encrypted))
-        else:
-            event = outer
-        header = event.get("header") if isinstance(event, dict) else None
-        event_id = header.get("event_id") if isinstance(header, dict) else None
-    except Exception:
-        return None
-    return event_id if isinstance(event_id, str) and event_id else None
+def _challenge(payload: dict[str, Any]) -> Response:
+    """The answer to Feishu's ``url_verification``: its challenge, echoed as JSON."""
+    challenge = payload.get("challenge")
+    if not isinstance(challenge, str):
+        return _reject(400, "url_verification without a challenge")
+    return JSONResponse({"challenge": challenge})
 
 
 async def _release(adapter: FeishuAdapter, refs: list[str]) -> None:

@@ -66,6 +66,7 @@ class FeishuPlatform:
             config.encrypt_key,
             self.handlers.bind_loop,
             self._executor,
+            verification_token=config.verification_token,
             first_seen=self.handlers.first_seen,
             first_seen_chain=self.handlers.first_seen_chain,
             audit=self.handlers.audit,

@@ -11,6 +11,7 @@ window stays purely in memory.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -82,6 +83,8 @@ def parse_epoch(value: str | int | float | None) -> float | None:
     try:
         number = float(value)
     except (TypeError, ValueError):
+        return None
+    if not math.isfinite(number):  # "nan", "inf", "1e400"
         return None
     if number > 1e14:  # microseconds (older card callback examples)
         return number / 1e6

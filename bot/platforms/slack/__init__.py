@@ -9,6 +9,7 @@ Layout (small modules, one concern each):
 - ``directory``  — ``SlackDirectory``: the engine's ``Directory`` (TTL-cached memberships).
 - ``listeners/`` — one Bolt listener per concern: slash command, mention, buttons, modal.
 - ``app``        — ``build_app`` (Bolt wiring, event dedupe) and ``http_endpoint``.
+- ``inbound``    — what ``/slack/events`` checks before Bolt parses: signature, shape.
 - ``runtime``    — ``SlackPlatform``, everything above for one engine; used by ``serve``.
 """
 

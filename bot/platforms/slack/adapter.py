@@ -71,7 +71,7 @@ class SlackAdapter:
                 "platform": PLATFORM,
                 "ref": card.ref,
                 "channel": ref.channel,
-                "ts": ref.message_id,
+                "message_ts": ref.message_id,
             },
         )
         return ref
@@ -93,7 +93,7 @@ class SlackAdapter:
                     "platform": PLATFORM,
                     "ref": card.ref,
                     "channel": ref.channel,
-                    "ts": ref.message_id,
+                    "message_ts": ref.message_id,
                     "error": error_code(exc),
                 },
             )
@@ -104,7 +104,7 @@ class SlackAdapter:
                 "platform": PLATFORM,
                 "ref": card.ref,
                 "status": card.status,
-                "ts": ref.message_id,
+                "message_ts": ref.message_id,
             },
         )
 
@@ -134,14 +134,14 @@ class SlackAdapter:
             code = error_code(exc)
             log.warning(
                 "slack reminder failed",
-                extra={"platform": PLATFORM, "ref": card.ref, "ts": ref.message_id,
+                extra={"platform": PLATFORM, "ref": card.ref, "message_ts": ref.message_id,
                        "error": code},
             )
             raise DeliveryError(f"Slack refused the reminder: {code}",
                                 reason=slack_words(code), code=code) from exc
         log.info(
             "slack reminder posted",
-            extra={"platform": PLATFORM, "ref": card.ref, "ts": ref.message_id},
+            extra={"platform": PLATFORM, "ref": card.ref, "message_ts": ref.message_id},
         )
 
     async def _post_in_thread(

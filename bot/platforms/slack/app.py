@@ -12,15 +12,18 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_bolt.response import BoltResponse
+from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
 
 from bot.engine.ports import Identity
 from bot.platforms.slack.dedupe import RecentIds
 from bot.platforms.slack.directory import SlackDirectory
 from bot.platforms.slack.engine_api import SlackEngine
+from bot.platforms.slack.inbound import Refusal, bolt_request, check_signature, log_refusal
 from bot.platforms.slack.listeners.actions import (
     ActionListener,
     FileButtonListener,
@@ -84,6 +87,19 @@ def dedupe_events(
     return middleware
 
 
+class _UnusedEnvTokenFilter(logging.Filter):
+    """Drop Bolt's "`token` will be unused" warning while the app is built.
+
+    We pass Bolt only the ``client`` (it carries the bot token, the fake's base URL and
+    our retry handlers), never a ``token``. Bolt still reads ``SLACK_BOT_TOKEN`` from
+    the environment on its own and then warns that this token is unused, at every
+    start. The warning says nothing an admin can act on; every other one passes.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+
+
 def build_app(
     engine: SlackEngine,
     client: AsyncWebClient,
@@ -94,12 +110,18 @@ def build_app(
     seen_events: RecentIds | None = None,
 ) -> AsyncApp:
     """The Bolt app. ``signing_secret=None`` is only valid for Socket Mode."""
-    app = AsyncApp(
-        client=client,
-        signing_secret=signing_secret or "",
-        request_verification_enabled=signing_secret is not None,
-        logger=logging.getLogger("bot.platforms.slack.bolt"),
-    )
+    bolt_log = logging.getLogger("bot.platforms.slack.bolt")
+    quiet = _UnusedEnvTokenFilter()
+    bolt_log.addFilter(quiet)
+    try:
+        app = AsyncApp(
+            client=client,
+            signing_secret=signing_secret or "",
+            request_verification_enabled=signing_secret is not None,
+            logger=bolt_log,
+        )
+    finally:
+        bolt_log.removeFilter(quiet)
     app.middleware(dedupe_events(seen_events or RecentIds(), engine))
     app.command(command)(CommandListener(engine))
     app.event("app_mention")(MentionListener(engine, directory))
@@ -110,13 +132,26 @@ def build_app(
     return app
 
 
-def http_endpoint(app: AsyncApp) -> Callable[[Request], Awaitable[Response]]:
-    """A Starlette endpoint for ``/slack/events`` (events, interactivity, commands)."""
-    from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
+def http_endpoint(
+    app: AsyncApp, signing_secret: str
+) -> Callable[[Request], Awaitable[Response]]:
+    """A Starlette endpoint for ``/slack/events`` (events, interactivity, commands).
 
-    handler = AsyncSlackRequestHandler(app)
+    The raw body's signature is verified (``inbound.check_signature``) before Bolt
+    builds its request, which parses the body; see ``bot.platforms.slack.inbound``.
+    """
+    from slack_bolt.adapter.starlette.async_handler import to_starlette_response
+
+    verifier = SignatureVerifier(signing_secret)
 
     async def endpoint(request: Request) -> Response:
-        return await handler.handle(request)
+        body = await request.body()  # at most ``http.max_body_bytes`` (bot.web.BodyLimit)
+        checked = check_signature(verifier, body, request.headers) or bolt_request(
+            request, body
+        )
+        if isinstance(checked, Refusal):
+            log_refusal(checked, request)
+            return PlainTextResponse(checked.reason, status_code=checked.status)
+        return to_starlette_response(await app.async_dispatch(checked))
 
     return endpoint

@@ -69,9 +69,9 @@ class SlackPlatform:
 
     def endpoints(self) -> list[tuple[str, Endpoint]]:
         """HTTP endpoints to mount; none in Socket Mode (Slack connects no URL to us)."""
-        if self.config.socket_mode:
+        if self.config.socket_mode or self.config.signing_secret is None:
             return []
-        return [(EVENTS_PATH, http_endpoint(self.app))]
+        return [(EVENTS_PATH, http_endpoint(self.app, self.config.signing_secret))]
 
     async def run_socket_mode(self, stop: asyncio.Event) -> None:
         """Hold a Socket Mode connection open until ``stop`` is set (auto-reconnects)."""
