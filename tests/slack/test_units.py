@@ -118,7 +118,7 @@ async def test_directory_fails_closed_and_does_not_cache_errors(fake: FakeSlackA
     directory = SlackDirectory(_client(fake), ttl_seconds=60)
     assert await directory.group_members("S404") == set()  # "no such group" is an answer
     fake.group_members["S1"] = ["U2"]
-    fake.fail("usergroups.users.list", status=500, error="internal_error", times=4)
+    fake.fail("usergroups.users.list", status=429, retry_after=0, times=4)
     with pytest.raises(DirectoryUnavailable):
         await directory.group_members("S1")  # a failure is not "nobody"...
     assert await directory.group_members("S1") == {"U2"}  # ...and is not cached
