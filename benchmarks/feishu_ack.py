@@ -75,7 +75,8 @@ FORM_VALUE = {"f_environment": "o1", "f_comment": "lgtm"}
 def settings(db_url: str, operators: list[str]) -> Settings:
     return Settings.model_validate({
         "database_url": db_url,
-        "agents": {"deploy": {"model": "scripted:deploy", "route": "ops"}},
+        "agents": {"deploy": {"model": "scripted:deploy", "route": "ops",
+                              "starters": {"feishu": {"users": [STARTER]}}}},
         "routes": {"ops": {"timeout": "30m", "feishu": {
             "chat_id": APPROVALS, "approvers": {"users": operators}}}},
     })

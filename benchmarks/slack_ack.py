@@ -56,7 +56,8 @@ GROUP = "S0BENCH"
 def settings(db_url: str) -> Settings:
     return Settings.model_validate({
         "database_url": db_url,
-        "agents": {"deploy": {"model": "scripted:deploy", "route": "ops"}},
+        "agents": {"deploy": {"model": "scripted:deploy", "route": "ops",
+                              "starters": {"slack": {"users": ["U0STARTER"]}}}},
         "routes": {"ops": {"timeout": "30m", "slack": {
             "channel": CHANNEL, "approvers": {"groups": [GROUP]}}}},
     })

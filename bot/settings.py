@@ -104,6 +104,10 @@ class SlackRoute(_Strict):
     users: list[str] = Field(default_factory=list)
     """Users who get the card as a DM."""
     approvers: Approvers = Field(default_factory=Approvers)
+    allow_external: bool = False
+    """Slack Connect: people from another organisation in a shared channel count as
+    channel members (or group members) only when this is true. People listed by id
+    under ``users`` are always allowed. Also applies to starting this route's agents."""
 
     @model_validator(mode="after")
     def _has_recipient(self) -> SlackRoute:
@@ -208,13 +212,50 @@ class RouteSettings(_Strict):
         return section.approvers if section is not None else None
 
 
+class Starters(_Strict):
+    """Who may start an agent from each chat platform (same shape as approvers).
+
+    ``channel_members: true`` means the members of the channel (Slack ``channel``) or
+    chat (Feishu ``chat_id``) the agent's route delivers its cards to. A platform
+    without a section here cannot start the agent at all.
+    """
+
+    slack: Approvers | None = None
+    feishu: Approvers | None = None
+    console: Approvers | None = None
+    """Console user names (``askhuman demo`` starts runs as ``demo-requester``)."""
+
+    @model_validator(mode="after")
+    def _each_lists_someone(self) -> Starters:
+        for name in ("slack", "feishu", "console"):
+            section = getattr(self, name)
+            if section is not None and not section.anyone_listed:
+                raise KeyPathError(name, "lists nobody; add users, groups or "
+                                         "channel_members: true, or remove the section")
+        if self.console is not None and (self.console.groups or self.console.channel_members):
+            raise KeyPathError("console", "the console has no groups or channels; "
+                                          "list console user names under users")
+        if self.feishu is not None and self.feishu.groups:
+            raise KeyPathError("feishu.groups", "Feishu has no user groups askhuman can use; "
+                                                "list users or set channel_members: true")
+        return self
+
+    def for_platform(self, platform: str) -> Approvers | None:
+        return getattr(self, platform, None) if platform in ("slack", "feishu", "console") \
+            else None
+
+
 class AgentSettings(_Strict):
-    """One agent: its model, instructions, guardrails and route."""
+    """One agent: its model, instructions, guardrails, route and who may start it."""
 
     model: str
     instructions: str = ""
     route: str = "default"
     ask_human: AskHumanConfig = Field(default_factory=AskHumanConfig)
+    starters: Starters | None = None
+    """Who may start this agent from Slack, Feishu or the console. Missing means
+    nobody can (only trusted callers such as the API or schedules start it);
+    ``askhuman config check`` warns about it."""
 
 
 class HttpSettings(_Strict):
@@ -241,6 +282,7 @@ class FileSettings(_Strict):
                     f"agent '{name}' uses route '{agent.route}', which is not defined "
                     f"under routes (known routes: {known})"
                 )
+            _check_starter_channels(name, agent, self.routes[agent.route])
         for name, route in self.routes.items():
             target = route.escalation.route if route.escalation else None
             if target is None:
@@ -256,6 +298,34 @@ class FileSettings(_Strict):
         return self
 
 
+def _check_starter_channels(name: str, agent: AgentSettings, route: RouteSettings) -> None:
+    """``starters.<platform>.channel_members`` needs a channel on the agent's route."""
+    if agent.starters is None:
+        return
+    for platform, field in (("slack", "channel"), ("feishu", "chat_id")):
+        section = agent.starters.for_platform(platform)
+        if section is None or not section.channel_members:
+            continue
+        delivery = getattr(route, platform)
+        if delivery is None or not getattr(delivery, field):
+            raise KeyPathError(
+                f"agents.{name}.starters.{platform}.channel_members",
+                f"route '{agent.route}' has no {platform}.{field} whose members could start "
+                f"'{name}'; set routes.{agent.route}.{platform}.{field} or list users instead",
+            )
+
+
+def config_warnings(agents: dict[str, AgentSettings]) -> list[str]:
+    """Valid but probably unintended settings, each naming the key and the fix."""
+    return [
+        f"agents.{name}.starters is missing, so nobody can start '{name}' from Slack, "
+        f"Feishu or the console (only the API or schedules can). Add who may start it, "
+        f"e.g. starters: {{slack: {{users: [U0123456789]}}}}"
+        for name, agent in sorted(agents.items())
+        if agent.starters is None
+    ]
+
+
 class EnvSettings(BaseSettings):
     """Environment overrides (``ASKHUMAN_*``)."""
 
@@ -264,12 +334,16 @@ class EnvSettings(BaseSettings):
     database_url: str | None = None
 
 
+CONSOLE_DEMO_USER = "demo-requester"
+"""The console user ``askhuman demo`` starts runs as (a starter in the built-in config)."""
+
 BUILTIN_DEFAULT: dict[str, Any] = {
     "agents": {
         "deploy": {
             "model": "scripted:deploy",
             "instructions": "You deploy services after a human approves.",
             "route": "default",
+            "starters": {"console": {"users": [CONSOLE_DEMO_USER]}},
         }
     },
     "routes": {"default": {"timeout": "30m", "console": {"enabled": True}}},

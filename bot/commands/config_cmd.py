@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from bot.settings import ConfigError, load_file
+from bot.settings import ConfigError, config_warnings, load_file
 
 config_app = typer.Typer(help="Admin configuration.", no_args_is_help=True)
 
@@ -15,8 +15,14 @@ config_app = typer.Typer(help="Admin configuration.", no_args_is_help=True)
 @config_app.command("check")
 def check(
     file: Annotated[Path, typer.Argument(help="The YAML config file to validate.")],
+    strict: Annotated[bool, typer.Option(
+        help="Treat warnings (e.g. an agent nobody may start) as errors.")] = False,
 ) -> None:
-    """Exit 0 if FILE is valid; otherwise list each problem with its key path (exit 1)."""
+    """Exit 0 if FILE is valid; otherwise list each problem with its key path (exit 1).
+
+    Warnings name settings that load but are probably not what you meant, such as an
+    agent without ``starters`` (nobody can start it from chat); ``--strict`` fails on them.
+    """
     try:
         parsed = load_file(file)
     except ConfigError as exc:
@@ -24,9 +30,15 @@ def check(
         for problem in exc.problems:
             typer.echo(f"  - {problem}", err=True)
         raise typer.Exit(1) from None
+    warnings = config_warnings(parsed.agents)
     typer.echo(
-        f"{file} is valid: {len(parsed.agents)} agent(s), {len(parsed.routes)} route(s)."
+        f"{file} is valid: {len(parsed.agents)} agent(s), {len(parsed.routes)} route(s)"
+        + (f", {len(warnings)} warning(s):" if warnings else ".")
     )
+    for warning in warnings:
+        typer.echo(f"  - warning: {warning}", err=True)
+    if warnings and strict:
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

@@ -19,14 +19,14 @@ from pydantic import JsonValue
 
 from bot.askhuman.config import AskHumanConfig
 from bot.askhuman.schema import AskHumanToolArgs
-from bot.engine import Engine, Identity, Origin
+from bot.engine import Engine, EngineError, Identity, Origin
 from bot.platforms.console import ConsoleAdapter, ConsoleDirectory, console_identity
-from bot.settings import AgentSettings, Settings, load_settings
+from bot.settings import CONSOLE_DEMO_USER, AgentSettings, Settings, Starters, load_settings
 from renderers.card import RequestCard
 from storage import Database
 
 DEMO_FIELD_TYPES: list[Any] = ["paragraph", "select", "multi-select", "number", "checkbox", "date"]
-STARTER = Identity("console", "demo-requester", "demo requester")
+STARTER = Identity("console", CONSOLE_DEMO_USER, "demo requester")
 
 
 class DemoClock:
@@ -44,7 +44,9 @@ def _with_agent(settings: Settings, agent: str) -> Settings:
     if agent in settings.agents or not settings.routes:
         return settings
     extra = AgentSettings(model=f"scripted:{agent}", route=next(iter(settings.routes)),
-                          ask_human=AskHumanConfig(allowed_field_types=DEMO_FIELD_TYPES))
+                          ask_human=AskHumanConfig(allowed_field_types=DEMO_FIELD_TYPES),
+                          starters=Starters.model_validate(
+                              {"console": {"users": [CONSOLE_DEMO_USER]}}))
     return settings.model_copy(update={"agents": {**settings.agents, agent: extra}})
 
 
@@ -116,7 +118,11 @@ async def _demo(settings: Settings, agent: str, prompt: str, answer: str | None,
     engine.register_adapter(console, ConsoleDirectory())
     responder = console_identity("you")
     try:
-        run_id = await engine.start_run(agent, prompt, STARTER, Origin("console"))
+        try:
+            run_id = await engine.start_run(agent, prompt, STARTER, Origin("console"))
+        except EngineError as exc:  # e.g. a --config whose agent has no console starters
+            typer.echo(f"error: {exc}", err=True)
+            return 1
         answered: set[str] = set()
         while pending := [c for c in console.delivered if c.ref not in answered]:
             card = pending[0]

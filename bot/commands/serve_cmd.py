@@ -26,7 +26,7 @@ from starlette.applications import Starlette
 from bot.engine.core import Engine
 from bot.engine.health import DatabaseProbe
 from bot.logs import configure_logging
-from bot.settings import ConfigError, Settings, load_settings
+from bot.settings import ConfigError, Settings, config_warnings, load_settings
 from bot.web import Endpoint, create_app
 
 log = logging.getLogger("askhuman.serve")
@@ -131,6 +131,8 @@ def prepare(settings: Settings, env: Mapping[str, str] | None = None) -> Starlet
     """Create/upgrade the database, build the engine and platforms, return the app."""
     from storage import Database
 
+    for warning in config_warnings(settings.agents):
+        log.warning("config warning", extra={"warning": warning})
     database = Database(settings.database_url)
     database.upgrade()
     engine = Engine(database, settings)

@@ -25,9 +25,15 @@ Public API (all coroutines are safe to call concurrently, from several processes
   them). The worker sweep prunes ``seen_events`` and ``done`` outbox rows past their
   retention at most once per housekeeping interval (``await prune_old()`` does it now).
 - ``register_adapter(adapter: PlatformAdapter, directory: Directory | None = None)``.
-- ``await start_run(agent, prompt, started_by: Identity, origin: Origin) -> str`` — the
-  run id; runs the agent's first leg and handles the outcome (posts the output to
-  ``origin``, or stores and delivers the request). Unknown agent → ``UnknownAgentError``.
+- ``await start_run(agent, prompt, started_by: Identity, origin: Origin, *,
+  check_starters=True) -> str`` — the run id; runs the agent's first leg and handles the
+  outcome (posts the output to ``origin``, or stores and delivers the request).
+  ``started_by`` must be one of the agent's ``starters`` (else ``StartRefusedError``;
+  ``check_starters=False`` only for callers authenticated otherwise: API, schedules).
+  Unknown agent → ``UnknownAgentError`` listing only the agents ``started_by`` may start.
+- ``await start_refusal(agent, who) -> str | None`` — None when ``who`` may start
+  ``agent``, else the (audited, ``run_start_refused``) message to show them; adapters
+  call it before posting anything. ``await startable_agents(who) -> list[str]``.
 - ``await respond(ref, responder: Identity, action_id, values) -> RespondResult`` —
   outcome ``accepted`` (this answer decided), ``recorded`` (quorum vote, not decided
   yet), ``rejected`` (not allowed / invalid values; ``message`` says why),
@@ -69,13 +75,14 @@ Where things live (each ``Engine`` concern is a mixin over ``base.EngineBase``):
   (a lookup on a snapshot, no write lock) and ``_batched`` (group-committed small
   writes: refusal audits, dedupe keys).
 - ``runs`` — starting runs, storing each leg's outcome, the resume queue loop.
-- ``access`` — who may act on a request (routes, escalation, channels); audited refusals.
+- ``access`` — who may act on a request (routes, escalation, channels) and who may start
+  an agent (``starters``); audited refusals.
 - ``decisions`` — respond, attach_files, cancel, expire_due: the compare-and-set decide.
 - ``delivery`` — the platform calls behind each outbox kind, idempotent under retries.
 - ``dispatch`` — run one claimed outbox item; settle, retry with backoff, or give up.
 - ``sweeps`` — claiming due reminders and escalations.
 - helpers without engine state: ``outbox`` / ``worker`` (durable queues), ``store``
-  (row helpers), ``cards`` (rows → ``RequestCard``), ``authz`` (approver checks),
+  (row helpers), ``cards`` (rows → ``RequestCard``), ``authz`` (approver and starter checks),
   ``health`` (the ``/readyz`` database probe, and "database down" words for people),
   ``values`` (answer validation), ``housekeeping`` (dedupe and pruning), ``ports`` /
   ``results`` (the types adapters see).
@@ -95,11 +102,17 @@ from bot.engine.ports import (
     DeliveryRef,
     DeliveryTarget,
     Directory,
+    DirectoryUnavailable,
     Identity,
     Origin,
     PlatformAdapter,
 )
-from bot.engine.results import EngineError, RespondResult, UnknownAgentError
+from bot.engine.results import (
+    EngineError,
+    RespondResult,
+    StartRefusedError,
+    UnknownAgentError,
+)
 from bot.engine.values import InvalidValues, check_answer, check_values
 
 __all__ = [
@@ -107,6 +120,7 @@ __all__ = [
     "DeliveryRef",
     "DeliveryTarget",
     "Directory",
+    "DirectoryUnavailable",
     "Engine",
     "EngineError",
     "Identity",
@@ -115,6 +129,7 @@ __all__ = [
     "PlatformAdapter",
     "RespondResult",
     "RuntimeFactory",
+    "StartRefusedError",
     "UnknownAgentError",
     "check_answer",
     "check_values",

@@ -17,7 +17,7 @@ from bot.engine import authz, store
 from bot.engine.base import EngineBase, log, targets_for
 from bot.engine.cards import already_decided_message
 from bot.engine.ports import Identity
-from bot.engine.results import Outcome, RespondResult
+from bot.engine.results import Outcome, RespondResult, StartRefusedError, UnknownAgentError
 from bot.settings import RouteSettings
 from renderers.card import RequestCard
 from storage import Delivery, HumanRequest, Run
@@ -123,6 +123,64 @@ class AccessMixin(EngineBase):
             return await self._refuse("rejected", reason, ref, who, f"{event}_unauthorized",
                                       card, run.id)
         return request, run, card, staged
+
+    # ------------------------------------------------------------------ starting runs
+
+    async def _start_verdict(self, agent: str, who: Identity) -> str | None:
+        settings = self.settings.agent(agent)
+        if settings is None:
+            return await self._unknown_agent_message(agent, who)
+        route = self.settings.routes.get(settings.route)
+        return await authz.start_refusal(agent, settings, route, who,
+                                         self._directory(who.platform))
+
+    async def _unknown_agent_message(self, agent: str, who: Identity) -> str:
+        mine = await self.startable_agents(who)
+        shown = agent[:64]
+        if not mine:
+            return (f"Unknown agent '{shown}', and you may not start any agent; ask an admin "
+                    "to add you to an agent's starters.")
+        return f"Unknown agent '{shown}'. Agents you may start: {', '.join(mine)}."
+
+    async def startable_agents(self, who: Identity) -> list[str]:
+        """Names of the agents ``who`` may start (sorted); unverifiable ones are left out."""
+        names = []
+        for name, agent in sorted(self.settings.agents.items()):
+            route = self.settings.routes.get(agent.route)
+            if await authz.start_refusal(name, agent, route, who,
+                                         self._directory(who.platform)) is None:
+                names.append(name)
+        return names
+
+    async def start_refusal(self, agent: str, who: Identity) -> str | None:
+        """None when ``who`` may start ``agent`` (one of its ``starters``); otherwise the
+        message to show them, after auditing the refusal (``run_start_refused``).
+
+        An unknown agent's message lists only the agents ``who`` may start. Adapters call
+        this before any visible work (a thread root, a "started" message); ``start_run``
+        checks again.
+        """
+        reason = await self._start_verdict(agent, who)
+        if reason is not None:
+            known = self.settings.agent(agent) is not None
+            now = self.now()
+            details = {"agent": agent[:64], "check": "not_a_starter" if known
+                       else "unknown_agent"}
+            await self._batched(lambda s: store.audit(
+                s, now, "run_start_refused", outcome="refused", actor=who,
+                reason=reason[:2000], details=details))
+            log.info("run start refused", extra={"agent": agent[:64], "user": who.user_id,
+                                                 "reason": reason[:500]})
+        return reason
+
+    async def _require_starter(self, agent: str, who: Identity) -> None:
+        """Raise ``UnknownAgentError`` / ``StartRefusedError`` unless ``who`` may start."""
+        reason = await self.start_refusal(agent, who)
+        if reason is None:
+            return
+        if self.settings.agent(agent) is None:
+            raise UnknownAgentError(reason)
+        raise StartRefusedError(reason)
 
     async def pending_for(self, identity: Identity) -> list[RequestCard]:
         """Open requests ``identity`` may answer (oldest first)."""

@@ -23,6 +23,12 @@ class Identity:
     user_id: str
     """Slack user id (U…/W…), Feishu open_id (ou_…), console/api user name."""
     display_name: str | None = None
+    team: str | None = None
+    """Slack: the person's own team id (``user.team_id`` of a click); with ``enterprise``
+    it tells a member of this workspace from a Slack Connect guest. None when the payload
+    does not say (the Slack directory then asks ``users.info``) and on other platforms."""
+    enterprise: str | None = None
+    """Slack: the person's Enterprise Grid org id, when the payload says it is theirs."""
 
 
 @dataclass(frozen=True)
@@ -117,8 +123,26 @@ class Reminding(Protocol):
     async def remind(self, card: RequestCard, ref: DeliveryRef, text: str) -> None: ...
 
 
+class DirectoryUnavailable(Exception):
+    """A membership lookup failed and no fresh cached answer exists.
+
+    Directories never fall back to an expired cache entry: authorization then refuses
+    with ``bot.engine.authz.UNVERIFIED`` (fail closed), and the next attempt asks again.
+    """
+
+
 class Directory(Protocol):
-    """Membership lookups used to authorize responders; implementations cache with a TTL."""
+    """Membership lookups used to authorize responders and starters.
+
+    One rule for every lookup (members, groups, email → id): a fresh cached answer is
+    used; once it has expired the platform is asked, and if that fails the method raises
+    ``DirectoryUnavailable`` instead of reusing the stale answer.
+
+    Optional (checked with ``getattr``): ``async def is_external(identity) -> bool`` —
+    True for a person from another organisation than the install (Slack Connect), whose
+    channel or group membership counts only where the route allows external people;
+    raises ``DirectoryUnavailable`` too.
+    """
 
     async def resolve_users(self, users: list[str]) -> set[str]:
         """Map configured user entries (ids, or e.g. emails on Feishu) to platform user ids."""

@@ -39,3 +39,8 @@ class UnknownAgentError(EngineError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else "unknown agent"
+
+
+class StartRefusedError(EngineError):
+    """``start_run`` refused: the person is not one of the agent's ``starters`` (or their
+    membership could not be verified). The message says why and is shown as is."""

@@ -20,7 +20,8 @@ from bot.agents.base import Outcome
 from bot.askhuman.schema import AskHumanToolResult
 from bot.askhuman.tool import validate_and_normalize_args
 from bot.engine import outbox, store, worker
-from bot.engine.base import EngineBase, log
+from bot.engine.access import AccessMixin
+from bot.engine.base import log
 from bot.engine.cards import output_text
 from bot.engine.ports import Identity, Origin
 from bot.engine.results import UnknownAgentError
@@ -28,18 +29,24 @@ from bot.logs import scrub
 from storage import HumanRequest, Run
 
 
-class RunsMixin(EngineBase):
+class RunsMixin(AccessMixin):
     """Starting runs, applying their outcomes, and the resume loop (retry, give up)."""
 
     async def start_run(
-        self, agent: str, prompt: str, started_by: Identity, origin: Origin
+        self, agent: str, prompt: str, started_by: Identity, origin: Origin, *,
+        check_starters: bool = True,
     ) -> str:
         """Start ``agent`` on ``prompt``; returns the run id once the first leg is handled.
 
         The agent's outcome is handled before returning: a final output is posted to
         ``origin``; an ask_human call becomes a stored, delivered request.
+        ``started_by`` must be one of the agent's ``starters`` (``StartRefusedError``,
+        audited) unless ``check_starters=False``: only for callers that authenticated
+        themselves otherwise (an API key, a schedule in the admin config).
         """
-        if self.settings.agent(agent) is None:
+        if check_starters:
+            await self._require_starter(agent, started_by)
+        elif self.settings.agent(agent) is None:
             known = ", ".join(sorted(self.settings.agents)) or "none"
             raise UnknownAgentError(f"Unknown agent '{agent}'. Configured agents: {known}.")
         runtime = self._runtime(agent)

@@ -19,6 +19,8 @@ from storage import Database
 
 T0 = dt.datetime(2025, 3, 1, 12, 0, tzinfo=dt.UTC)
 STARTER = Identity("slack", "U_STARTER", "Starter")
+STARTERS: dict[str, Any] = {"slack": {"users": ["U_STARTER"]}}
+"""Who may start the test agents (``STARTER``)."""
 ORIGIN = Origin("slack", "C_ORIGIN", "1700000000.000100")
 
 
@@ -119,8 +121,8 @@ def settings(route: dict[str, Any] | None = None, url: str = "sqlite://") -> Set
     }
     parsed = FileSettings.model_validate({
         "agents": {
-            "deploy": {"model": "scripted:deploy", "route": "ops"},
-            "form": {"model": "fake", "route": "ops", "ask_human": {
+            "deploy": {"model": "scripted:deploy", "route": "ops", "starters": STARTERS},
+            "form": {"model": "fake", "route": "ops", "starters": STARTERS, "ask_human": {
                 "allow_file_fields": True,
                 "allowed_field_types": ["paragraph", "select", "multi-select", "number",
                                         "checkbox", "date", "file", "file-list"]}},

@@ -48,3 +48,15 @@ def test_other_scripted_agent_and_persistent_database(tmp_path: object) -> None:
                                  "--database", url])
     assert result.exit_code == 0, result.output
     assert "Released v2.3.1" in result.output
+
+
+def test_demo_with_a_config_whose_agent_nobody_may_start(tmp_path: object) -> None:
+    config = f"{tmp_path}/askhuman.yaml"
+    with open(config, "w") as out:
+        out.write("agents:\n  deploy: {model: 'scripted:deploy', route: default}\n"
+                  "routes:\n  default: {console: {enabled: true}}\n")
+    result = runner.invoke(app, ["demo", "--answer", "approve", "--config", config])
+    assert result.exit_code == 1
+    assert ("error: You are not allowed to start 'deploy'. An admin can add you under "
+            "agents.deploy.starters.console.") in result.output
+    assert "Deploy v2.3.1?" not in result.output  # no card was shown

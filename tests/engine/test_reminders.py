@@ -17,6 +17,7 @@ from storage import AuditLog, Database, HumanRequest
 from tests.engine.helpers import (
     ORIGIN,
     STARTER,
+    STARTERS,
     FakeAdapter,
     FakeClock,
     FakeDirectory,
@@ -47,7 +48,8 @@ def ops_route(**extra: Any) -> dict[str, Any]:
 def build(db_url: str, ops: dict[str, Any], adapter: FakeAdapter | None = None,
           clock: FakeClock | None = None) -> tuple[Engine, Any, FakeClock]:
     parsed = FileSettings.model_validate({
-        "agents": {"deploy": {"model": "scripted:deploy", "route": "ops"}},
+        "agents": {"deploy": {"model": "scripted:deploy", "route": "ops",
+                              "starters": STARTERS}},
         "routes": {
             "ops": ops,
             "oncall": {"timeout": "1h", "slack": {"channel": "C_ONCALL", "users": ["U_PAGER"],

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bot.cli import app
-from bot.settings import ConfigError, load_file, load_settings, parse_duration
+from bot.settings import ConfigError, config_warnings, load_file, load_settings, parse_duration
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -98,3 +98,60 @@ def test_db_upgrade_command(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'x.db'}"
     result = runner.invoke(app, ["db", "upgrade", "--database", url])
     assert result.exit_code == 0 and "0003_reminders_seen_events" in result.output
+
+
+NO_STARTERS = ("agents:\n  deploy: {model: 'scripted:deploy', route: ops}\n"
+               "  report: {model: 'scripted:deploy', route: ops,\n"
+               "           starters: {slack: {users: [U1]}}}\n"
+               "routes:\n  ops:\n    slack: {channel: C1, approvers: {users: [U1]}}\n")
+
+
+def test_config_check_names_missing_starters_and_the_fix(tmp_path: Path) -> None:
+    path = _write(tmp_path, NO_STARTERS)
+    load_file(path)  # still loads: the API and schedules may start runs later
+    result = runner.invoke(app, ["config", "check", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "is valid: 2 agent(s), 1 route(s), 1 warning(s):" in result.stdout
+    assert "warning: agents.deploy.starters is missing, so nobody can start 'deploy'" \
+        in result.stderr
+    assert "starters: {slack: {users: [U0123456789]}}" in result.stderr
+    assert "agents.report" not in result.output
+    strict = runner.invoke(app, ["config", "check", "--strict", str(path)])
+    assert strict.exit_code == 1 and "agents.deploy.starters" in strict.stderr
+
+
+@pytest.mark.parametrize(("starters", "problem"), [
+    ("{slack: {}}", "agents.deploy.starters.slack: lists nobody; add users, groups or "
+                    "channel_members: true, or remove the section"),
+    ("{feishu: {channel_members: true}}",
+     "agents.deploy.starters.feishu.channel_members: route 'ops' has no feishu.chat_id whose "
+     "members could start 'deploy'; set routes.ops.feishu.chat_id or list users instead"),
+    ("{console: {groups: [S1]}}", "agents.deploy.starters.console: the console has no groups "
+                                  "or channels; list console user names under users"),
+    ("{teams: {users: [x]}}", "agents.deploy.starters.teams: unknown key; remove it or check "
+                              "its spelling"),
+])
+def test_bad_starters_name_the_key_and_the_fix(tmp_path: Path, starters: str,
+                                               problem: str) -> None:
+    text = (f"agents:\n  deploy: {{model: m, route: ops, starters: {starters}}}\n"
+            "routes:\n  ops:\n    slack: {channel: C1, approvers: {users: [U1]}}\n")
+    assert _problems(tmp_path, text) == [problem]
+
+
+def test_builtin_default_lets_the_demo_user_start_its_agent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("ASKHUMAN_CONFIG", raising=False)
+    starters = load_settings().agents["deploy"].starters
+    assert starters is not None and starters.console is not None
+    assert starters.console.users == ["demo-requester"]
+    assert config_warnings(load_settings().agents) == []
+
+
+def test_example_declares_starters_and_passes_strict_check() -> None:
+    result = runner.invoke(app, ["config", "check", "--strict",
+                                 str(ROOT / "askhuman.example.yaml")])
+    assert result.exit_code == 0, result.output
+    parsed = load_file(ROOT / "askhuman.example.yaml")
+    assert parsed.agents["deploy"].starters is not None
+    assert parsed.routes["ops"].slack is not None and not parsed.routes["ops"].slack.allow_external

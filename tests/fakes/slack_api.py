@@ -99,6 +99,10 @@ class FakeSlackAPI:
         self.group_members: dict[str, list[str]] = {}
         self.channel_members: dict[str, list[str]] = {}
         self.users: dict[str, dict[str, Any]] = {}
+        self.emails: dict[str, str] = {}
+        """email -> user id, for ``users.lookupByEmail``."""
+        self.enterprise_id: str | None = None
+        """The install's Enterprise Grid id that ``auth.test`` reports (None: no Grid)."""
         self.missing_channels: set[str] = set()
         self.response_url_calls: list[dict[str, Any]] = []
         self.views: list[dict[str, Any]] = []
@@ -286,6 +290,7 @@ class FakeSlackAPI:
             "team_id": TEAM_ID,
             "user_id": BOT_USER_ID,
             "bot_id": BOT_ID,
+            **({"enterprise_id": self.enterprise_id} if self.enterprise_id else {}),
         }
 
     def _check_message(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -375,6 +380,12 @@ class FakeSlackAPI:
             return {"ok": False, "error": "user_not_found"}
         return {"ok": True, "user": self.users[user]}
 
+    def _m_users_lookupByEmail(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        email = str(body.get("email") or "").lower()
+        if email not in self.emails:
+            return {"ok": False, "error": "users_not_found"}
+        return {"ok": True, "user": self.users.get(self.emails[email], {"id": self.emails[email]})}
+
     def _m_views_open(self, body: Mapping[str, Any]) -> dict[str, Any]:
         view = body.get("view")
         if isinstance(view, str):
@@ -395,11 +406,13 @@ class FakeSlackAPI:
         return {"ok": True, "url": self.socket_mode_url}
 
     # ------------------------------------------------------------------ helpers
-    def add_users(self, users: Iterable[str]) -> None:
-        """Register users so ``users.info`` and ``conversations.open`` know them."""
+    def add_users(self, users: Iterable[str], team: str = TEAM_ID) -> None:
+        """Register users so ``users.info`` and ``conversations.open`` know them
+        (``team``: their own workspace; another one makes them Slack Connect guests)."""
         for user in users:
             self.users[user] = {
                 "id": user,
+                "team_id": team,
                 "name": user.lower(),
                 "real_name": f"User {user}",
                 "profile": {"display_name": f"user-{user.lower()}"},

@@ -50,6 +50,8 @@ BOB = "ou_bob"  # listed by open_id
 CAROL = "ou_carol"  # member of the approvals chat
 MALLORY = "ou_mallory"  # nobody
 STARTER = "ou_starter"
+STARTERS: dict[str, Any] = {"feishu": {"users": [STARTER]}}
+"""Who may start the test agents: only ``STARTER``."""
 
 FILE_ARGS: dict[str, Any] = {
     "question": "Upload the incident report",
@@ -84,10 +86,10 @@ def make_settings(db_url: str, **route: Any) -> Settings:
     return Settings.model_validate({
         "database_url": db_url,
         "agents": {
-            "deploy": {"model": "scripted:deploy", "route": "ops"},
-            "upload": {"model": "scripted:deploy", "route": "ops", "ask_human": {
-                "allow_file_fields": True,
-                "allowed_field_types": ["paragraph", "select", "file", "file-list"]}},
+            "deploy": {"model": "scripted:deploy", "route": "ops", "starters": STARTERS},
+            "upload": {"model": "scripted:deploy", "route": "ops", "starters": STARTERS,
+                       "ask_human": {"allow_file_fields": True, "allowed_field_types": [
+                           "paragraph", "select", "file", "file-list"]}},
         },
         "routes": {"ops": {"timeout": "30m", "feishu": feishu}},
     })

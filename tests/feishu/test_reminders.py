@@ -20,7 +20,8 @@ async def test_reminder_replies_to_the_card_message(tmp_path: Path, fake_api: An
     url = f"sqlite:///{tmp_path / 'askhuman.db'}"
     settings = Settings.model_validate({
         "database_url": url,
-        "agents": {"deploy": {"model": "scripted:deploy", "route": "ops"}},
+        "agents": {"deploy": {"model": "scripted:deploy", "route": "ops",
+                              "starters": {"feishu": {"users": [STARTER]}}}},
         "routes": {"ops": {"timeout": "30m", "reminder": "10m", "max_reminders": 1,
                            "feishu": {"chat_id": APPROVALS, "approvers": {"users": [BOB]}}}},
     })

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bot.engine.ports import Identity
+from bot.engine.ports import DirectoryUnavailable, Identity
 from bot.platforms.feishu.client import FeishuApi
 from bot.platforms.feishu.config import (
     FEISHU_DOMAIN_URL,
@@ -157,8 +157,30 @@ async def test_directory_lookup_failure_is_not_cached(fake_api: Any) -> None:
     fake, url = fake_api
     directory = FeishuDirectory(FeishuApi(make_config(url, fake.app_id, max_attempts=1)))
     fake.fail_next("user.batch_get_id", 1, status=500)
-    assert await directory.resolve_users([ALICE_EMAIL]) == set()
+    with pytest.raises(DirectoryUnavailable):  # a failure is not "nobody"...
+        await directory.resolve_users([ALICE_EMAIL])
+    assert await directory.resolve_users([ALICE_EMAIL]) == {ALICE}  # ...nor cached
+
+
+async def test_directory_never_reuses_an_expired_answer(fake_api: Any) -> None:
+    fake, url = fake_api
+    now = [0.0]
+    directory = FeishuDirectory(FeishuApi(make_config(url, fake.app_id, max_attempts=1)),
+                                chat_ttl_seconds=60, clock=lambda: now[0],
+                                resolve_ttl_seconds=600)
+    assert await directory.chat_members(APPROVALS) == {CAROL, STARTER}
     assert await directory.resolve_users([ALICE_EMAIL]) == {ALICE}
+    fake.fail_next("chat_members.get", 5, status=429)
+    fake.fail_next("user.batch_get_id", 5, status=429)
+    now[0] = 59.0
+    assert await directory.chat_members(APPROVALS) == {CAROL, STARTER}  # fresh
+    now[0] = 61.0
+    with pytest.raises(DirectoryUnavailable):
+        await directory.chat_members(APPROVALS)
+    assert await directory.resolve_users([ALICE_EMAIL]) == {ALICE}  # still fresh
+    now[0] = 601.0
+    with pytest.raises(DirectoryUnavailable):
+        await directory.resolve_users([ALICE_EMAIL])
 
 
 async def test_chat_members_paginate_and_cache(fake_api: Any) -> None:
@@ -233,7 +255,7 @@ def test_serve_wiring(tmp_path: Any) -> None:
     ws = build_feishu_platform(settings, engine, BASE_ENV)
     assert ws.endpoints() == [] and len(ws.background_tasks()) == 1
     assert engine.registered == [(ws.adapter, ws.directory)]
-    assert ws.approver_entries == [ALICE_EMAIL, "ou_bob"]
+    assert ws.approver_entries == [ALICE_EMAIL, "ou_bob", STARTER]  # approvers, starters
 
     http_env = {**BASE_ENV, "FEISHU_MODE": "http", "FEISHU_ENCRYPT_KEY": "k",
                 "FEISHU_VERIFICATION_TOKEN": "t"}

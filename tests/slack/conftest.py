@@ -54,7 +54,8 @@ def make_settings(db_url: str, **slack_route: Any) -> Settings:
     return Settings.model_validate(
         {
             "database_url": db_url,
-            "agents": {"deploy": {"model": "scripted:deploy", "route": "ops"}},
+            "agents": {"deploy": {"model": "scripted:deploy", "route": "ops",
+                                  "starters": {"slack": {"users": [STARTER]}}}},
             "routes": {"ops": {"timeout": "30m", "slack": route}},
         }
     )

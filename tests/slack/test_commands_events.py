@@ -7,7 +7,7 @@ import asyncio
 from sqlalchemy import func, select
 
 from storage import Run
-from tests.slack.conftest import ALICE, MALLORY, ORIGIN, Slack
+from tests.slack.conftest import ALICE, MALLORY, ORIGIN, STARTER, Slack
 
 
 def _runs(slack: Slack) -> int:
@@ -15,12 +15,24 @@ def _runs(slack: Slack) -> int:
         return int(session.scalar(select(func.count()).select_from(Run)) or 0)
 
 
-async def test_help_is_in_the_ack(slack: Slack) -> None:
-    response = await slack.command("help")
+async def _reply_to(slack: Slack, text: str, user: str = STARTER) -> str:
+    """The ephemeral ``response_url`` reply to one command."""
+    before = len(slack.fake.response_url_calls)
+    response = await slack.command(text, user=user)
     assert response.status_code == 200
-    assert "/askhuman run" in response.json()["text"]
-    assert "pending" in (await slack.command("")).json()["text"]
-    assert "don't know" in (await slack.command("frobnicate")).json()["text"]
+    await slack.wait_until(lambda: len(slack.fake.response_url_calls) > before, what="reply")
+    reply = slack.fake.response_url_calls[before]
+    assert reply["response_type"] == "ephemeral"
+    return str(reply["text"])
+
+
+async def test_help_lists_only_the_agents_the_asker_may_start(slack: Slack) -> None:
+    mine = await _reply_to(slack, "help")
+    assert "/askhuman run" in mine and "Agents you may start:* `deploy`" in mine
+    assert "pending" in await _reply_to(slack, "")
+    assert "don't know" in await _reply_to(slack, "frobnicate")
+    theirs = await _reply_to(slack, "help", user=MALLORY)
+    assert "deploy" not in theirs and "You may not start any agent" in theirs
 
 
 async def test_run_without_prompt_shows_usage(slack: Slack) -> None:
@@ -29,13 +41,13 @@ async def test_run_without_prompt_shows_usage(slack: Slack) -> None:
     assert _runs(slack) == 0
 
 
-async def test_unknown_agent_is_explained_in_thread(slack: Slack) -> None:
-    await slack.command("run nosuchagent do it")
-    await slack.wait_until(
-        lambda: any(m.thread_ts for m in slack.fake.messages.values()), what="reply"
-    )
-    reply = next(m for m in slack.fake.messages.values() if m.thread_ts)
-    assert "Unknown agent" in reply.text and "deploy" in reply.text
+async def test_unknown_agent_lists_only_startable_agents_to_the_asker(slack: Slack) -> None:
+    mine = await _reply_to(slack, "run nosuchagent do it")
+    assert mine == "Unknown agent 'nosuchagent'. Agents you may start: deploy."
+    theirs = await _reply_to(slack, "run nosuchagent do it", user=MALLORY)
+    assert "deploy" not in theirs and "you may not start any agent" in theirs
+    assert not slack.fake.calls_to("chat.postMessage")  # nothing visible in the channel
+    assert _runs(slack) == 0
 
 
 async def test_pending_lists_only_answerable_requests(slack: Slack) -> None:
@@ -54,7 +66,7 @@ async def test_pending_lists_only_answerable_requests(slack: Slack) -> None:
 async def test_app_mention_starts_a_run_in_its_thread_once(slack: Slack) -> None:
     event = {
         "type": "app_mention",
-        "user": ALICE,
+        "user": STARTER,
         "text": "<@UBOT> deploy: ship v5.0.0 <!channel>",
         "ts": "1700000000.000100",
         "channel": ORIGIN,
@@ -68,7 +80,7 @@ async def test_app_mention_starts_a_run_in_its_thread_once(slack: Slack) -> None
     assert _runs(slack) == 1
     with slack.database.transaction() as session:
         run = session.scalars(select(Run)).one()
-        assert (run.started_by_user, run.started_by_name) == (ALICE, "user-u0alice")
+        assert (run.started_by_user, run.started_by_name) == (STARTER, "user-u0starter")
         assert (run.origin_channel, run.origin_thread) == (ORIGIN, event["ts"])
     # a fresh event id is a new mention
     await slack.event({**event, "ts": "1700000000.000200"}, "Ev0002", retry=2)

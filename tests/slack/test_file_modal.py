@@ -126,3 +126,23 @@ async def test_approve_without_required_file_is_refused(upload: Slack) -> None:
     await slack.wait_until(lambda: slack.ephemerals_to(ALICE), what="refusal")
     assert "Contract" in slack.ephemerals_to(ALICE)[0]
     assert slack.request_row().status == "pending"
+
+
+async def test_slack_connect_guest_upload_is_refused_inline(upload: Slack) -> None:
+    slack = upload
+    guest = "U0GUEST"
+    slack.fake.add_users([guest], team="T0PARTNER")
+    slack.fake.channel_members["C0APPROVALS"] = [guest, "UBOT"]  # a shared channel
+    await slack.command("run deploy please sign")
+    ts = await slack.wait_for_card()
+    button = _file_button(slack, ts)
+    payload = slack.click_payload(ts, "Approve", ALICE, action_id=button["action_id"])
+    payload["actions"][0]["value"] = button["value"]
+    await slack.interact(payload)
+    await slack.wait_until(lambda: slack.fake.views, what="views.open")
+    submission = _view_submission(slack.fake.views[0], guest, [FILE])
+    submission["user"]["team_id"] = "T0PARTNER"
+    body = (await slack.interact(submission)).json()
+    assert body["response_action"] == "errors"
+    assert "another organisation" in next(iter(body["errors"].values()))
+    assert slack.request_row().status == "pending"

@@ -24,7 +24,8 @@ async def test_reminder_is_posted_in_the_card_thread(
     url = f"sqlite:///{tmp_path / 'askhuman.db'}"
     settings = Settings.model_validate({
         "database_url": url,
-        "agents": {"deploy": {"model": "scripted:deploy", "route": "ops"}},
+        "agents": {"deploy": {"model": "scripted:deploy", "route": "ops",
+                              "starters": {"slack": {"users": [STARTER]}}}},
         "routes": {"ops": {"timeout": "30m", "reminder": "10m", "slack": {
             "channel": APPROVALS, "approvers": {"users": [ALICE]}}}},
     })

@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from bot.settings import Settings
 from storage import AuditLog, Run
 from tests.fakes.slack_api import FakeSlackAPI
-from tests.slack.conftest import ALICE, ORIGIN, Slack, running_system
+from tests.slack.conftest import ORIGIN, STARTER, Slack, running_system
 
 
 def _runs(slack: Slack) -> int:
@@ -30,7 +30,7 @@ async def test_event_retry_on_another_replica_starts_one_run(
 ) -> None:
     event = {
         "type": "app_mention",
-        "user": ALICE,
+        "user": STARTER,
         "text": "<@UBOT> deploy: ship v6.0.0",
         "ts": "1700000000.000300",
         "channel": ORIGIN,
@@ -46,7 +46,7 @@ async def test_event_retry_on_another_replica_starts_one_run(
         await one.wait_for_card()
         await asyncio.sleep(0.3)
         assert _runs(one) == 1
-        assert _refusals(one) == [(ALICE, {"platform": "slack", "check": "duplicate_event",
+        assert _refusals(one) == [(STARTER, {"platform": "slack", "check": "duplicate_event",
                                            "event_id": "EvREPLICA1",
                                            "event_type": "app_mention"})]
         # A retry to the same replica is still caught by its in-memory filter.

@@ -17,7 +17,7 @@ from tests.slack.conftest import APPROVALS, SIGNING_SECRET, sign
 
 CONFIG = f"""
 agents:
-  deploy: {{model: "scripted:deploy", route: ops}}
+  deploy: {{model: "scripted:deploy", route: ops, starters: {{slack: {{users: [U0BOB]}}}}}}
 routes:
   ops:
     timeout: 30m

@@ -12,7 +12,7 @@ from slack_sdk.errors import SlackApiError
 
 from bot.commands.serve_cmd import start_platforms
 from bot.engine.core import Engine
-from bot.engine.ports import DeliveryError, DeliveryTarget, Origin
+from bot.engine.ports import DeliveryError, DeliveryTarget, DirectoryUnavailable, Origin
 from bot.platforms.slack.adapter import SlackAdapter
 from bot.platforms.slack.client import make_client
 from bot.platforms.slack.config import SlackConfig, SlackConfigError
@@ -116,9 +116,32 @@ async def test_directory_caches_and_single_flights(fake: FakeSlackAPI) -> None:
 
 async def test_directory_fails_closed_and_does_not_cache_errors(fake: FakeSlackAPI) -> None:
     directory = SlackDirectory(_client(fake), ttl_seconds=60)
-    assert await directory.group_members("S404") == set()
-    fake.group_members["S404"] = ["U2"]
-    assert await directory.group_members("S404") == {"U2"}
+    assert await directory.group_members("S404") == set()  # "no such group" is an answer
+    fake.group_members["S1"] = ["U2"]
+    fake.fail("usergroups.users.list", status=429, retry_after=0, times=4)
+    with pytest.raises(DirectoryUnavailable):
+        await directory.group_members("S1")  # a failure is not "nobody"...
+    assert await directory.group_members("S1") == {"U2"}  # ...and is not cached
+
+
+async def test_directory_never_reuses_an_expired_answer(fake: FakeSlackAPI) -> None:
+    now = [0.0]
+    directory = SlackDirectory(_client(fake), ttl_seconds=60, clock=lambda: now[0])
+    fake.channel_members["C1"] = ["U1"]
+    fake.emails["ann@example.com"] = "U9"
+    assert await directory.chat_members("C1") == {"U1"}
+    assert await directory.resolve_users(["ann@example.com"]) == {"U9"}
+    fake.fail("conversations.members", status=429, retry_after=0, times=4)
+    fake.fail("users.lookupByEmail", status=429, retry_after=0, times=4)
+    now[0] = 59.0
+    assert await directory.chat_members("C1") == {"U1"}  # fresh: no call
+    now[0] = 61.0
+    with pytest.raises(DirectoryUnavailable):
+        await directory.chat_members("C1")
+    now[0] = 601.0
+    with pytest.raises(DirectoryUnavailable):
+        await directory.resolve_users(["ann@example.com"])
+    assert await directory.resolve_users(["nobody@example.com", "U1"]) == {"U1"}
 
 
 async def test_rate_limit_and_server_errors_are_retried(fake: FakeSlackAPI) -> None:

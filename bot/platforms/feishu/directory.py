@@ -2,19 +2,24 @@
 
 Admins may list open_ids, emails or mobile numbers; the engine authorizes against
 open_ids (the only id present in every callback). Emails and mobiles are resolved
-with ``contact.v3.user.batch_get_id`` once (at start-up via ``warm_up`` and lazily
-afterwards) and cached for the life of the process: a person's open_id for this app
-never changes. Chat membership changes, so it is cached only briefly.
+with ``contact.v3.user.batch_get_id`` (at start-up via ``warm_up`` and lazily
+afterwards) and cached for ``resolve_ttl_seconds`` (an address can move to another
+person); chat membership changes more often, so it is cached only briefly. Both follow
+the rule of ``bot.platforms.directory_cache``: once an answer has expired, a failed
+lookup raises ``DirectoryUnavailable`` (the engine refuses) instead of reusing it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
+from bot.engine.ports import DirectoryUnavailable
+from bot.platforms.directory_cache import Clock, TtlCache
 from bot.platforms.feishu.client import FeishuApi, FeishuApiError
 
 log = logging.getLogger("askhuman.feishu.directory")
@@ -38,38 +43,49 @@ class FeishuDirectory:
         self,
         api: FeishuApi,
         chat_ttl_seconds: float = 60.0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = time.monotonic,
+        resolve_ttl_seconds: float = 600.0,
     ) -> None:
         self._api = api
-        self._chat_ttl = chat_ttl_seconds
-        self._clock = clock
-        self._resolved: dict[str, str | None] = {}
-        """entry -> open_id, or None when Feishu does not know it (not retried)."""
-        self._chats: dict[str, tuple[float, frozenset[str]]] = {}
+        self.clock = clock
+        """Monotonic seconds; tests replace it to expire the caches."""
+        self._chats: TtlCache[frozenset[str]] = TtlCache(chat_ttl_seconds, self._now)
+        self._resolved: TtlCache[str | None] = TtlCache(resolve_ttl_seconds, self._now)
+        """entry -> open_id, or None when Feishu does not know it (asked again after TTL)."""
         self._lock = asyncio.Lock()
+
+    def _now(self) -> float:
+        return self.clock()
 
     async def warm_up(self, entries: Iterable[str]) -> None:
         """Resolve every configured entry at start-up so mistakes show in the logs early."""
-        await self.resolve_users(list(entries))
+        with contextlib.suppress(DirectoryUnavailable):
+            await self.resolve_users(list(entries))
 
     async def resolve_users(self, users: list[str]) -> set[str]:
-        """Map entries to open_ids; unknown emails/mobiles are dropped (and logged once)."""
-        unique = dict.fromkeys(users)
-        pending = [u for u in unique if entry_kind(u) != "id" and u not in self._resolved]
-        if pending:
-            async with self._lock:
-                pending = [u for u in pending if u not in self._resolved]
-                if pending:
-                    await self._lookup(pending)
-        out: set[str] = set()
-        for user in users:
-            if entry_kind(user) == "id":
-                out.add(user)
-            elif (open_id := self._resolved.get(user)) is not None:
-                out.add(open_id)
+        """Map entries to open_ids; unknown emails/mobiles are dropped (and logged).
+
+        Entries without a fresh answer are looked up in one batch; if that fails,
+        ``DirectoryUnavailable`` is raised (the ids listed as is are not enough to say
+        "no" for the entries we could not resolve).
+        """
+        unique = list(dict.fromkeys(u for u in users if entry_kind(u) != "id"))
+        if any(self._resolved.peek(u) is None for u in unique):
+            async with self._lock:  # one batch call at a time, shared by everyone waiting
+                stale = [u for u in unique if self._resolved.peek(u) is None]
+                if stale:
+                    for entry, open_id in (await self._lookup(stale)).items():
+                        self._resolved.put(entry, open_id)
+        out = {u for u in users if entry_kind(u) == "id"}
+        for entry in unique:
+            hit = self._resolved.peek(entry)
+            if hit is None:
+                raise DirectoryUnavailable(entry)  # expired while we waited: ask again
+            if hit[1] is not None:
+                out.add(hit[1])
         return out
 
-    async def _lookup(self, entries: list[str]) -> None:
+    async def _lookup(self, entries: list[str]) -> dict[str, str | None]:
         emails = [e for e in entries if entry_kind(e) == "email"]
         mobiles = [e for e in entries if entry_kind(e) == "mobile"]
         try:
@@ -77,44 +93,43 @@ class FeishuDirectory:
                 [e.lower() for e in emails], [_normal_mobile(m) for m in mobiles]
             )
         except FeishuApiError as exc:
-            # Not cached: a transient failure must not lock an approver out for good.
             log.warning(
-                "could not resolve feishu approvers",
+                "could not resolve feishu users; refusing until Feishu answers again",
                 extra={"count": len(entries), "code": exc.code, "status": exc.status},
             )
-            return
+            raise DirectoryUnavailable("user.batch_get_id") from exc
+        out: dict[str, str | None] = {}
         for email in emails:
-            self._resolved[email] = found.get(email.lower())
+            out[email] = found.get(email.lower())
         for mobile in mobiles:
-            self._resolved[mobile] = found.get(_normal_mobile(mobile))
-        missing = [e for e in entries if self._resolved.get(e) is None]
+            out[mobile] = found.get(_normal_mobile(mobile))
+        missing = [e for e in entries if out.get(e) is None]
         if missing:
             # Entries are admin configuration (not secrets); name them so typos get fixed.
             log.warning(
-                "feishu approvers not found (outside the app's availability or contact range?)",
+                "feishu users not found (outside the app's availability or contact range?)",
                 extra={"entries": missing},
             )
+        return out
 
     async def group_members(self, group_id: str) -> set[str]:
         """Feishu has no user groups askhuman can use; approvers list users or chats."""
         return set()
 
     async def chat_members(self, chat_id: str) -> set[str]:
-        """Members of a chat the bot is in, cached for ``chat_ttl_seconds``."""
-        now = self._clock()
-        cached = self._chats.get(chat_id)
-        if cached is not None and cached[0] > now:
-            return set(cached[1])
+        """Members of a chat the bot is in, cached for ``chat_ttl_seconds``; after that a
+        failed lookup raises ``DirectoryUnavailable`` (the old list is never reused)."""
+        return set(await self._chats.get(chat_id, lambda: self._load_chat(chat_id)))
+
+    async def _load_chat(self, chat_id: str) -> frozenset[str]:
         try:
-            members = frozenset(await self._api.chat_member_open_ids(chat_id))
+            return frozenset(await self._api.chat_member_open_ids(chat_id))
         except FeishuApiError as exc:
             log.warning(
-                "could not list feishu chat members",
+                "could not list feishu chat members; refusing until Feishu answers again",
                 extra={"chat_id": chat_id, "code": exc.code, "status": exc.status},
             )
-            return set(cached[1]) if cached is not None else set()
-        self._chats[chat_id] = (now + self._chat_ttl, members)
-        return set(members)
+            raise DirectoryUnavailable("chat_members.get") from exc
 
 
 def _normal_mobile(value: str) -> str:

@@ -56,6 +56,8 @@ class EngineApi(Protocol):
         self, agent: str, prompt: str, started_by: Identity, origin: Origin
     ) -> str: ...
 
+    async def startable_agents(self, who: Identity) -> list[str]: ...
+
     async def respond(
         self, ref: str, responder: Identity, action_id: str, values: Mapping[str, Any]
     ) -> RespondResult: ...
@@ -444,7 +446,8 @@ class FeishuEventHandlers:
         if match is None:
             if msg.parent_id or msg.root_id:
                 return  # chatter in a card's thread, not a command
-            await self._reply(msg.message_id, HELP_TEXT)
+            await self._reply(msg.message_id, help_text(
+                await self._engine.startable_agents(msg.sender)))
             return
         agent, prompt = match.group(1), match.group(2).strip()
         origin = Origin(PLATFORM, msg.chat_id or None, msg.message_id)
@@ -453,6 +456,7 @@ class FeishuEventHandlers:
             extra={"agent": agent, "chat_id": msg.chat_id, "user": msg.sender.user_id},
         )
         try:
+            # The engine refuses (audited) anyone who is not one of the agent's starters.
             await self._engine.start_run(agent, prompt, msg.sender, origin)
         except EngineError as exc:
             await self._reply(msg.message_id, str(exc))
@@ -501,6 +505,14 @@ class FeishuEventHandlers:
         if self._loop is None:
             raise RuntimeError("FeishuEventHandlers.bind_loop() was not called")
         return self._loop
+
+
+def help_text(agents: list[str]) -> str:
+    """``HELP_TEXT`` plus the agents the asker may start."""
+    if not agents:
+        return (f"{HELP_TEXT} You may not start any agent yet; an admin can add you to an "
+                "agent's starters.")
+    return f"{HELP_TEXT} Agents you may start: {', '.join(agents)}."
 
 
 @dataclass(frozen=True)

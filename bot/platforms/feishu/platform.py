@@ -117,11 +117,15 @@ class FeishuPlatform:
 
 
 def feishu_approver_entries(settings: Any) -> list[str]:
-    """Every Feishu approver entry in the routes (emails are resolved at start-up)."""
+    """Every Feishu approver and starter entry (emails are resolved at start-up)."""
     entries: list[str] = []
     for route in settings.routes.values():
         if route.feishu is not None:
             entries.extend(route.feishu.approvers.users)
+    for agent in settings.agents.values():
+        starters = agent.starters.feishu if agent.starters is not None else None
+        if starters is not None:
+            entries.extend(starters.users)
     return list(dict.fromkeys(entries))
 
 

@@ -6,7 +6,9 @@ Layout (small modules, one concern each):
   SLACK_APP_TOKEN, SLACK_API_URL) and the errors that name a missing variable.
 - ``client``     — the ``AsyncWebClient`` with slack-sdk retry handlers (429, 5xx, network).
 - ``adapter``    — ``SlackAdapter``: the engine's ``PlatformAdapter`` (deliver/update/result).
-- ``directory``  — ``SlackDirectory``: the engine's ``Directory`` (TTL-cached memberships).
+- ``directory``  — ``SlackDirectory``: the engine's ``Directory`` (TTL-cached memberships,
+  emails, and the install's org for telling Slack Connect guests apart).
+- ``identity``   — the person behind a payload (with their team), for the engine.
 - ``listeners/`` — one Bolt listener per concern: slash command, mention, buttons, modal.
 - ``app``        — ``build_app`` (Bolt wiring, event dedupe) and ``http_endpoint``.
 - ``inbound``    — what ``/slack/events`` checks before Bolt parses: signature, shape.

@@ -22,6 +22,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.engine.ports import Identity
 from bot.platforms.slack.client import error_code
 from bot.platforms.slack.engine_api import SlackEngine
+from bot.platforms.slack.identity import from_interaction
 from bot.platforms.slack.replies import audit_refusal, safe_text, tell
 from renderers import slack as render
 from renderers.card import RequestCard, index_token
@@ -33,10 +34,9 @@ FAILED = "Something went wrong while recording your answer; please try again."
 
 
 def responder(body: Mapping[str, Any]) -> Identity:
-    """The clicker as Slack vouches for them (the payload is signature-checked)."""
-    user = body.get("user") or {}
-    name = user.get("name") or user.get("username")
-    return Identity(platform="slack", user_id=str(user.get("id") or ""), display_name=name or None)
+    """The clicker as Slack vouches for them (the payload is signature-checked), with
+    their team so Slack Connect guests are told apart."""
+    return from_interaction(body)
 
 
 def message_location(body: Mapping[str, Any]) -> tuple[str | None, str | None]:

@@ -1,8 +1,9 @@
 """``/askhuman run | pending | help``.
 
-Every branch acks at once: ``help`` and usage errors answer in the ack itself; ``run``
-and ``pending`` ack empty and then do their (slower) work, replying through the
-Web API or the command's ``response_url``.
+Every branch acks at once: usage errors answer in the ack itself; ``run``, ``pending``
+and ``help`` ack empty and then do their (slower) work, replying through the Web API or
+the command's ``response_url``. ``run`` first asks the engine whether the person is one
+of the agent's ``starters``; a refusal is told to them alone and nothing is posted.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from bot.engine.health import DATABASE_DOWN, database_unreachable
 from bot.engine.ports import Identity
 from bot.platforms.slack.client import error_code
 from bot.platforms.slack.engine_api import SlackEngine
+from bot.platforms.slack.identity import from_command
+from bot.platforms.slack.replies import safe_text
 from bot.platforms.slack.runs import start_run
 from bot.platforms.slack.text import quote
 from renderers.card import RequestCard
@@ -41,6 +44,15 @@ NOT_IN_CHANNEL = (
 )
 MAX_PENDING_LINES = 20
 PENDING_FAILED = "I couldn't list your requests just now; please try again shortly."
+
+
+def help_text(agents: list[str]) -> str:
+    """``HELP`` plus the agents the asker may start (agent names are admin config)."""
+    if not agents:
+        return (f"{HELP}\nYou may not start any agent yet; an admin can add you to an "
+                "agent's `starters`.")
+    names = ", ".join(f"`{slack_escape(name)}`" for name in agents)
+    return f"{HELP}\n*Agents you may start:* {names}"
 
 
 def parse(text: str) -> tuple[str, str]:
@@ -78,27 +90,29 @@ class CommandListener:
         respond: AsyncRespond,
     ) -> None:
         sub, rest = parse(str(command.get("text") or ""))
-        user = Identity(
-            platform="slack",
-            user_id=str(command["user_id"]),
-            display_name=command.get("user_name") or None,
-        )
+        user = from_command(command)
         if sub == "run":
             agent, _, prompt = rest.partition(" ")
             if not agent or not prompt.strip():
                 await ack(text=RUN_USAGE, response_type="ephemeral")
                 return
             await ack()
+            refusal = await self._engine.start_refusal(agent, user)
+            if refusal is not None:  # audited by the engine; nothing is posted in channel
+                await respond(text=safe_text(refusal), response_type="ephemeral")
+                return
             channel = str(command["channel_id"])
             await self._run(client, respond, user, channel, agent, prompt.strip())
         elif sub == "pending":
             await ack()
             await self._pending(respond, user)
-        elif sub in ("", "help"):
-            await ack(text=HELP, response_type="ephemeral")
         else:
-            unknown = f"I don't know `{slack_escape(sub[:40])}`.\n\n{HELP}"
-            await ack(text=unknown, response_type="ephemeral")
+            # Help lists only the agents this person may start (directory lookups), so it
+            # is sent after the ack rather than in it.
+            await ack()
+            lead = "" if sub in ("", "help") else f"I don't know `{slack_escape(sub[:40])}`.\n\n"
+            agents = await self._engine.startable_agents(user)
+            await respond(text=lead + help_text(agents), response_type="ephemeral")
 
     async def _pending(self, respond: AsyncRespond, user: Identity) -> None:
         """List the asker's open requests; when that fails, say so (never silence)."""

@@ -1,7 +1,8 @@
 """``@askhuman <agent>: <prompt>`` in a channel starts a run in that message's thread.
 
 Events are acked by Bolt before this runs; retries of the same event are dropped by
-the dedupe middleware, so one mention starts one run.
+the dedupe middleware, so one mention starts one run. Only the agent's ``starters`` may
+start it: anyone else gets an ephemeral refusal (audited) and nothing runs.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.engine.ports import Identity
 from bot.platforms.slack.directory import SlackDirectory
 from bot.platforms.slack.engine_api import SlackEngine
+from bot.platforms.slack.identity import from_event
+from bot.platforms.slack.replies import safe_text, tell
 from bot.platforms.slack.runs import start_run
 from bot.platforms.slack.text import strip_mentions
 
@@ -56,12 +58,18 @@ class MentionListener:
             return
         agent, prompt = parsed
         name = await self._directory.display_name(str(user_id)) if self._directory else None
+        user = from_event(event, name)
+        refusal = await self._engine.start_refusal(agent, user)
+        if refusal is not None:  # audited by the engine; only the author sees why
+            await tell(client, user=user.user_id, channel=channel, text=safe_text(refusal),
+                       thread_ts=thread_ts)
+            return
         await start_run(
             self._engine,
             client,
             agent=agent,
             prompt=prompt,
-            user=Identity(platform="slack", user_id=str(user_id), display_name=name),
+            user=user,
             channel=channel,
             thread_ts=thread_ts,
         )
