@@ -48,11 +48,12 @@ async def post_raw(slack: Slack, body: bytes, headers: dict[str, str]) -> tuple[
 
 
 async def still_serves(slack: Slack) -> float:
-    """A signed ``/askhuman help`` still gets its answer; returns how long it took."""
+    """A signed ``/askhuman run`` without a prompt still gets its usage text in the ack;
+    returns how long it took."""
     started = time.monotonic()
-    response = await slack.command("help")
+    response = await slack.command("run")
     assert response.status_code == 200
-    assert "/askhuman run" in response.text
+    assert "/askhuman run <agent> <prompt>" in response.text
     return time.monotonic() - started
 
 
