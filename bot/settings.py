@@ -40,6 +40,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.askhuman.config import AskHumanConfig
+from bot.tools.config import ToolSettings
 
 DEFAULT_DATABASE_URL = "sqlite:///askhuman.db"
 CONFIG_ENV_VAR = "ASKHUMAN_CONFIG"
@@ -215,6 +216,8 @@ class AgentSettings(_Strict):
     instructions: str = ""
     route: str = "default"
     ask_human: AskHumanConfig = Field(default_factory=AskHumanConfig)
+    tools: list[ToolSettings] = Field(default_factory=list)
+    """Python and MCP tools the agent may call (see ``bot.tools.config``)."""
 
 
 class FileSettings(_Strict):
@@ -233,6 +236,7 @@ class FileSettings(_Strict):
                     f"agent '{name}' uses route '{agent.route}', which is not defined "
                     f"under routes (known routes: {known})"
                 )
+            _tool_routes_exist(name, agent, self.routes)
         for name, route in self.routes.items():
             target = route.escalation.route if route.escalation else None
             if target is None:
@@ -246,6 +250,18 @@ class FileSettings(_Strict):
                 fix = f"name one of: {known}" if known else f"define '{target}' under routes"
                 raise KeyPathError(key, f"route '{target}' is not defined under routes; {fix}")
         return self
+
+
+def _tool_routes_exist(
+    agent_name: str, agent: AgentSettings, routes: dict[str, RouteSettings]
+) -> None:
+    """A tool's ``route:`` (where its approvals go) must name a defined route."""
+    for index, tool in enumerate(agent.tools):
+        if tool.route is not None and tool.route not in routes:
+            known = ", ".join(sorted(routes)) or "none defined"
+            raise KeyPathError(f"agents.{agent_name}.tools.{index}.route",
+                               f"route '{tool.route}' is not defined under routes "
+                               f"(known routes: {known})")
 
 
 class EnvSettings(BaseSettings):

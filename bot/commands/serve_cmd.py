@@ -109,6 +109,7 @@ def build_app(engine: Engine, runtimes: list[PlatformRuntime]) -> Starlette:
             for task in pending:
                 task.cancel()
             await engine.drain(timeout=5)  # card updates still running in the background
+            await engine.close_runtimes()  # MCP sessions and their subprocesses
             for task in done:
                 if not task.cancelled() and task.exception() is not None:
                     log.error(
