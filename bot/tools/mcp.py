@@ -22,11 +22,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
-from pydantic_ai import RunContext
+from pydantic_ai import ModelRetry, RunContext
 from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.mcp import MCPToolset
+from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets.abstract import AbstractToolset, ToolsetTool
 
 from bot.tools.config import HttpServer, McpToolSettings, StdioServer
@@ -34,6 +37,8 @@ from bot.tools.config import HttpServer, McpToolSettings, StdioServer
 log = logging.getLogger("askhuman.tools")
 
 PING_SECONDS = 5.0
+CONNECTION_CLOSED = -32000
+"""JSON-RPC error code the MCP SDK uses when the transport is gone."""
 INIT_SECONDS = 20.0
 
 
@@ -71,6 +76,29 @@ def build_mcp_toolset(server: StdioServer | HttpServer, timeout: float) -> MCPTo
                                         f"MCP server {label!r}").values(), strict=True)}
     return MCPToolset(server.url, tool_error_behavior="failed", init_timeout=INIT_SECONDS,
                       read_timeout=max(timeout * 2, 60.0), headers=headers or None)
+
+
+def schema_check(tool_def: ToolDefinition) -> Callable[..., None]:
+    """Check arguments against the tool's JSON Schema before approval or execution.
+
+    pydantic-ai passes MCP arguments through as given; an MCP server would only refuse
+    bad ones after a person approved the call. Checking here turns them into a
+    ``ModelRetry`` naming each problem, so nobody is asked about a call that cannot run.
+    """
+    from jsonschema.validators import validator_for
+
+    schema = tool_def.parameters_json_schema or {"type": "object"}
+    validator = validator_for(schema)(schema)
+
+    def check(ctx: RunContext[Any], **args: Any) -> None:
+        errors = sorted(validator.iter_errors(args), key=lambda e: list(e.path))
+        if errors:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e.path) or 'arguments'}: {e.message}"
+                for e in errors[:10])
+            raise ModelRetry(f"invalid arguments for {tool_def.name}: {problems}")
+
+    return check
 
 
 class ManagedMcpServer(AbstractToolset[Any]):
@@ -144,10 +172,17 @@ class ManagedMcpServer(AbstractToolset[Any]):
             await self._stop()
 
     async def _alive(self, inner: MCPToolset[Any]) -> bool:
+        """A ping; any JSON-RPC answer (even "method not found", which newer servers give
+        for ping) means the server is there. Only a closed connection or silence is dead."""
+        from mcp.shared.exceptions import MCPError
+
         try:
-            return bool(await asyncio.wait_for(inner.client.ping(), PING_SECONDS))
+            await asyncio.wait_for(inner.client.ping(), PING_SECONDS)
+        except MCPError as exc:
+            return exc.code != CONNECTION_CLOSED
         except Exception:
             return False
+        return True
 
     async def _healthy(self) -> MCPToolset[Any]:
         """The connected toolset, restarted first if the server stopped answering."""
@@ -157,7 +192,8 @@ class ManagedMcpServer(AbstractToolset[Any]):
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         inner = await self._healthy()
         tools = await inner.get_tools(ctx)
-        return {name: tool for name, tool in tools.items() if self.settings.exposes(name)}
+        return {name: replace(tool, args_validator_func=schema_check(tool.tool_def))
+                for name, tool in tools.items() if self.settings.exposes(name)}
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any],

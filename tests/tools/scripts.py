@@ -36,19 +36,28 @@ def returns(messages: list[ModelMessage]) -> list[tuple[str, str, str]]:
     return seen
 
 
-def calling(*steps: Sequence[Call], seen_tools: list[Any] | None = None) -> FunctionModel:
-    """Step N calls ``steps[N]`` (ids ``cN_M``); after the last step it reports, one
-    line per result: ``tool outcome: content``."""
+class Scripted:
+    """Step N of a run calls ``steps[N]`` (ids ``cN_M``); after the last step it reports,
+    one line per result: ``tool outcome: content``. ``steps`` may be replaced between
+    runs, so one runtime (and its MCP sessions) serves several scripted runs."""
 
-    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        if seen_tools is not None:
-            seen_tools[:] = list(info.function_tools)
+    def __init__(self, *steps: Sequence[Call], seen_tools: list[Any] | None = None) -> None:
+        self.steps: tuple[Sequence[Call], ...] = steps
+        self.seen_tools = seen_tools
+        self.model = FunctionModel(self.respond, model_name="scripted:test-tools")
+
+    def respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if self.seen_tools is not None:
+            self.seen_tools[:] = list(info.function_tools)
         step = sum(isinstance(m, ModelResponse) for m in messages)
-        if step < len(steps):
+        if step < len(self.steps):
             return ModelResponse(parts=[
                 ToolCallPart(name, args, tool_call_id=f"c{step}_{j}")
-                for j, (name, args) in enumerate(steps[step])])
+                for j, (name, args) in enumerate(self.steps[step])])
         lines = [f"{tool} {outcome}: {content}" for tool, outcome, content in returns(messages)]
         return ModelResponse(parts=[TextPart("\n".join(lines) or "no tool results")])
 
-    return FunctionModel(respond, model_name="scripted:test-tools")
+
+def calling(*steps: Sequence[Call], seen_tools: list[Any] | None = None) -> FunctionModel:
+    """A model that runs ``Scripted(*steps)``."""
+    return Scripted(*steps, seen_tools=seen_tools).model
