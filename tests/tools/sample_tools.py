@@ -58,15 +58,17 @@ def explode(message: str = "boom") -> str:
     raise RuntimeError(message)
 
 
-def slow_write(marker: str, seconds: float = 3600.0) -> str:
-    """Writes the journal line, then hangs (a crash mid-call leaves a side effect)."""
+def slow_write(marker: str) -> str:
+    """Writes the journal line, then (with ``$TOOLS_HANG`` set) hangs, so a process
+    killed mid-call leaves the side effect done but the call unfinished."""
     import time
 
     CALLS.append(("slow_write", {"marker": marker}))
-    _journal(f"slow_write {marker}")
-    Path(marker).write_text("in the tool")
-    time.sleep(seconds)
-    return "done"
+    _journal(f"slow_write {Path(marker).name}")
+    if os.environ.get("TOOLS_HANG"):
+        Path(marker).write_text("in the tool")
+        time.sleep(3600)
+    return "written"
 
 
 not_callable = 42
