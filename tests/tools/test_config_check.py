@@ -95,3 +95,10 @@ def test_settings_refuse_the_shape_errors_at_load_time_too(tmp_path: Path) -> No
     with pytest.raises(ConfigError) as caught:
         load_file(write(tmp_path, [{"python": "x:y", "approval": {"when": ")"}}]))
     assert caught.value.problems[0].startswith("agents.ops.tools.0.approval:")
+
+
+def test_serve_refuses_to_start_with_a_broken_tool(tmp_path: Path) -> None:
+    path = write(tmp_path, [{"python": "no_such_pkg.ops:restart"}])
+    result = runner.invoke(app, ["serve", "--config", str(path)])
+    assert result.exit_code == 2
+    assert "agents.ops.tools.0.python: cannot import module 'no_such_pkg.ops'" in result.output
