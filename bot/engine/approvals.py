@@ -54,14 +54,17 @@ def ask_batch(engine: EngineBase, session: Session, now: dt.datetime, run: Run,
         request.batch = batch
         refs.append(ref)
     for item in outcome.approvals:
-        refs.append(_tool_request(engine, session, now, run, item, batch).ref)
+        refs.append(create_tool_request(engine, session, now, run, item, batch).ref)
     run.status = "waiting"
     return refs[0]
 
 
-def _tool_request(engine: EngineBase, session: Session, now: dt.datetime, run: Run,
+def create_tool_request(engine: EngineBase, session: Session, now: dt.datetime, run: Run,
                   item: ToolApprovalRequest, batch: str) -> HumanRequest:
-    """One tool call → a pending request on the tool's route (or the agent's)."""
+    """One tool call → a pending, delivered request on the tool's route (or the agent's).
+
+    Public for other doors (e.g. an HTTP API asking approval for an external agent's
+    call): it writes the request, its audit row and its delivery in ``session``."""
     agent = engine.settings.agents[run.agent]
     route_name = item.route or agent.route
     route = engine.settings.routes[route_name]

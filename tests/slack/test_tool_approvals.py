@@ -128,8 +128,21 @@ async def test_approve_runs_the_call_once_and_says_so_in_the_thread(
                                          for b in ops.card_message(ts).blocks), what="update")
 
 
+MCP_SCALE = {"mcp": {"command": STDIO_COMMAND, "env": ["OPS_JOURNAL"]}, "include": ["scale"],
+             "approval": "always"}
+BOTH = pytest.mark.parametrize("tools", [[SCALE_TOOL], [MCP_SCALE]], ids=["python", "mcp"])
+
+
+@pytest.fixture(autouse=True)
+def _mcp_journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    journal = tmp_path / "mcp-journal.txt"
+    monkeypatch.setenv("OPS_JOURNAL", str(journal))
+    return journal
+
+
+@BOTH
 async def test_reject_with_a_reason_reaches_the_model_and_nothing_runs(
-    ops: Slack, script: Scripted
+    ops: Slack, script: Scripted, _mcp_journal: Path
 ) -> None:
     script.steps = ([("scale", {"service": "api", "replicas": 9})],)
     await start(ops)
@@ -138,7 +151,7 @@ async def test_reject_with_a_reason_reaches_the_model_and_nothing_runs(
     final = await finished(ops)
     assert final == ("scale denied: The reviewer rejected this call: traffic peak until 18:00 "
                      "The action was not run.")
-    assert sample_tools.CALLS == []
+    assert sample_tools.CALLS == [] and journal_lines(_mcp_journal) == []
     assert "tool_started" not in events(ops.database)
     assert not any(t.startswith("Ran ") for t in thread(ops))
     result = requests(ops.database)[0].result
@@ -146,7 +159,9 @@ async def test_reject_with_a_reason_reaches_the_model_and_nothing_runs(
     assert result["values"] == {"reason": "traffic peak until 18:00"}
 
 
-async def test_timeout_never_runs_the_tool(ops: Slack, script: Scripted) -> None:
+@BOTH
+async def test_timeout_never_runs_the_tool(ops: Slack, script: Scripted,
+                                           _mcp_journal: Path) -> None:
     script.steps = ([("scale", {"service": "api", "replicas": 9})],)
     await start(ops)
     await ops.wait_for_card()
@@ -158,7 +173,7 @@ async def test_timeout_never_runs_the_tool(ops: Slack, script: Scripted) -> None
     assert await ops.engine.expire_due() == 1
     final = await finished(ops)
     assert final == "scale denied: No approval within 30m; the action was not run."
-    assert sample_tools.CALLS == []
+    assert sample_tools.CALLS == [] and journal_lines(_mcp_journal) == []
     assert requests(ops.database)[0].status == "timeout"
 
 
@@ -238,13 +253,11 @@ async def test_hostile_argument_values_are_inert_on_the_card(
     assert all(s.get("text", {}).get("verbatim") for s in card.blocks if s["type"] == "section")
 
 
-@pytest.mark.parametrize("tools", [[{"mcp": {"command": STDIO_COMMAND, "env": ["OPS_JOURNAL"]},
-                                     "include": ["scale"], "approval": "always"}]])
+@pytest.mark.parametrize("tools", [[MCP_SCALE]], ids=["mcp"])
 async def test_mcp_tool_behind_approval_runs_once_on_approve(
-    ops: Slack, script: Scripted, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ops: Slack, script: Scripted, _mcp_journal: Path
 ) -> None:
-    journal = tmp_path / "journal.txt"
-    monkeypatch.setenv("OPS_JOURNAL", str(journal))
+    journal = _mcp_journal
     script.steps = ([("scale", {"service": "api", "replicas": 3})],)
     await start(ops)
     ts = await ops.wait_for_card()
