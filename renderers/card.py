@@ -29,6 +29,8 @@ class ToolArg:
     """Validated value (untrusted, model-written unless ``fixed``)."""
     fixed: bool = False
     """Set by the admin's ``fixed`` config, not by the model."""
+    size: int | None = None
+    """Characters of the full value when ``value`` holds only the start of it."""
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import datetime as dt
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from pydantic import JsonValue
 
@@ -32,6 +32,9 @@ REASON_FIELD = "reason"
 VALUE_CHARS = 300
 """Longest argument value shown before it is collapsed."""
 MAX_ARGS_SHOWN = 40
+STORED_VALUE_CHARS = 4000
+"""Longest value kept for display: the card shows at most ``VALUE_CHARS`` of it, and the
+binding hash (not this copy) is what ties the approval to the real arguments."""
 FIXED_MARK = "(fixed by admin)"
 
 
@@ -50,8 +53,8 @@ def tool_approval_view(
     binding: str,
 ) -> ToolApprovalView:
     """The model's arguments first, then the admin's ``fixed`` ones (marked)."""
-    items = [ToolArg(str(k), _json(v)) for k, v in args.items() if k not in fixed]
-    items += [ToolArg(str(k), _json(v), fixed=True) for k, v in fixed.items()]
+    items = [_arg(str(k), v, False) for k, v in args.items() if k not in fixed]
+    items += [_arg(str(k), v, True) for k, v in fixed.items()]
     return ToolApprovalView(tool=tool, description=description, args=tuple(items),
                             binding=binding)
 
@@ -61,13 +64,15 @@ def view_to_json(view: ToolApprovalView) -> dict[str, JsonValue]:
     return {
         "tool": view.tool,
         "description": view.description,
-        "args": [{"name": a.name, "value": a.value, "fixed": a.fixed} for a in view.args],
+        "args": [{"name": a.name, "value": a.value, "fixed": a.fixed, "size": a.size}
+                 for a in view.args],
         "binding": view.binding,
     }
 
 
 def view_from_json(data: Mapping[str, Any]) -> ToolApprovalView:
-    args = tuple(ToolArg(str(a.get("name", "")), a.get("value"), bool(a.get("fixed")))
+    args = tuple(ToolArg(str(a.get("name", "")), a.get("value"), bool(a.get("fixed")),
+                         a["size"] if isinstance(a.get("size"), int) else None)
                  for a in data.get("args") or [] if isinstance(a, dict))
     return ToolApprovalView(tool=str(data.get("tool", "")),
                             description=str(data.get("description") or ""), args=args,
@@ -104,12 +109,12 @@ def arg_lines(view: ToolApprovalView, value_chars: int = VALUE_CHARS) -> list[Ar
     """The arguments as readable lines (raw text; each renderer escapes it)."""
     lines = []
     for arg in view.args[:MAX_ARGS_SHOWN]:
-        text = arg.value if isinstance(arg.value, str) else json.dumps(
-            arg.value, ensure_ascii=False, separators=(", ", ": "))
+        text = _text(arg.value)
         text = " ".join(text.split()) if "\n" in text else text
-        collapsed = len(text) > value_chars
+        size = arg.size or len(text)
+        collapsed = size > value_chars
         if collapsed:
-            text = f"{text[:value_chars]}… (+{len(text) - value_chars} characters)"
+            text = f"{text[:value_chars]}… (+{size - value_chars} characters)"
         lines.append(ArgLine(arg.name[:100], text, arg.fixed, collapsed))
     hidden = len(view.args) - MAX_ARGS_SHOWN
     if hidden > 0:
@@ -123,6 +128,15 @@ def arg_text(line: ArgLine) -> str:
     return f"{line.name}: {line.text}{mark}"
 
 
-def _json(value: Any) -> JsonValue:
-    """Values are already JSON-safe (the runtime converted them); keep them as they are."""
-    return value  # type: ignore[no-any-return]
+def _arg(name: str, value: Any, fixed: bool) -> ToolArg:
+    """The value as shown later: as is, or (if huge) the start of its text and its size."""
+    text = _text(value)
+    if len(text) <= STORED_VALUE_CHARS:
+        return ToolArg(name, cast(JsonValue, value), fixed)
+    return ToolArg(name, text[:STORED_VALUE_CHARS], fixed, size=len(text))
+
+
+def _text(value: JsonValue) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)

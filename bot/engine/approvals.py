@@ -37,18 +37,19 @@ from storage import HumanRequest, Run
 
 if TYPE_CHECKING:
     from bot.engine.base import EngineBase
+    from bot.engine.runs import RunsMixin
     from bot.engine.worker import Claim
 
 TOOL_APPROVAL = "tool_approval"
 
 
-def ask_batch(engine: EngineBase, session: Session, now: dt.datetime, run: Run,
+def ask_batch(engine: RunsMixin, session: Session, now: dt.datetime, run: Run,
               outcome: Outcome) -> str:
     """Store every deferred call of the step as its own request; returns the first ref."""
     batch = uuid.uuid4().hex
     refs: list[str] = []
     if outcome.deferred_call is not None:
-        ref = engine._ask_human(session, now, run, outcome)  # type: ignore[attr-defined]
+        ref = engine._ask_human(session, now, run, outcome)
         request = store.get_request(session, ref)
         assert request is not None
         request.batch = batch
@@ -128,7 +129,7 @@ def resume_kwargs(engine: EngineBase, agent: str, run_id: str,
     return extra
 
 
-async def refuse_binding(engine: EngineBase, claim: Claim, run_id: str,
+async def refuse_binding(engine: RunsMixin, claim: Claim, run_id: str,
                          exc: ToolBindingError) -> None:
     """A pending call is not the approved one: audit it, run nothing, fail the run."""
     now = engine.now()
@@ -136,7 +137,7 @@ async def refuse_binding(engine: EngineBase, claim: Claim, run_id: str,
         s, now, "tool_binding_refused", outcome="refused", run_id=run_id, reason=str(exc),
         details={"tool": exc.tool, "tool_call_id": exc.tool_call_id,
                  "approved": short(exc.approved), "pending": short(exc.pending)}))
-    await engine._give_up(claim, run_id, str(exc))  # type: ignore[attr-defined]
+    await engine._give_up(claim, run_id, str(exc))
 
 
 class EngineToolObserver:

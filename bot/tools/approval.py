@@ -10,7 +10,7 @@ unknown action) is a denial with a message for the model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic_ai import ToolApproved, ToolDenied
@@ -48,7 +48,6 @@ class ApprovalTicket:
     binding: str
     waited_seconds: float = 0.0
     """From the request's creation to its resolution (for timeout/cancel messages)."""
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def format_wait(seconds: float) -> str:

@@ -118,3 +118,13 @@ def test_answers_are_read_and_checked_like_any_request() -> None:
     assert action.id == "reject" and clean == {"reason": "too risky"}
     action, clean = check_answer(shown.args, "approve", {})
     assert action.id == "approve" and clean == {}
+
+
+def test_a_huge_value_is_stored_cut_and_shown_with_its_real_size() -> None:
+    view = tool_card.tool_approval_view("t", "", {"blob": "z" * 100_000, "n": 1}, {}, BINDING)
+    stored = tool_card.view_to_json(view)
+    assert len(json.dumps(stored)) < 5000
+    again = tool_card.view_from_json(stored)
+    (blob, n) = tool_card.arg_lines(again)
+    assert blob.text == "z" * 300 + "… (+99700 characters)" and blob.collapsed
+    assert (n.text, n.collapsed) == ("1", False)
