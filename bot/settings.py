@@ -40,6 +40,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.askhuman.config import AskHumanConfig
+from bot.tools.config import ToolSettings
 
 DEFAULT_DATABASE_URL = "sqlite:///askhuman.db"
 CONFIG_ENV_VAR = "ASKHUMAN_CONFIG"
@@ -256,6 +257,8 @@ class AgentSettings(_Strict):
     """Who may start this agent from Slack, Feishu or the console. Missing means
     nobody can (only trusted callers such as the API or schedules start it);
     ``askhuman config check`` warns about it."""
+    tools: list[ToolSettings] = Field(default_factory=list)
+    """Python and MCP tools the agent may call (see ``bot.tools.config``)."""
 
 
 class HttpSettings(_Strict):
@@ -283,6 +286,7 @@ class FileSettings(_Strict):
                     f"under routes (known routes: {known})"
                 )
             _check_starter_channels(name, agent, self.routes[agent.route])
+            _tool_routes_exist(name, agent, self.routes)
         for name, route in self.routes.items():
             target = route.escalation.route if route.escalation else None
             if target is None:
@@ -324,6 +328,16 @@ def config_warnings(agents: dict[str, AgentSettings]) -> list[str]:
         for name, agent in sorted(agents.items())
         if agent.starters is None
     ]
+def _tool_routes_exist(
+    agent_name: str, agent: AgentSettings, routes: dict[str, RouteSettings]
+) -> None:
+    """A tool's ``route:`` (where its approvals go) must name a defined route."""
+    for index, tool in enumerate(agent.tools):
+        if tool.route is not None and tool.route not in routes:
+            known = ", ".join(sorted(routes)) or "none defined"
+            raise KeyPathError(f"agents.{agent_name}.tools.{index}.route",
+                               f"route '{tool.route}' is not defined under routes "
+                               f"(known routes: {known})")
 
 
 class EnvSettings(BaseSettings):

@@ -21,6 +21,40 @@ CardStatus = Literal["pending", "submitted", "timeout", "cancelled", "unavailabl
 
 
 @dataclass(frozen=True)
+class ToolArg:
+    """One argument of a tool call, as the approval card lists it."""
+
+    name: str
+    value: JsonValue
+    """Validated value (untrusted, model-written unless ``fixed``)."""
+    fixed: bool = False
+    """Set by the admin's ``fixed`` config, not by the model."""
+    size: int | None = None
+    """Characters of the full value when ``value`` holds only the start of it."""
+
+
+@dataclass(frozen=True)
+class ToolApprovalView:
+    """The tool call a tool-approval card asks about (``RequestCard.tool``).
+
+    Built by the engine from the stored request; ``renderers.tool_card`` turns it into
+    the card's buttons and reason field (``tool_approval_args``) and its readable
+    argument list (``arg_lines``). Tool names and descriptions come from admin config
+    or an MCP server, arguments from the model: all of it is rendered as plain text.
+    """
+
+    tool: str
+    description: str
+    args: tuple[ToolArg, ...]
+    binding: str
+    """Full hash of the tool name and canonical JSON arguments; cards show 12 chars."""
+
+    @property
+    def short_binding(self) -> str:
+        return self.binding[:12]
+
+
+@dataclass(frozen=True)
 class RequestCard:
     """Everything a renderer needs; model-written text lives only inside ``args``."""
 
@@ -47,6 +81,9 @@ class RequestCard:
     """System text for timeout / cancel / unavailable (trusted, but still escaped)."""
     votes: int = 0
     quorum: int = 1
+    tool: ToolApprovalView | None = None
+    """Set for a tool-approval request: the call to approve (``args`` then holds the
+    engine-made Approve/Reject actions and the optional reason field)."""
 
 
 # ---------------------------------------------------------------- shared helpers

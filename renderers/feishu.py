@@ -51,6 +51,7 @@ from renderers.text import (
     summary,
     value_lines,
 )
+from renderers.tool_card import arg_lines, arg_text
 
 Element = dict[str, Any]
 
@@ -152,6 +153,8 @@ def _header(card: RequestCard) -> dict[str, Any]:
         sub += f" · Due {format_when(card.deadline)}"
     if card.quorum > 1:
         sub += f" · Votes {card.votes}/{card.quorum}"
+    if card.tool is not None:
+        sub += f" · Call hash {card.tool.short_binding}"
     return {
         "title": _text(args.title or args.question, 150),
         "subtitle": _text(sub, 200),
@@ -160,6 +163,8 @@ def _header(card: RequestCard) -> dict[str, Any]:
 
 
 def _head_elements(card: RequestCard, budget: Budget) -> list[Element]:
+    if card.tool is not None:
+        return _tool_elements(card, budget)
     args = card.args
     elements: list[Element] = []
     if args.title or len(args.question) > 150:
@@ -168,6 +173,20 @@ def _head_elements(card: RequestCard, budget: Budget) -> list[Element]:
         chunks = markdown_chunks(args.markdown, FEISHU, MARKDOWN_CHUNK, budget.body)
         elements += [{"tag": "markdown", "content": c} for c in chunks]
     return elements
+
+
+def _tool_elements(card: RequestCard, budget: Budget) -> list[Element]:
+    """The tool call to approve, every name and value in ``plain_text`` (never parsed)."""
+    view = card.tool
+    assert view is not None
+    intro = f"{card.agent_name} wants to run {view.tool}"
+    if view.description:
+        intro += "\n" + view.description
+    lines = [arg_text(line) for line in arg_lines(view, max(40, min(300, budget.default)))]
+    return [
+        _div(intro, min(budget.question, 1200)),
+        _div("\n".join(f"• {line}" for line in lines) or "No arguments.", budget.body),
+    ]
 
 
 # ---------------------------------------------------------------- form

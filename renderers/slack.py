@@ -62,6 +62,7 @@ from renderers.text import (
     summary,
     value_lines,
 )
+from renderers.tool_card import FIXED_MARK, arg_lines
 
 Block = dict[str, Any]
 
@@ -213,6 +214,8 @@ def _blocks(card: RequestCard, budget: Budget) -> list[Block]:
 
 
 def _head_blocks(card: RequestCard, budget: Budget) -> list[Block]:
+    if card.tool is not None:
+        return _tool_head_blocks(card, budget)
     args = card.args
     blocks: list[Block] = [{"type": "header", "text": _plain(args.title or args.question, 150)}]
     if args.title or len(args.question) > 150:
@@ -231,7 +234,35 @@ def _context_text(card: RequestCard) -> str:
         parts.append(f"Due {format_when(card.deadline)}")
     if card.quorum > 1:
         parts.append(f"Votes {card.votes}/{card.quorum}")
+    if card.tool is not None:
+        parts.append(f"Call hash {slack_escape(card.tool.short_binding)}")
     return truncate("  ·  ".join(parts), 2000)
+
+
+def _tool_head_blocks(card: RequestCard, budget: Budget) -> list[Block]:
+    """A tool call to approve: who asks, the tool, and its arguments as a plain list.
+
+    Every name and value is escaped mrkdwn in a ``verbatim`` section, so a value like
+    ``<!channel>`` or ``<javascript:…|click>`` stays literal text.
+    """
+    view = card.tool
+    assert view is not None
+    intro = (f"*{slack_escape(truncate(card.agent_name, 100))}* wants to run "
+             f"*{slack_escape(truncate(view.tool, 100))}*")
+    if view.description:
+        intro += "\n" + slack_escape(truncate(view.description, min(budget.question, 1000)))
+    units = [
+        f"• *{slack_escape(line.name)}*: {slack_escape(line.text)}"
+        + (f" _{FIXED_MARK}_" if line.fixed else "")
+        for line in arg_lines(view, max(40, min(300, budget.default)))
+    ] or ["_No arguments._"]
+    chunks = fit_chunks(split_units(units, SECTION_CHARS), budget.body)
+    return [
+        {"type": "header", "text": _plain(card.args.title or card.args.question, 150)},
+        _section(intro),
+        *[_section(c) for c in chunks],
+        {"type": "context", "elements": [_mrkdwn(_context_text(card))]},
+    ]
 
 
 # ---------------------------------------------------------------- inputs

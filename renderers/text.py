@@ -22,6 +22,7 @@ from bot.askhuman.schema import (
 )
 from renderers.card import RequestCard
 from renderers.markdown import check_plain, plain, truncate
+from renderers.tool_card import arg_lines, arg_text
 
 STATUS_WORDS = {
     "pending": "Waiting for a response",
@@ -157,6 +158,8 @@ def render_text(card: RequestCard) -> str:
 
 
 def _head_lines(card: RequestCard) -> list[str]:
+    if card.tool is not None:
+        return _tool_lines(card)
     args = card.args
     lines = [("[URGENT] " if args.urgency == "high" else "") + (args.title or args.question)]
     if args.title:
@@ -164,6 +167,24 @@ def _head_lines(card: RequestCard) -> list[str]:
     if args.markdown:
         lines += ["", truncate(args.markdown.strip(), 20000)]
     meta = f"From: {card.agent_name}"
+    if card.deadline:
+        meta += f" · Due: {format_when(card.deadline)}"
+    if card.quorum > 1:
+        meta += f" · Votes: {card.votes}/{card.quorum}"
+    return [*lines, "", meta]
+
+
+def _tool_lines(card: RequestCard) -> list[str]:
+    """A tool-approval card: the call, one argument per line, fixed ones marked."""
+    view = card.tool
+    assert view is not None
+    lines = [card.args.title or card.args.question, "",
+             f"{card.agent_name} wants to run {view.tool}"]
+    if view.description:
+        lines.append(truncate(view.description, 2000))
+    lines += ["", "Arguments:"]
+    lines += [f"  {arg_text(line)}" for line in arg_lines(view)] or ["  (none)"]
+    meta = f"From: {card.agent_name} · Call hash: {view.short_binding}"
     if card.deadline:
         meta += f" · Due: {format_when(card.deadline)}"
     if card.quorum > 1:

@@ -70,10 +70,21 @@ class HumanRequest(Base):
     """When the request is escalated to its route's escalation route (None: never)."""
     escalated_at: Mapped[dt.datetime | None] = mapped_column()
     escalation_route: Mapped[str | None] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(32), default="ask_human",
+                                      server_default="ask_human")
+    """ask_human | tool_approval (a tool call that runs only once approved)."""
+    tool: Mapped[Json | None] = mapped_column(JSON)
+    """tool_approval: the call as the card shows it (tool, description, args, fixed)."""
+    binding: Mapped[str | None] = mapped_column(String(64))
+    """tool_approval: hash of the tool name and canonical JSON arguments it approves."""
+    batch: Mapped[str | None] = mapped_column(String(64))
+    """Requests from one model step share a batch; the run resumes once all are resolved
+    (None: a request alone, as before tool approvals existed)."""
     created_at: Mapped[dt.datetime] = mapped_column()
     updated_at: Mapped[dt.datetime] = mapped_column()
 
     __table_args__ = (
+        Index("ix_human_requests_run_batch", "run_id", "batch"),
         Index("ix_human_requests_status_deadline", "status", "deadline"),
         Index("ix_human_requests_status_reminder", "status", "next_reminder_at"),
         Index("ix_human_requests_status_escalate", "status", "escalate_at"),

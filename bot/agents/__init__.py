@@ -5,6 +5,7 @@ from bot.agents.base import (
     AgentRuntimeError,
     Outcome,
     ResumeMismatchError,
+    ToolBindingError,
     UnknownModelError,
 )
 from bot.agents.local import LocalRuntime
@@ -23,6 +24,7 @@ __all__ = [
     "LocalRuntime",
     "Outcome",
     "ResumeMismatchError",
+    "ToolBindingError",
     "UnknownModelError",
     "build_runtime",
 ]

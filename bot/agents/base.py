@@ -1,9 +1,10 @@
 """The one small interface every agent runtime implements.
 
-A run either finishes with an ``output`` or stops with one ``deferred_call`` (the
-ask_human request). Either way it returns a JSON-serializable ``snapshot`` that is
-all a later ``resume`` needs, so the engine can store it and resume in another
-process, hours later.
+A run either finishes with an ``output`` or stops on deferred calls: at most one
+``deferred_call`` (the ask_human request) and any number of tool ``approvals``
+(calls that may run only once a person approved them). Either way it returns a
+JSON-serializable ``snapshot`` that is all a later ``resume`` needs, so the engine
+can store it and resume in another process, hours later.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Literal, Protocol
 from pydantic import JsonValue
 
 from bot.askhuman.schema import AskHumanToolResult, DeferredToolCallPayload
+from bot.tools.approval import ToolApprovalRequest
 
 
 class AgentRuntimeError(Exception):
@@ -28,9 +30,26 @@ class ResumeMismatchError(AgentRuntimeError):
     """The results do not answer the call the snapshot is waiting for."""
 
 
+class ToolBindingError(ResumeMismatchError):
+    """A pending tool call is not the call that was approved (another tool, other
+    arguments or other ``fixed`` values): nothing runs."""
+
+    def __init__(self, tool_call_id: str, tool: str, approved: str, pending: str) -> None:
+        self.tool_call_id = tool_call_id
+        self.tool = tool
+        self.approved = approved
+        self.pending = pending
+        super().__init__(
+            f"the pending call {tool_call_id!r} to {tool!r} is not the call that was approved "
+            f"(approved {approved[:12] or 'nothing'}, pending {pending[:12] or 'nothing'}); "
+            "nothing was run"
+        )
+
+
 @dataclass(frozen=True)
 class Outcome:
-    """The end of one run: exactly one of ``output`` / ``deferred_call`` is meaningful.
+    """The end of one run: ``output``, or the deferred calls (``deferred_call`` and/or
+    ``approvals``) it waits for.
 
     ``output`` may legitimately be None (a null final answer), so test ``kind``.
     """
@@ -40,6 +59,7 @@ class Outcome:
     output: JsonValue = None
     deferred_call: DeferredToolCallPayload | None = None
     usage: dict[str, JsonValue] = field(default_factory=dict)
+    approvals: tuple[ToolApprovalRequest, ...] = ()
 
     @classmethod
     def finished(cls, output: JsonValue, snapshot: dict[str, JsonValue]) -> Outcome:
@@ -48,6 +68,15 @@ class Outcome:
     @classmethod
     def asking(cls, call: DeferredToolCallPayload, snapshot: dict[str, JsonValue]) -> Outcome:
         return cls(kind="deferred_call", snapshot=snapshot, deferred_call=call)
+
+    @classmethod
+    def deferring(
+        cls, call: DeferredToolCallPayload | None, approvals: tuple[ToolApprovalRequest, ...],
+        snapshot: dict[str, JsonValue],
+    ) -> Outcome:
+        """Stopped on tool approvals (and maybe one ask_human call in the same step)."""
+        return cls(kind="deferred_call", snapshot=snapshot, deferred_call=call,
+                   approvals=approvals)
 
 
 class AgentRuntime(Protocol):

@@ -6,7 +6,7 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.models import Model, infer_model
 
 from bot.agents.base import AgentRuntimeError, UnknownModelError
-from bot.agents.scripted import SCRIPTS, scripted_model
+from bot.agents.scripted import known_scripts, scripted_model
 
 SCRIPTED_PREFIX = "scripted:"
 
@@ -19,8 +19,8 @@ def resolve_model(model_id: str, tool_name: str = "ask_human") -> Model:
     """
     if model_id.startswith(SCRIPTED_PREFIX):
         name = model_id[len(SCRIPTED_PREFIX) :]
-        if name not in SCRIPTS:
-            known = ", ".join(SCRIPTED_PREFIX + n for n in sorted(SCRIPTS))
+        if name not in known_scripts():
+            known = ", ".join(SCRIPTED_PREFIX + n for n in known_scripts())
             raise UnknownModelError(f"unknown scripted model {model_id!r}; known: {known}")
         return scripted_model(name, tool_name)
     try:
@@ -32,7 +32,7 @@ def resolve_model(model_id: str, tool_name: str = "ask_human") -> Model:
         raise UnknownModelError(
             f"unknown model id {model_id!r}: {text}. Use a pydantic-ai id such as "
             f"'openai:gpt-4o', or one of the offline models "
-            f"({', '.join(SCRIPTED_PREFIX + n for n in sorted(SCRIPTS))})."
+            f"({', '.join(SCRIPTED_PREFIX + n for n in known_scripts())})."
         ) from exc
     except ImportError as exc:
         raise AgentRuntimeError(f"model {model_id!r} needs an optional package: {exc}") from exc

@@ -189,15 +189,51 @@ def refund_script(prompt: str, results: list[dict[str, Any]], tool_name: str) ->
     return _say(f"No refund issued ({result.get('status')}).")
 
 
+_SERVICE = re.compile(r"\brestart\s+(?:the\s+)?([A-Za-z0-9_.-]+)", re.IGNORECASE)
+
+
+def ops_respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """An agent that acts: it calls ``restart_service`` and reports what really happened.
+
+    The tool sits behind an approval, so the run stops until a person decides; the
+    answer (``ToolApproved`` → the tool's real output, ``ToolDenied`` → the reason)
+    comes back as the tool's result.
+    """
+    prompt = _first_prompt(messages)
+    match = _SERVICE.search(prompt)
+    service = match.group(1) if match else "api"
+    for message in messages:
+        if not isinstance(message, ModelRequest):
+            continue
+        for part in message.parts:
+            if isinstance(part, ToolReturnPart) and part.tool_name == "restart_service":
+                if part.outcome == "success":
+                    return _say(f"Done: {part.content}")
+                if part.outcome == "denied":
+                    return _say(f"I did not restart {service}: {part.content}")
+                return _say(f"Restarting {service} failed: {part.content}")
+    args = {"service": service, "reason": prompt[:200]}
+    return ModelResponse(parts=[ToolCallPart("restart_service", args,
+                                             tool_call_id="restart_1")])
+
+
 SCRIPTS: dict[str, Script] = {
     "deploy": deploy_script,
     "release": release_script,
     "refund": refund_script,
 }
+TOOL_SCRIPTS = {"ops": ops_respond}
+"""Scripted agents that call admin-configured tools (they read tool results directly)."""
+
+
+def known_scripts() -> list[str]:
+    return sorted([*SCRIPTS, *TOOL_SCRIPTS])
 
 
 def scripted_model(name: str, tool_name: str = "ask_human") -> FunctionModel:
     """Build the FunctionModel for ``scripted:<name>``; KeyError if unknown."""
+    if name in TOOL_SCRIPTS:
+        return FunctionModel(TOOL_SCRIPTS[name], model_name=f"scripted:{name}")
     script = SCRIPTS[name]
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

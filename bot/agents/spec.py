@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bot.askhuman.config import AskHumanConfig
+from bot.tools.config import ToolSettings
 
 
 @dataclass(frozen=True)
@@ -15,3 +16,5 @@ class AgentSpec:
     model: str
     instructions: str = ""
     ask_human: AskHumanConfig = field(default_factory=AskHumanConfig)
+    tools: tuple[ToolSettings, ...] = ()
+    """Admin-configured Python and MCP tools (``bot.tools.config``)."""

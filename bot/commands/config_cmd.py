@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from bot.settings import ConfigError, config_warnings, load_file
+from bot.settings import ConfigError, FileSettings, config_warnings, load_file
 
 config_app = typer.Typer(help="Admin configuration.", no_args_is_help=True)
 
@@ -25,6 +25,7 @@ def check(
     """
     try:
         parsed = load_file(file)
+        _check_tools(file, parsed)
     except ConfigError as exc:
         typer.echo(f"{exc.source} is not valid:", err=True)
         for problem in exc.problems:
@@ -39,6 +40,19 @@ def check(
         typer.echo(f"  - warning: {warning}", err=True)
     if warnings and strict:
         raise typer.Exit(1)
+
+
+def _check_tools(file: Path, parsed: FileSettings) -> None:
+    """Import paths, ``fixed`` keys and MCP commands, checked in this environment."""
+    if not any(agent.tools for agent in parsed.agents.values()):
+        return
+    from bot.tools.check import check_tools
+
+    problems, notes = check_tools({name: a.tools for name, a in parsed.agents.items()})
+    for note in notes:
+        typer.echo(f"note: {note}", err=True)
+    if problems:
+        raise ConfigError(str(file), problems)
 
 
 def register(app: typer.Typer) -> None:

@@ -3,6 +3,11 @@
 Nothing here needs a token or the network: the agent is an offline scripted model,
 the database a temporary SQLite file (or ``--database``), and the platform the
 terminal. ``--answer approve|reject|timeout`` answers without asking.
+
+``--agent ops`` is an agent that acts: it calls the real Python tool
+``bot.tools.demo:restart_service`` behind an approval. Approve and the tool runs (it
+appends a line to a journal file, printed at the end); reject or let it time out and
+it never runs, and the agent says so.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import os
 import tempfile
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,6 +28,7 @@ from bot.askhuman.schema import AskHumanToolArgs
 from bot.engine import Engine, EngineError, Identity, Origin
 from bot.platforms.console import ConsoleAdapter, ConsoleDirectory, console_identity
 from bot.settings import CONSOLE_DEMO_USER, AgentSettings, Settings, Starters, load_settings
+from bot.tools.demo import JOURNAL_ENV
 from renderers.card import RequestCard
 from storage import Database
 
@@ -39,15 +46,38 @@ class DemoClock:
         return dt.datetime.now(dt.UTC) + self.offset
 
 
+DEMO_TOOLS: dict[str, list[dict[str, Any]]] = {
+    "ops": [{"python": "bot.tools.demo:restart_service", "approval": "always",
+             "fixed": {"cluster": "demo-cluster"}}],
+}
+"""Scripted agents that act, and the tools the demo gives them."""
+
+
 def _with_agent(settings: Settings, agent: str) -> Settings:
     """Let ``--agent release`` etc. run the matching scripted model on the first route."""
     if agent in settings.agents or not settings.routes:
         return settings
-    extra = AgentSettings(model=f"scripted:{agent}", route=next(iter(settings.routes)),
-                          ask_human=AskHumanConfig(allowed_field_types=DEMO_FIELD_TYPES),
-                          starters=Starters.model_validate(
-                              {"console": {"users": [CONSOLE_DEMO_USER]}}))
+    extra = AgentSettings.model_validate({
+        "model": f"scripted:{agent}", "route": next(iter(settings.routes)),
+        "ask_human": AskHumanConfig(allowed_field_types=DEMO_FIELD_TYPES),
+        "tools": DEMO_TOOLS.get(agent, []),
+        "starters": Starters.model_validate({"console": {"users": [CONSOLE_DEMO_USER]}}),
+    })
     return settings.model_copy(update={"agents": {**settings.agents, agent: extra}})
+
+
+def _show_journal(settings: Settings, agent: str) -> None:
+    """The demo tool's side effect, for everyone to check (agents with tools only)."""
+    if agent not in settings.agents or not settings.agents[agent].tools:
+        return
+    from bot.tools.demo import journal_path
+
+    path = journal_path()
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    typer.echo(f"Journal {path}: {len(lines)} line(s)" + (":" if lines else
+               " (the tool never ran)"))
+    for line in lines:
+        typer.echo(f"  {line}")
 
 
 def _auto_values(args: AskHumanToolArgs) -> dict[str, JsonValue]:
@@ -131,8 +161,10 @@ async def _demo(settings: Settings, agent: str, prompt: str, answer: str | None,
                 return 1
             await engine.run_worker_once()
         status = await asyncio.to_thread(_run_status, db, run_id)
+        _show_journal(settings, agent)
         return 0 if status == "succeeded" else 1
     finally:
+        await engine.close_runtimes()
         db.dispose()
 
 
@@ -150,7 +182,7 @@ def register(app: typer.Typer) -> None:
         answer: Annotated[str | None, typer.Option(
             help="Answer without asking: an action id (approve, reject…) or 'timeout'.")] = None,
         agent: Annotated[str, typer.Option(
-            help="Agent to run (scripted ones need no setup).")] = "deploy",
+            help="Agent to run (scripted ones need no setup; 'ops' calls a tool).")] = "deploy",
         prompt: Annotated[str, typer.Option(
             help="The user's request.")] = "Deploy v2.3.1 to production",
         config: Annotated[Path | None, typer.Option(
@@ -163,5 +195,12 @@ def register(app: typer.Typer) -> None:
         settings = _with_agent(load_settings(config), agent)
         with tempfile.TemporaryDirectory(prefix="askhuman-demo-") as tmp:
             url = database or f"sqlite:///{Path(tmp) / 'demo.db'}"
-            code = asyncio.run(_demo(settings, agent, prompt, answer, url))
+            own_journal = JOURNAL_ENV not in os.environ  # the tool's journal lives in tmp
+            if own_journal:
+                os.environ[JOURNAL_ENV] = str(Path(tmp) / "journal.txt")
+            try:
+                code = asyncio.run(_demo(settings, agent, prompt, answer, url))
+            finally:
+                if own_journal:
+                    os.environ.pop(JOURNAL_ENV, None)
         raise typer.Exit(code)

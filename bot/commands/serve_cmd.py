@@ -111,6 +111,7 @@ def build_app(engine: Engine, runtimes: list[PlatformRuntime]) -> Starlette:
             for task in pending:
                 task.cancel()
             await engine.drain(timeout=5)  # card updates still running in the background
+            await engine.close_runtimes()  # MCP sessions and their subprocesses
             for task in done:
                 if not task.cancelled() and task.exception() is not None:
                     log.error(
@@ -139,6 +140,20 @@ def prepare(settings: Settings, env: Mapping[str, str] | None = None) -> Starlet
     return build_app(engine, start_platforms(engine, settings, env))
 
 
+def check_tool_settings(settings: Settings) -> None:
+    """Refuse to start with a tool that cannot be built (bad import path, unknown
+    ``fixed`` key, missing MCP program): ``ConfigError`` naming each key."""
+    if not any(agent.tools for agent in settings.agents.values()):
+        return
+    from bot.tools.check import check_tools
+
+    problems, notes = check_tools({name: a.tools for name, a in settings.agents.items()})
+    for note in notes:
+        log.warning("tool config note", extra={"note": note})
+    if problems:
+        raise ConfigError(settings.source, problems)
+
+
 def register(app: typer.Typer) -> None:
     """Add ``askhuman serve``."""
 
@@ -162,6 +177,7 @@ def register(app: typer.Typer) -> None:
         configure_logging(log_level)
         try:
             settings = load_settings(config)
+            check_tool_settings(settings)
             asgi = prepare(settings)
         except (ConfigError, SlackConfigError, FeishuConfigError) as exc:
             typer.echo(f"error: {exc}", err=True)

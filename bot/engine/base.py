@@ -58,6 +58,7 @@ def registry_runtimes(settings: Settings) -> RuntimeFactory:
             model=agent.model,
             instructions=agent.instructions,
             ask_human=agent.ask_human,
+            tools=tuple(agent.tools),
         )
         runtime: AgentRuntime = build_runtime(spec)
         return runtime
@@ -254,6 +255,18 @@ class EngineBase(abc.ABC):
         if agent not in self._runtimes:
             self._runtimes[agent] = self._runtime_factory(agent)
         return self._runtimes[agent]
+
+    async def close_runtimes(self) -> None:
+        """Close what agent runtimes keep open (MCP sessions and subprocesses): shutdown."""
+        for name, runtime in list(self._runtimes.items()):
+            close = getattr(runtime, "aclose", None)
+            if close is None:
+                continue
+            try:
+                await close()
+            except Exception:
+                log.warning("closing an agent runtime failed", exc_info=True,
+                            extra={"agent": name})
 
     def _directory(self, platform: str) -> Directory | None:
         entry = self._adapters.get(platform)

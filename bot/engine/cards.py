@@ -9,6 +9,7 @@ from pydantic import JsonValue
 
 from bot.askhuman.schema import AskHumanToolArgs
 from renderers.card import CardStatus, RequestCard
+from renderers.tool_card import view_from_json
 from storage import HumanRequest
 
 
@@ -48,6 +49,8 @@ def build_card(request: HumanRequest, agent: str, votes: int = 0) -> RequestCard
         message=result.get("message"),
         votes=votes,
         quorum=request.quorum,
+        tool=view_from_json(request.tool) if request.kind == "tool_approval" and request.tool
+        else None,
     )
 
 

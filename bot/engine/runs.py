@@ -16,10 +16,10 @@ from typing import Any
 from pydantic import JsonValue
 from sqlalchemy.orm import Session
 
-from bot.agents.base import Outcome
+from bot.agents.base import Outcome, ToolBindingError
 from bot.askhuman.schema import AskHumanToolResult
 from bot.askhuman.tool import validate_and_normalize_args
-from bot.engine import outbox, store, worker
+from bot.engine import approvals, outbox, store, worker
 from bot.engine.access import AccessMixin
 from bot.engine.base import log
 from bot.engine.cards import output_text
@@ -69,7 +69,7 @@ class RunsMixin(AccessMixin):
         await self._tx(insert)
         log.info("run started", extra={"run_id": run_id, "agent": agent})
         try:
-            outcome = await runtime.run(prompt)
+            outcome = await runtime.run(prompt, **approvals.run_kwargs(self, agent, run_id))
         except Exception as exc:
             log.exception("run failed", extra={"run_id": run_id})
             await self._fail_run(run_id, str(exc) or type(exc).__name__)
@@ -94,6 +94,8 @@ class RunsMixin(AccessMixin):
             store.audit(session, now, "run_succeeded", run_id=run_id)
             self._enqueue_result(session, run)
             return None
+        if outcome.approvals:  # tool calls to approve (and maybe an ask_human call)
+            return approvals.ask_batch(self, session, now, run, outcome)
         return self._ask_human(session, now, run, outcome)
 
     def _ask_human(self, session: Session, now: dt.datetime, run: Run, outcome: Outcome) -> str:
@@ -174,13 +176,13 @@ class RunsMixin(AccessMixin):
     async def _process(self, claim: worker.Claim) -> None:
         """Resume one run with its request's result; success commits with the job's end."""
 
-        def load(session: Session) -> tuple[Run, HumanRequest]:
+        def load(session: Session) -> tuple[Run, HumanRequest, Any]:
             run, request = session.get(Run, claim.run_id), session.get(HumanRequest,
                                                                        claim.request_id)
             assert run is not None and request is not None
-            return run, request
+            return run, request, approvals.resume_inputs(session, request)
 
-        run, request = await self._tx(load)
+        run, request, (results, tickets) = await self._tx(load)
         extra = {"run_id": run.id, "ref": request.ref, "attempt": claim.attempts}
         if claim.attempts > self.max_attempts:
             await self._give_up(claim, run.id, "the resume kept crashing the worker")
@@ -188,8 +190,13 @@ class RunsMixin(AccessMixin):
         try:
             result = AskHumanToolResult.model_validate(request.result)
             runtime = self._runtime(run.agent)
-            outcome = await runtime.resume(dict(run.snapshot or {}),
-                                           {request.tool_call_id: result})
+            outcome = await runtime.resume(dict(run.snapshot or {}), results,
+                                           **approvals.resume_kwargs(self, run.agent, run.id,
+                                                                     tickets))
+        except ToolBindingError as exc:  # not the approved call: nothing runs, no retry
+            log.warning("resume refused: tool call differs", extra={**extra, "error": str(exc)})
+            await approvals.refuse_binding(self, claim, run.id, exc)
+            return
         except Exception as exc:
             log.warning("resume failed", extra={**extra, "error": str(exc)})
             await self._retry_or_fail(claim, run.id, str(exc) or type(exc).__name__)

@@ -162,6 +162,10 @@ def resolve(
     ))
     if changed != 1:
         return False
+    if not batch_resolved(session, request):
+        session.flush()
+        session.refresh(request)
+        return True  # the run resumes when the last request of its step is resolved
     session.add(
         ResumeJob(
             request_id=request.id,
@@ -176,6 +180,29 @@ def resolve(
     session.flush()
     session.refresh(request)
     return True
+
+
+def batch_resolved(session: Session, request: HumanRequest) -> bool:
+    """Whether no other request of ``request``'s step (its ``batch``) is still pending.
+
+    A model step may ask several things at once (tool approvals, an ask_human call):
+    each is its own request and the run resumes once, after the last one. On
+    PostgreSQL the run row is locked first, so two siblings resolved at the same time
+    cannot both see the other as pending (SQLite serializes every write anyway).
+    """
+    if request.batch is None:
+        return True
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(select(Run.id).where(Run.id == request.run_id).with_for_update())
+    others = session.scalar(
+        select(func.count()).select_from(HumanRequest).where(
+            HumanRequest.run_id == request.run_id,
+            HumanRequest.batch == request.batch,
+            HumanRequest.id != request.id,
+            HumanRequest.status == OPEN,
+        )
+    )
+    return not others
 
 
 def record_vote(

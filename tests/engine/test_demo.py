@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -60,3 +62,36 @@ def test_demo_with_a_config_whose_agent_nobody_may_start(tmp_path: object) -> No
     assert ("error: You are not allowed to start 'deploy'. An admin can add you under "
             "agents.deploy.starters.console.") in result.output
     assert "Deploy v2.3.1?" not in result.output  # no card was shown
+@pytest.mark.parametrize(("answer", "said", "lines"), [
+    ("approve", "Done: restarted web on demo-cluster", 1),
+    ("reject", "I did not restart web: The reviewer rejected this call; the action was not run.",
+     0),
+    ("timeout", "I did not restart web: No approval within 30m; the action was not run.", 0),
+])
+def test_agent_that_acts_runs_its_tool_only_when_approved(
+    answer: str, said: str, lines: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = tmp_path / "journal.txt"
+    monkeypatch.setenv("ASKHUMAN_DEMO_JOURNAL", str(journal))
+    result = runner.invoke(app, ["demo", "--agent", "ops", "--answer", answer,
+                                 "--prompt", "restart web please"])
+    assert result.exit_code == 0, result.output
+    assert "Approve tool call: restart_service" in result.output
+    assert "cluster: demo-cluster (fixed by admin)" in result.output
+    assert said in result.output
+    written = journal.read_text().splitlines() if journal.exists() else []
+    assert len(written) == lines
+    if lines:
+        assert written[0].endswith("restarted web on demo-cluster (restart web please)")
+        assert "Ran restart_service(service=web, reason=restart web please): ok" in result.output
+    else:
+        assert "(the tool never ran)" in result.output
+
+
+def test_agent_that_acts_interactively(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASKHUMAN_DEMO_JOURNAL", str(tmp_path / "journal.txt"))
+    result = runner.invoke(app, ["demo", "--agent", "ops"], input="not today\nreject\n")
+    assert result.exit_code == 0, result.output
+    assert ("I did not restart api: The reviewer rejected this call: not today The action "
+            "was not run.") in result.output
+    assert not (tmp_path / "journal.txt").exists()

@@ -1,0 +1,173 @@
+"""Tool approvals in the engine: one request per call, one resume per step, the audit.
+
+A model step that stops on tool calls needing approval (and maybe one ask_human call)
+becomes one request per call, all in one ``batch``; ``store.resolve`` queues the
+resume only when the last of them is resolved, and the resume hands the runtime every
+result at once with an ``ApprovalTicket`` per tool call (the stored binding hash and
+how long it waited). A tool-approval request is an ordinary request whose ``args`` the
+engine wrote (Approve / Reject and an optional reason: ``renderers.tool_card``), so
+delivery, approvers, quorum, timeouts, reminders, escalation and the audit are shared.
+
+While a resumed (or fresh) run executes tools, ``EngineToolObserver`` commits a
+``tool_started`` audit row before each call and a ``tool_finished`` row (ok / error)
+with one short line for the run's thread after it. A process that dies mid-call
+leaves ``tool_started`` without ``tool_finished``: the resume is retried from the
+same snapshot, so the call runs again (at-least-once for the side effect).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from bot.agents.base import Outcome, ToolBindingError
+from bot.askhuman.schema import AskHumanToolResult
+from bot.engine import outbox, store
+from bot.logs import scrub
+from bot.tools.approval import ApprovalTicket, ToolApprovalRequest
+from bot.tools.binding import short
+from bot.tools.observer import ToolCall, ToolDone, call_args
+from renderers.tool_card import tool_approval_args, tool_approval_view, view_to_json
+from storage import HumanRequest, Run
+
+if TYPE_CHECKING:
+    from bot.engine.base import EngineBase
+    from bot.engine.runs import RunsMixin
+    from bot.engine.worker import Claim
+
+TOOL_APPROVAL = "tool_approval"
+
+
+def ask_batch(engine: RunsMixin, session: Session, now: dt.datetime, run: Run,
+              outcome: Outcome) -> str:
+    """Store every deferred call of the step as its own request; returns the first ref."""
+    batch = uuid.uuid4().hex
+    refs: list[str] = []
+    if outcome.deferred_call is not None:
+        ref = engine._ask_human(session, now, run, outcome)
+        request = store.get_request(session, ref)
+        assert request is not None
+        request.batch = batch
+        refs.append(ref)
+    for item in outcome.approvals:
+        refs.append(create_tool_request(engine, session, now, run, item, batch).ref)
+    run.status = "waiting"
+    return refs[0]
+
+
+def create_tool_request(engine: EngineBase, session: Session, now: dt.datetime, run: Run,
+                  item: ToolApprovalRequest, batch: str) -> HumanRequest:
+    """One tool call → a pending, delivered request on the tool's route (or the agent's).
+
+    Public for other doors (e.g. an HTTP API asking approval for an external agent's
+    call): it writes the request, its audit row and its delivery in ``session``."""
+    agent = engine.settings.agents[run.agent]
+    route_name = item.route or agent.route
+    route = engine.settings.routes[route_name]
+    view = tool_approval_view(item.tool, item.description, item.args, item.fixed, item.binding)
+    request = store.create_request(
+        session, now, run, item.tool_call_id, tool_approval_args(view, run.agent), route_name,
+        route.quorum, now + dt.timedelta(seconds=route.timeout))
+    request.kind, request.tool = TOOL_APPROVAL, view_to_json(view)
+    request.binding, request.batch = item.binding, batch
+    request.reminders_sent = 0
+    if route.reminder is not None:
+        request.next_reminder_at = now + dt.timedelta(seconds=route.reminder)
+    if route.escalation is not None:
+        request.escalate_at = now + dt.timedelta(seconds=route.escalation.after)
+    store.audit(session, now, "tool_approval_requested", run_id=run.id, ref=request.ref,
+                details={"route": route_name, "tool": item.tool,
+                         "tool_call_id": item.tool_call_id, "binding": short(item.binding)})
+    outbox.enqueue(session, now, engine.outbox_lease, "deliver_request",
+                   request_id=request.id, run_id=run.id, payload={"ref": request.ref})
+    return request
+
+
+def resume_inputs(
+    session: Session, request: HumanRequest
+) -> tuple[dict[str, AskHumanToolResult], dict[str, ApprovalTicket]]:
+    """Every result of ``request``'s step, and a ticket per tool approval among them."""
+    if request.batch is None:
+        batch = [request]
+    else:
+        batch = list(session.scalars(
+            select(HumanRequest)
+            .where(HumanRequest.run_id == request.run_id, HumanRequest.batch == request.batch)
+            .order_by(HumanRequest.id)))
+    results = {r.tool_call_id: AskHumanToolResult.model_validate(r.result) for r in batch}
+    tickets = {
+        r.tool_call_id: ApprovalTicket(r.binding or "", _waited(r))
+        for r in batch if r.kind == TOOL_APPROVAL
+    }
+    return results, tickets
+
+
+def _waited(request: HumanRequest) -> float:
+    end = request.decided_at or request.updated_at
+    return max(0.0, (end - request.created_at).total_seconds())
+
+
+def run_kwargs(engine: EngineBase, agent: str, run_id: str) -> dict[str, Any]:
+    """Extra arguments for ``runtime.run``: an observer, for agents that have tools."""
+    settings = engine.settings.agents.get(agent)
+    if settings is None or not settings.tools:
+        return {}
+    return {"observer": EngineToolObserver(engine, run_id)}
+
+
+def resume_kwargs(engine: EngineBase, agent: str, run_id: str,
+                  tickets: Mapping[str, ApprovalTicket]) -> dict[str, Any]:
+    """Extra arguments for ``runtime.resume`` (none for runtimes without tools)."""
+    extra = run_kwargs(engine, agent, run_id)
+    if tickets or extra:
+        extra["tickets"] = dict(tickets)
+    return extra
+
+
+async def refuse_binding(engine: RunsMixin, claim: Claim, run_id: str,
+                         exc: ToolBindingError) -> None:
+    """A pending call is not the approved one: audit it, run nothing, fail the run."""
+    now = engine.now()
+    await engine._tx(lambda s: store.audit(
+        s, now, "tool_binding_refused", outcome="refused", run_id=run_id, reason=str(exc),
+        details={"tool": exc.tool, "tool_call_id": exc.tool_call_id,
+                 "approved": short(exc.approved), "pending": short(exc.pending)}))
+    await engine._give_up(claim, run_id, str(exc))
+
+
+class EngineToolObserver:
+    """Commits "tool started" / "tool finished" audit rows and the thread line."""
+
+    def __init__(self, engine: EngineBase, run_id: str) -> None:
+        self.engine = engine
+        self.run_id = run_id
+
+    async def started(self, call: ToolCall) -> None:
+        now = self.engine.now()
+        details = {"tool": call.tool, "tool_call_id": call.tool_call_id,
+                   "binding": short(call.binding), "args": scrub(call_args(call.args))[:500]}
+        await self.engine._tx(lambda s: store.audit(
+            s, now, "tool_started", run_id=self.run_id, details=details))
+
+    async def finished(self, done: ToolDone) -> None:
+        now = self.engine.now()
+        error = scrub(done.error)[:2000] if done.error else None
+        details = {"tool": done.call.tool, "tool_call_id": done.call.tool_call_id,
+                   "binding": short(done.call.binding), "seconds": round(done.seconds, 3)}
+
+        def record(session: Session) -> None:
+            store.audit(session, now, "tool_finished", outcome="ok" if done.ok else "error",
+                        run_id=self.run_id, reason=error, details=details)
+            run = session.get(Run, self.run_id)
+            if run is not None:
+                outbox.enqueue(session, now, self.engine.outbox_lease, "post_run_result",
+                               run_id=run.id, platform=run.origin_platform,
+                               payload={"text": scrub(done.line), "channel": run.origin_channel,
+                                        "thread": run.origin_thread})
+
+        await self.engine._tx(record)

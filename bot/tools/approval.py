@@ -1,0 +1,88 @@
+"""Tool approvals as data, and the one mapping from a human answer to pydantic-ai's.
+
+``ToolApprovalRequest`` is what a run that stopped on an approval hands the engine
+(one per call); ``ApprovalTicket`` is what the engine hands back on resume (the
+stored hash and how long the request waited). ``approval_result`` turns the stored
+``AskHumanToolResult`` into ``ToolApproved`` / ``ToolDenied``: only an explicit
+Approve runs the tool, everything else (reject, timeout, cancel, unreachable, an
+unknown action) is a denial with a message for the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic_ai import ToolApproved, ToolDenied
+
+from bot.askhuman.schema import AskHumanToolResult
+
+APPROVE = "approve"
+REJECT = "reject"
+REASON_FIELD = "reason"
+REJECTED = "The reviewer rejected this call; the action was not run."
+UNREACHABLE = "Nobody could be reached to approve this call; the action was not run."
+
+
+@dataclass(frozen=True)
+class ToolApprovalRequest:
+    """One tool call waiting for approval, as the runtime saw it."""
+
+    tool_call_id: str
+    tool: str
+    description: str
+    args: dict[str, Any]
+    """The model's arguments after validation and conversion (display only)."""
+    fixed: dict[str, Any]
+    """The admin ``fixed`` values the call will get (shown, marked as fixed)."""
+    binding: str
+    """``bot.tools.binding.binding_hash`` of the call; the resume must match it."""
+    route: str | None = None
+    """Where the approval goes (None: the agent's route)."""
+
+
+@dataclass(frozen=True)
+class ApprovalTicket:
+    """What the engine stored when it asked: checked and used on resume."""
+
+    binding: str
+    waited_seconds: float = 0.0
+    """From the request's creation to its resolution (for timeout/cancel messages)."""
+
+
+def format_wait(seconds: float) -> str:
+    """``1800`` → ``30m``; ``5400`` → ``1h 30m``; ``42`` → ``42s``."""
+    total = max(0, round(seconds))
+    if total < 60:
+        return f"{total}s"
+    minutes = round(total / 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    parts = [f"{days}d" if days else "", f"{hours}h" if hours else "",
+             f"{minutes}m" if minutes else ""]
+    return " ".join(p for p in parts if p)
+
+
+def approval_result(
+    result: AskHumanToolResult, waited_seconds: float
+) -> ToolApproved | ToolDenied:
+    """approve → ``ToolApproved``; reject → ``ToolDenied(reason or default)``;
+    timeout / cancel → ``ToolDenied("No approval within 30m; the action was not run.")``
+    with the real wait. A timeout never runs the tool."""
+    action = result.action.id if result.action else None
+    if result.status == "submitted" and action == APPROVE:
+        return ToolApproved()
+    if result.status == "submitted" and action == REJECT:
+        reason = result.values.get(REASON_FIELD)
+        if isinstance(reason, str) and reason.strip():
+            return ToolDenied(f"The reviewer rejected this call: {reason.strip()} "
+                              "The action was not run.")
+        return ToolDenied(REJECTED)
+    if result.status in ("timeout", "cancelled"):
+        text = f"No approval within {format_wait(waited_seconds)}; the action was not run."
+        if result.status == "cancelled" and result.message:
+            text += f" ({result.message})"
+        return ToolDenied(text)
+    if result.status == "unavailable":
+        return ToolDenied(UNREACHABLE)
+    return ToolDenied(REJECTED)

@@ -1,0 +1,68 @@
+"""``approval: {when: ...}`` rules: CEL expressions (cel-python), never Python ``eval``.
+
+A rule sees exactly three names: ``args`` (the call's arguments, admin ``fixed``
+values included), ``agent`` and ``tool``. It is compiled once when the config is
+loaded, so a typo is a config error, not a surprise at the first call. At call time
+anything but a clear ``false`` (an error, a missing key, a non-boolean) asks for
+approval: a broken rule must never let a call run unreviewed.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import celpy
+from celpy import celtypes
+from celpy.adapter import json_to_cel
+
+log = logging.getLogger("askhuman.tools")
+
+_ENV = celpy.Environment()
+
+
+class RuleError(ValueError):
+    """The expression does not compile; ``str()`` says where."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A compiled ``when`` expression."""
+
+    source: str
+    _program: Any = field(repr=False, compare=False)
+
+    def needs_approval(self, args: dict[str, Any], agent: str, tool: str) -> bool:
+        """True unless the expression evaluates to a boolean ``false``."""
+        activation = {
+            "args": json_to_cel(args),
+            "agent": celtypes.StringType(agent),
+            "tool": celtypes.StringType(tool),
+        }
+        try:
+            value = self._program.evaluate(activation)
+        except Exception as exc:  # cel-python raises CELEvalError and friends
+            log.warning("approval rule failed; asking for approval",
+                        extra={"rule": self.source, "tool": tool, "error": str(exc)[:200]})
+            return True
+        if isinstance(value, bool):  # celtypes.BoolType subclasses int, not bool
+            return value
+        if isinstance(value, celtypes.BoolType):
+            return bool(value)
+        log.warning("approval rule did not give a boolean; asking for approval",
+                    extra={"rule": self.source, "tool": tool})
+        return True
+
+
+def compile_rule(source: str) -> Rule:
+    """Compile ``source``; raise ``RuleError`` with the parser's own pointer on failure."""
+    if not source.strip():
+        raise RuleError("is empty; write a CEL expression such as \"args.replicas > 3\"")
+    try:
+        ast = _ENV.compile(source)
+        program = _ENV.program(ast)
+    except Exception as exc:
+        text = " ".join(str(exc).split())
+        raise RuleError(f"does not compile as CEL: {text}") from None
+    return Rule(source, program)

@@ -1,0 +1,142 @@
+"""The tool-approval card: Approve / Reject a tool call, with an optional reason.
+
+A tool approval travels through the same pipeline as an ask_human request: its
+``args`` are made here, by us, never by the model (``tool_approval_args``: trusted
+title and question, an optional paragraph ``reason`` field, Approve and Reject
+buttons), so answering, quorum, timeouts, reminders and the audit all work as they
+do for any request. ``RequestCard.tool`` (a ``ToolApprovalView``) adds the call
+itself, which each renderer lists with ``arg_lines``: compact JSON for nested
+values, long values collapsed, admin ``fixed`` values marked.
+
+Public entry points for other doors (e.g. an HTTP API creating approvals):
+``tool_approval_view`` (call → view), ``tool_approval_args`` (view → args), and
+``tool_approval_card`` (both → a pending ``RequestCard`` any renderer accepts).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from pydantic import JsonValue
+
+from bot.askhuman.schema import AskHumanAction, AskHumanToolArgs, ParagraphField
+from renderers.card import RequestCard, ToolApprovalView, ToolArg
+
+APPROVE = "approve"
+REJECT = "reject"
+REASON_FIELD = "reason"
+VALUE_CHARS = 300
+"""Longest argument value shown before it is collapsed."""
+MAX_ARGS_SHOWN = 40
+STORED_VALUE_CHARS = 4000
+"""Longest value kept for display: the card shows at most ``VALUE_CHARS`` of it, and the
+binding hash (not this copy) is what ties the approval to the real arguments."""
+FIXED_MARK = "(fixed by admin)"
+
+
+@dataclass(frozen=True)
+class ArgLine:
+    """One readable argument: raw text for the renderer to escape its own way."""
+
+    name: str
+    text: str
+    fixed: bool
+    collapsed: bool
+
+
+def tool_approval_view(
+    tool: str, description: str, args: Mapping[str, Any], fixed: Mapping[str, Any],
+    binding: str,
+) -> ToolApprovalView:
+    """The model's arguments first, then the admin's ``fixed`` ones (marked)."""
+    items = [_arg(str(k), v, False) for k, v in args.items() if k not in fixed]
+    items += [_arg(str(k), v, True) for k, v in fixed.items()]
+    return ToolApprovalView(tool=tool, description=description, args=tuple(items),
+                            binding=binding)
+
+
+def view_to_json(view: ToolApprovalView) -> dict[str, JsonValue]:
+    """What the engine stores in ``human_requests.tool``."""
+    return {
+        "tool": view.tool,
+        "description": view.description,
+        "args": [{"name": a.name, "value": a.value, "fixed": a.fixed, "size": a.size}
+                 for a in view.args],
+        "binding": view.binding,
+    }
+
+
+def view_from_json(data: Mapping[str, Any]) -> ToolApprovalView:
+    args = tuple(ToolArg(str(a.get("name", "")), a.get("value"), bool(a.get("fixed")),
+                         a["size"] if isinstance(a.get("size"), int) else None)
+                 for a in data.get("args") or [] if isinstance(a, dict))
+    return ToolApprovalView(tool=str(data.get("tool", "")),
+                            description=str(data.get("description") or ""), args=args,
+                            binding=str(data.get("binding") or ""))
+
+
+def tool_approval_args(view: ToolApprovalView, agent: str) -> AskHumanToolArgs:
+    """The engine-made request behind the card: two buttons and an optional reason."""
+    tool = view.tool[:100]
+    return AskHumanToolArgs(
+        title=f"Approve tool call: {tool}",
+        question=(f"The agent {agent[:100]} wants to run {tool} with the arguments below. "
+                  "Approve runs exactly this call once; Reject stops it (the reason, if "
+                  "you give one, is passed to the agent)."),
+        fields=[ParagraphField(name=REASON_FIELD, label="Reason (optional)",
+                               placeholder="Why, for the agent and the audit")],
+        actions=[AskHumanAction(id=APPROVE, label="Approve", style="primary"),
+                 AskHumanAction(id=REJECT, label="Reject", style="destructive")],
+        urgency="normal",
+    )
+
+
+def tool_approval_card(
+    ref: str, view: ToolApprovalView, agent: str, deadline: dt.datetime | None = None,
+    quorum: int = 1,
+) -> RequestCard:
+    """A pending tool-approval card, ready for ``render_request`` / ``render_card`` /
+    ``render_text``."""
+    return RequestCard(ref=ref, args=tool_approval_args(view, agent), agent_name=agent,
+                       deadline=deadline, quorum=quorum, tool=view)
+
+
+def arg_lines(view: ToolApprovalView, value_chars: int = VALUE_CHARS) -> list[ArgLine]:
+    """The arguments as readable lines (raw text; each renderer escapes it)."""
+    lines = []
+    for arg in view.args[:MAX_ARGS_SHOWN]:
+        text = _text(arg.value)
+        text = " ".join(text.split()) if "\n" in text else text
+        size = arg.size or len(text)
+        collapsed = size > value_chars
+        if collapsed:
+            text = f"{text[:value_chars]}… (+{size - value_chars} characters)"
+        lines.append(ArgLine(arg.name[:100], text, arg.fixed, collapsed))
+    hidden = len(view.args) - MAX_ARGS_SHOWN
+    if hidden > 0:
+        lines.append(ArgLine("…", f"{hidden} more argument(s) not shown", False, True))
+    return lines
+
+
+def arg_text(line: ArgLine) -> str:
+    """``name: value`` with the fixed marker, before platform escaping."""
+    mark = f" {FIXED_MARK}" if line.fixed else ""
+    return f"{line.name}: {line.text}{mark}"
+
+
+def _arg(name: str, value: Any, fixed: bool) -> ToolArg:
+    """The value as shown later: as is, or (if huge) the start of its text and its size."""
+    text = _text(value)
+    if len(text) <= STORED_VALUE_CHARS:
+        return ToolArg(name, cast(JsonValue, value), fixed)
+    return ToolArg(name, text[:STORED_VALUE_CHARS], fixed, size=len(text))
+
+
+def _text(value: JsonValue) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
