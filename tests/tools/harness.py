@@ -26,7 +26,10 @@ TOOLS = TypeAdapter(list[ToolSettings])
 def with_ops_agent(settings: Settings, tools: list[dict[str, Any]], route: str) -> Settings:
     """``settings`` plus an ``ops`` agent with ``tools`` on ``route``."""
     raw = settings.model_dump(mode="json", exclude={"source"})
-    raw["agents"]["ops"] = {"model": "scripted:deploy", "route": route, "tools": tools}
+    starters = next((a.get("starters") for a in raw["agents"].values() if a.get("starters")),
+                    None)  # whoever may start the suite's other agents may start ``ops``
+    raw["agents"]["ops"] = {"model": "scripted:deploy", "route": route, "tools": tools,
+                            "starters": starters}
     return Settings.model_validate(raw)
 
 

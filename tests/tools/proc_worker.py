@@ -31,7 +31,8 @@ LEASE_SECONDS = 30.0
 
 def tool_settings(db_url: str, marker: str) -> Settings:
     parsed = FileSettings.model_validate({
-        "agents": {"ops": {"model": "scripted:deploy", "route": "ops", "tools": [
+        "agents": {"ops": {"model": "scripted:deploy", "route": "ops",
+                           "starters": {"slack": {"users": ["U_STARTER"]}}, "tools": [
             {"python": "tests.tools.sample_tools:slow_write", "approval": "always"}]}},
         "routes": {"ops": {"timeout": "30m", "slack": {
             "channel": "C_OPS", "approvers": {"users": ["U_ALICE"]}}}},
