@@ -14,12 +14,16 @@ Build one ``Engine`` per process and share it with every platform adapter::
 Public API (all coroutines are safe to call concurrently, from several processes too):
 
 - ``Engine(database, settings, runtimes=None, clock=None, *, max_attempts=5,
-  backoff_base=2.0, backoff_cap=300.0, lease_seconds=300.0, outbox_max_attempts=8,
-  outbox_lease_seconds=120.0, background_card_updates=False,
+  backoff_base=2.0, backoff_cap=300.0, lease_seconds=30.0, outbox_max_attempts=8,
+  outbox_lease_seconds=30.0, heartbeat_seconds=None, background_card_updates=False,
   seen_retention_seconds=86400, outbox_retention_seconds=7*86400,
   housekeeping_interval_seconds=600)`` — ``runtimes`` maps an agent name to an
   ``AgentRuntime`` (default: ``bot.agents`` registry); ``clock`` returns an aware UTC
   datetime (tests pass a fake one). The ``outbox_*`` knobs bound platform retries.
+  Leases are short: while a resume or an outbox item runs, its lease is renewed every
+  ``heartbeat_seconds`` (default: a third of the shorter lease), so a dead worker's row
+  is taken over within about one lease and a slow live one's never is; a holder whose
+  row was taken over anyway stops (its model call is cancelled) and commits nothing.
   ``background_card_updates`` runs the post-commit card update as a background task
   instead of inside ``respond`` (Feishu switches it on; ``await drain()`` waits for
   them). The worker sweep prunes ``seen_events`` and ``done`` outbox rows past their

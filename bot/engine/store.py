@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from bot.askhuman.schema import AskHumanToolArgs, AskHumanToolResult
 from bot.engine.ports import Identity
+from bot.logs import scrub, scrub_json
 from storage import AuditLog, Delivery, HumanRequest, ResumeJob, Run, StagedFile, Vote
 
 OPEN = "pending"
@@ -41,7 +42,11 @@ def audit(
     reason: str | None = None,
     details: dict[str, Any] | None = None,
 ) -> None:
-    """Append one audit row (who, what, why) to the current transaction."""
+    """Append one audit row (who, what, why) to the current transaction.
+
+    ``reason`` and ``details`` often carry exception texts (a model provider's error
+    may echo its API key), so both are scrubbed like log lines before they are stored.
+    """
     session.add(
         AuditLog(
             created_at=now,
@@ -51,8 +56,8 @@ def audit(
             request_ref=ref,
             actor_platform=actor.platform if actor else None,
             actor_user=actor.user_id if actor else None,
-            reason=reason,
-            details=details or {},
+            reason=scrub(reason) if reason else reason,
+            details=scrub_json(details or {}),
         )
     )
 
