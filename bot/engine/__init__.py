@@ -101,6 +101,7 @@ from bot.engine.ports import (
     Identity,
     Origin,
     PlatformAdapter,
+    PostKey,
 )
 from bot.engine.results import EngineError, RespondResult, UnknownAgentError
 from bot.engine.values import InvalidValues, check_answer, check_values
@@ -116,6 +117,7 @@ __all__ = [
     "InvalidValues",
     "Origin",
     "PlatformAdapter",
+    "PostKey",
     "RespondResult",
     "RuntimeFactory",
     "UnknownAgentError",

@@ -46,6 +46,8 @@ class OutboxClaim:
     run_id: str | None
     platform: str | None
     payload: dict[str, Any] = field(default_factory=dict)
+    created_at: dt.datetime | None = None
+    """When the side effect was queued (naive UTC, as stored)."""
 
 
 def enqueue(
@@ -85,7 +87,7 @@ def taken(session: Session) -> list[OutboxClaim]:
 
 def _snapshot(item: OutboxItem, token: str, attempts: int) -> OutboxClaim:
     return OutboxClaim(item.id, item.kind, token, attempts, item.request_id, item.run_id,
-                       item.platform, dict(item.payload or {}))
+                       item.platform, dict(item.payload or {}), item.created_at)
 
 
 def claim_next(

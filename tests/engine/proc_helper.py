@@ -65,7 +65,7 @@ async def crash_resume(db_url: str, marker: str) -> None:
 async def crash_post(db_url: str, marker: str) -> None:
     engine, adapter, _ = make_engine(db_url, lease_seconds=LEASE_SECONDS)
 
-    async def hang(origin: Origin, text: str) -> None:
+    async def hang(origin: Origin, text: str, key: object = None) -> None:
         Path(marker).write_text(text)
         await asyncio.sleep(3600)
 
