@@ -48,8 +48,11 @@ Public API (all coroutines are safe to call concurrently, from several processes
   ``escalation.route``, whose approvers may answer from then on); each claim is a
   compare-and-set on the pending row, audited ``reminded`` / ``escalated``.
   ``serve_forever`` runs it after ``expire_due``.
-- ``await card(ref) -> RequestCard | None``; ``await pending_for(identity) ->
-  list[RequestCard]``; ``await find_by_message(platform, message_id) -> str | None``;
+- ``await card(ref) -> RequestCard | None``; ``await pending_page(identity, page=1,
+  per_page=10) -> PendingPage`` (``cards``, ``total``, ``page``, ``pages``: the open
+  requests that person may answer, oldest first, filtered in the query and authorized
+  like a click) and ``await pending_for(identity) -> list[RequestCard]`` (all of them);
+  ``await find_by_message(platform, message_id) -> str | None``;
   ``await card_for_message(platform, message_id) -> (ref, card) | None`` (both in one read).
 - ``await first_seen(platform, key) -> bool`` — one atomic INSERT into ``seen_events``
   shared by every replica: True the first time a platform event / callback / nonce is
@@ -74,6 +77,7 @@ Where things live (each ``Engine`` concern is a mixin over ``base.EngineBase``):
   writes: refusal audits, dedupe keys).
 - ``runs`` — starting runs, storing each leg's outcome, the resume queue loop.
 - ``access`` — who may act on a request (routes, escalation, channels); audited refusals.
+- ``pending`` — the open requests one person may answer, paginated.
 - ``decisions`` — respond, attach_files, cancel, expire_due: the compare-and-set decide.
 - ``delivery`` — the platform calls behind each outbox kind, idempotent under retries.
 - ``dispatch`` — run one claimed outbox item; settle, retry with backoff, or give up.
@@ -103,7 +107,7 @@ from bot.engine.ports import (
     PlatformAdapter,
     PostKey,
 )
-from bot.engine.results import EngineError, RespondResult, UnknownAgentError
+from bot.engine.results import EngineError, PendingPage, RespondResult, UnknownAgentError
 from bot.engine.values import InvalidValues, check_answer, check_values
 
 __all__ = [
@@ -116,6 +120,7 @@ __all__ = [
     "Identity",
     "InvalidValues",
     "Origin",
+    "PendingPage",
     "PlatformAdapter",
     "PostKey",
     "RespondResult",

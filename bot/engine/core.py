@@ -19,6 +19,7 @@ from bot.engine import housekeeping, store
 from bot.engine.base import Clock, RuntimeFactory, log, registry_runtimes, targets_for, utc_now
 from bot.engine.decisions import DecisionsMixin
 from bot.engine.dispatch import DispatchMixin
+from bot.engine.pending import PendingMixin
 from bot.engine.ports import Identity
 from bot.engine.results import RespondResult, UnknownAgentError
 from bot.engine.runs import RunsMixin
@@ -38,7 +39,7 @@ __all__ = [
 ]
 
 
-class Engine(RunsMixin, DecisionsMixin, DispatchMixin, SweepsMixin):
+class Engine(RunsMixin, DecisionsMixin, PendingMixin, DispatchMixin, SweepsMixin):
     """Platform-agnostic approval lifecycle. All methods are safe to call concurrently."""
 
     # ------------------------------------------------------------------ worker loop
