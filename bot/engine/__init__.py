@@ -27,7 +27,8 @@ Public API (all coroutines are safe to call concurrently, from several processes
   ``background_card_updates`` runs the post-commit card update as a background task
   instead of inside ``respond`` (Feishu switches it on; ``await drain()`` waits for
   them). The worker sweep prunes ``seen_events`` and ``done`` outbox rows past their
-  retention at most once per housekeeping interval (``await prune_old()`` does it now).
+  retention, and applies ``settings.retention`` (answers, transcripts, audit rows), at
+  most once per housekeeping interval (``await prune_old()`` does it now).
 - ``register_adapter(adapter: PlatformAdapter, directory: Directory | None = None)``.
 - ``await start_run(agent, prompt, started_by: Identity, origin: Origin) -> str`` — the
   run id; runs the agent's first leg and handles the outcome (posts the output to
