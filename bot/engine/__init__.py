@@ -60,8 +60,8 @@ Public API (all coroutines are safe to call concurrently, from several processes
   seen, False for a repeat (platform retries reaching another replica).
   ``await first_seen_chain(platform, keys) -> list[bool]`` records several keys in one
   transaction, stopping at the first repeat (Feishu: a callback's nonce and event id).
-- ``await audit_refusal(ref, actor, reason, details)`` — one ``adapter_refused`` audit
-  row (outcome ``refused``) for refusals an adapter decides on an authenticated
+- ``await audit_refusal(ref, actor, reason, details)`` — an ``adapter_refused`` audit
+  entry (outcome ``refused``) for refusals an adapter decides on an authenticated
   request (duplicate or stale callbacks, a card/ref mismatch, an unknown message).
 - ``await run_worker_once() -> int`` and ``await serve_forever(stop, poll_interval=2.0)``
   — the durable resume queue, outbox retries and timeout sweeps; ``run_worker_once``
@@ -94,7 +94,9 @@ deliveries, run results) and only for side effects recorded in the ``outbox`` ta
 that same transaction (``bot.engine.outbox``): the committing process tries them at once,
 and failures or crashes are retried by the worker sweep with backoff, so nothing that
 was committed is left untold. Every refused attempt leaves the request unchanged and
-adds an audit row.
+is counted in the audit log, on one row per event, person and request
+(``occurrences``, first and last seen), so a flood cannot grow the table without limit.
+Everything stored from an error text is scrubbed first (``bot.logs.scrub``).
 """
 
 from bot.engine.core import Engine, RuntimeFactory, registry_runtimes, targets_for, utc_now
