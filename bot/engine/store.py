@@ -65,7 +65,8 @@ def audit(
 
 
 def count_refusal(session: Session, now: dt.datetime, values: dict[str, Any]) -> None:
-    """Record a refused attempt on its aggregate row: one per (event, person, request).
+    """Record a refused attempt on its aggregate row: one per (event, person, request),
+    and per adapter check (``details["check"]``, a small fixed set) for adapter refusals.
 
     The first refusal inserts the row (its reason and details are kept); every repeat
     only bumps ``occurrences`` and ``last_seen_at`` (an atomic ``INSERT … ON CONFLICT
@@ -77,8 +78,9 @@ def count_refusal(session: Session, now: dt.datetime, values: dict[str, Any]) ->
     if ref and get_request(session, ref) is None:
         values = {**values, "request_ref": None, "details": {**values["details"],
                                                                "ref": str(ref)[:MAX_REF_CHARS]}}
+    check = values["details"].get("check")
     parts = (values["event"], values["request_ref"], values["actor_platform"],
-             values["actor_user"])
+             values["actor_user"], str(check)[:100] if check else "")
     key = hashlib.sha256("\x1f".join(str(p or "") for p in parts).encode()).hexdigest()
     dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
     statement = dialect.insert(AuditLog).values(**values, aggregate_key=key, occurrences=1)
