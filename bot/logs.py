@@ -25,20 +25,55 @@ SECRET_ENV_VARS = (
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
 )
-_TOKEN = re.compile(r"\b(xox[abposr]-[A-Za-z0-9-]+|xapp-[A-Za-z0-9-]+|[tu]-[A-Za-z0-9_]{20,})")
+SECRET_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_ENCRYPT_KEY", "_APP_KEY")
+"""Any other environment variable named like this holds a secret too (GROQ_API_KEY…)."""
+_TOKEN = re.compile(
+    r"\b(xox[abposr]-[A-Za-z0-9-]+|xapp-[A-Za-z0-9-]+|[tu]-[A-Za-z0-9_]{20,}"
+    # model-provider keys: OpenAI/DeepSeek ``sk-…``, Anthropic ``sk-ant-…``, Google ``AIza…``
+    r"|sk-[A-Za-z0-9_-]{12,}|AIza[A-Za-z0-9_-]{30,})"
+)
+_BEARER = re.compile(r"(?i)\b(bearer\s+|api[_-]?key[\"']?\s*[=:]\s*[\"']?)[A-Za-z0-9._~+/=-]{12,}")
+_URL_PASSWORD = re.compile(r"(://[^/\s:@]+:)[^@\s/]+@")
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 RESERVED = ("ts", "level", "logger", "msg", "exc")
 """Keys the formatter itself writes; an extra with one of these names is renamed."""
 MASK = "***"
 
 
+def _secret_values() -> list[str]:
+    """Values of the secret environment variables, longest first (so no partial masks)."""
+    found = set()
+    for name, value in os.environ.items():
+        named = name in SECRET_ENV_VARS or name.upper().endswith(SECRET_ENV_SUFFIXES)
+        if named and value and len(value) >= 6:
+            found.add(value)
+    return sorted(found, key=len, reverse=True)
+
+
 def scrub(text: str) -> str:
-    """Mask known secrets and token-shaped strings in ``text``."""
-    for name in SECRET_ENV_VARS:
-        value = os.environ.get(name)
-        if value and len(value) >= 6:
-            text = text.replace(value, MASK)
-    return _TOKEN.sub(MASK, text)
+    """Mask known secrets and token-shaped strings in ``text``.
+
+    Masks the values of secret environment variables, Slack/Feishu tokens, model
+    provider keys (``sk-…``), ``Bearer …`` / ``api_key=…`` values and the password
+    in ``scheme://user:password@host`` URLs. The same function guards logs, chat
+    messages and everything the engine stores (``scrub_json``).
+    """
+    for value in _secret_values():
+        text = text.replace(value, MASK)
+    text = _TOKEN.sub(MASK, text)
+    text = _BEARER.sub(lambda m: f"{m.group(1)}{MASK}", text)
+    return _URL_PASSWORD.sub(lambda m: f"{m.group(1)}{MASK}@", text)
+
+
+def scrub_json(value: Any) -> Any:
+    """``scrub`` every string (keys too) inside a JSON-like value, e.g. audit details."""
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, dict):
+        return {scrub(str(k)): scrub_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [scrub_json(v) for v in value]
+    return value
 
 
 class JsonFormatter(logging.Formatter):

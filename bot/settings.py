@@ -268,6 +268,28 @@ class HttpSettings(_Strict):
     """Larger request bodies get 413 unread (Slack and Feishu send a few KB)."""
 
 
+class RetentionSettings(_Strict):
+    """How long what people and agents said is kept (unset: forever, as before).
+
+    Applied by the worker's housekeeping sweep (every 10 minutes) and by
+    ``askhuman db prune``. Who decided what and when always stays (until ``audit``).
+    """
+
+    answers: float | None = Field(default=None, description="seconds")
+    """Remove the values people entered (results, votes, staged files, the
+    ``decided`` audit details) this long after a request was decided."""
+    transcripts: float | None = Field(default=None, description="seconds")
+    """Clear the prompt, message history and output of a finished run (and its
+    posted result text in the outbox) this long after it ended."""
+    audit: float | None = Field(default=None, description="seconds")
+    """Delete audit rows last seen longer ago than this."""
+
+    @field_validator("answers", "transcripts", "audit", mode="before")
+    @classmethod
+    def _duration(cls, v: object) -> float | None:
+        return None if v is None else parse_duration(v)
+
+
 class FileSettings(_Strict):
     """The YAML file's shape (also the built-in default)."""
 
@@ -275,6 +297,7 @@ class FileSettings(_Strict):
     agents: dict[str, AgentSettings] = Field(default_factory=dict)
     routes: dict[str, RouteSettings] = Field(default_factory=dict)
     http: HttpSettings = Field(default_factory=HttpSettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
 
     @model_validator(mode="after")
     def _routes_exist(self) -> FileSettings:
@@ -370,6 +393,7 @@ class Settings(_Strict):
     database_url: str = DEFAULT_DATABASE_URL
     agents: dict[str, AgentSettings]
     routes: dict[str, RouteSettings]
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
     source: str = "built-in default"
     http: HttpSettings = Field(default_factory=HttpSettings)
 
@@ -447,6 +471,6 @@ def load_settings(path: str | Path | None = None) -> Settings:
     env = EnvSettings()
     url = env.database_url or parsed.database_url or DEFAULT_DATABASE_URL
     return Settings(
-        database_url=url, agents=parsed.agents, routes=parsed.routes, source=source,
-        http=parsed.http,
+        database_url=url, agents=parsed.agents, routes=parsed.routes,
+        retention=parsed.retention, source=source, http=parsed.http,
     )

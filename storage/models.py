@@ -36,6 +36,10 @@ class Run(Base):
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[dt.datetime] = mapped_column()
     updated_at: Mapped[dt.datetime] = mapped_column()
+    redacted_at: Mapped[dt.datetime | None] = mapped_column()
+    """When retention cleared the prompt, snapshot and output (None: kept)."""
+
+    __table_args__ = (Index("ix_runs_redacted_updated", "redacted_at", "updated_at"),)
 
 
 class HumanRequest(Base):
@@ -82,9 +86,12 @@ class HumanRequest(Base):
     (None: a request alone, as before tool approvals existed)."""
     created_at: Mapped[dt.datetime] = mapped_column()
     updated_at: Mapped[dt.datetime] = mapped_column()
+    redacted_at: Mapped[dt.datetime | None] = mapped_column()
+    """When retention removed the answer's values (None: kept)."""
 
     __table_args__ = (
         Index("ix_human_requests_run_batch", "run_id", "batch"),
+        Index("ix_human_requests_redacted_decided", "redacted_at", "decided_at"),
         Index("ix_human_requests_status_deadline", "status", "deadline"),
         Index("ix_human_requests_status_reminder", "status", "next_reminder_at"),
         Index("ix_human_requests_status_escalate", "status", "escalate_at"),
@@ -198,12 +205,17 @@ class OutboxItem(Base):
 
 
 class AuditLog(Base):
-    """Every state change and every refused attempt: who, what, why."""
+    """Every state change and every refused attempt: who, what, why.
+
+    Refused attempts are aggregated: one row per (event, person, request) with
+    ``aggregate_key`` set, counting ``occurrences`` from ``created_at`` (first seen) to
+    ``last_seen_at``, so a flood of refused clicks cannot grow the table without limit.
+    """
 
     __tablename__ = "audit_log"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    created_at: Mapped[dt.datetime] = mapped_column()
+    created_at: Mapped[dt.datetime] = mapped_column(index=True)
     event: Mapped[str] = mapped_column(String(64), index=True)
     outcome: Mapped[str] = mapped_column(String(32))
     """ok | refused | error."""
@@ -213,6 +225,14 @@ class AuditLog(Base):
     actor_user: Mapped[str | None] = mapped_column(String(200))
     reason: Mapped[str | None] = mapped_column(Text)
     details: Mapped[Json] = mapped_column(JSON, default=dict)
+    occurrences: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    """How many times this happened (refusals are counted on one row)."""
+    last_seen_at: Mapped[dt.datetime | None] = mapped_column()
+    """The latest occurrence of an aggregated refusal (None: happened once)."""
+    aggregate_key: Mapped[str | None] = mapped_column(String(255))
+    """Identifies an aggregated refusal: event, person and (existing) request."""
+
+    __table_args__ = (UniqueConstraint("aggregate_key", name="uq_audit_log_aggregate_key"),)
 
 
 class SeenEvent(Base):

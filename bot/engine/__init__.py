@@ -14,16 +14,21 @@ Build one ``Engine`` per process and share it with every platform adapter::
 Public API (all coroutines are safe to call concurrently, from several processes too):
 
 - ``Engine(database, settings, runtimes=None, clock=None, *, max_attempts=5,
-  backoff_base=2.0, backoff_cap=300.0, lease_seconds=300.0, outbox_max_attempts=8,
-  outbox_lease_seconds=120.0, background_card_updates=False,
+  backoff_base=2.0, backoff_cap=300.0, lease_seconds=30.0, outbox_max_attempts=8,
+  outbox_lease_seconds=30.0, heartbeat_seconds=None, background_card_updates=False,
   seen_retention_seconds=86400, outbox_retention_seconds=7*86400,
   housekeeping_interval_seconds=600)`` — ``runtimes`` maps an agent name to an
   ``AgentRuntime`` (default: ``bot.agents`` registry); ``clock`` returns an aware UTC
   datetime (tests pass a fake one). The ``outbox_*`` knobs bound platform retries.
+  Leases are short: while a resume or an outbox item runs, its lease is renewed every
+  ``heartbeat_seconds`` (default: a third of the shorter lease), so a dead worker's row
+  is taken over within about one lease and a slow live one's never is; a holder whose
+  row was taken over anyway stops (its model call is cancelled) and commits nothing.
   ``background_card_updates`` runs the post-commit card update as a background task
   instead of inside ``respond`` (Feishu switches it on; ``await drain()`` waits for
   them). The worker sweep prunes ``seen_events`` and ``done`` outbox rows past their
-  retention at most once per housekeeping interval (``await prune_old()`` does it now).
+  retention, and applies ``settings.retention`` (answers, transcripts, audit rows), at
+  most once per housekeeping interval (``await prune_old()`` does it now).
 - ``register_adapter(adapter: PlatformAdapter, directory: Directory | None = None)``.
 - ``await start_run(agent, prompt, started_by: Identity, origin: Origin, *,
   check_starters=True) -> str`` — the run id; runs the agent's first leg and handles the
@@ -50,16 +55,19 @@ Public API (all coroutines are safe to call concurrently, from several processes
   ``escalation.route``, whose approvers may answer from then on); each claim is a
   compare-and-set on the pending row, audited ``reminded`` / ``escalated``.
   ``serve_forever`` runs it after ``expire_due``.
-- ``await card(ref) -> RequestCard | None``; ``await pending_for(identity) ->
-  list[RequestCard]``; ``await find_by_message(platform, message_id) -> str | None``;
+- ``await card(ref) -> RequestCard | None``; ``await pending_page(identity, page=1,
+  per_page=10) -> PendingPage`` (``cards``, ``total``, ``page``, ``pages``: the open
+  requests that person may answer, oldest first, filtered in the query and authorized
+  like a click) and ``await pending_for(identity) -> list[RequestCard]`` (all of them);
+  ``await find_by_message(platform, message_id) -> str | None``;
   ``await card_for_message(platform, message_id) -> (ref, card) | None`` (both in one read).
 - ``await first_seen(platform, key) -> bool`` — one atomic INSERT into ``seen_events``
   shared by every replica: True the first time a platform event / callback / nonce is
   seen, False for a repeat (platform retries reaching another replica).
   ``await first_seen_chain(platform, keys) -> list[bool]`` records several keys in one
   transaction, stopping at the first repeat (Feishu: a callback's nonce and event id).
-- ``await audit_refusal(ref, actor, reason, details)`` — one ``adapter_refused`` audit
-  row (outcome ``refused``) for refusals an adapter decides on an authenticated
+- ``await audit_refusal(ref, actor, reason, details)`` — an ``adapter_refused`` audit
+  entry (outcome ``refused``) for refusals an adapter decides on an authenticated
   request (duplicate or stale callbacks, a card/ref mismatch, an unknown message).
 - ``await run_worker_once() -> int`` and ``await serve_forever(stop, poll_interval=2.0)``
   — the durable resume queue, outbox retries and timeout sweeps; ``run_worker_once``
@@ -77,6 +85,7 @@ Where things live (each ``Engine`` concern is a mixin over ``base.EngineBase``):
 - ``runs`` — starting runs, storing each leg's outcome, the resume queue loop.
 - ``access`` — who may act on a request (routes, escalation, channels) and who may start
   an agent (``starters``); audited refusals.
+- ``pending`` — the open requests one person may answer, paginated.
 - ``decisions`` — respond, attach_files, cancel, expire_due: the compare-and-set decide.
 - ``delivery`` — the platform calls behind each outbox kind, idempotent under retries.
 - ``dispatch`` — run one claimed outbox item; settle, retry with backoff, or give up.
@@ -93,7 +102,9 @@ deliveries, run results) and only for side effects recorded in the ``outbox`` ta
 that same transaction (``bot.engine.outbox``): the committing process tries them at once,
 and failures or crashes are retried by the worker sweep with backoff, so nothing that
 was committed is left untold. Every refused attempt leaves the request unchanged and
-adds an audit row.
+is counted in the audit log, on one row per event, person and request
+(``occurrences``, first and last seen), so a flood cannot grow the table without limit.
+Everything stored from an error text is scrubbed first (``bot.logs.scrub``).
 """
 
 from bot.engine.core import Engine, RuntimeFactory, registry_runtimes, targets_for, utc_now
@@ -106,9 +117,11 @@ from bot.engine.ports import (
     Identity,
     Origin,
     PlatformAdapter,
+    PostKey,
 )
 from bot.engine.results import (
     EngineError,
+    PendingPage,
     RespondResult,
     StartRefusedError,
     UnknownAgentError,
@@ -126,7 +139,9 @@ __all__ = [
     "Identity",
     "InvalidValues",
     "Origin",
+    "PendingPage",
     "PlatformAdapter",
+    "PostKey",
     "RespondResult",
     "RuntimeFactory",
     "StartRefusedError",

@@ -181,25 +181,3 @@ class AccessMixin(EngineBase):
         if self.settings.agent(agent) is None:
             raise UnknownAgentError(reason)
         raise StartRefusedError(reason)
-
-    async def pending_for(self, identity: Identity) -> list[RequestCard]:
-        """Open requests ``identity`` may answer (oldest first)."""
-
-        def load(session: Session) -> list[tuple[HumanRequest, Run, RequestCard, Copies]]:
-            rows = session.scalars(select(HumanRequest).where(HumanRequest.status == store.OPEN)
-                                   .order_by(HumanRequest.id).limit(200)).all()
-            out = []
-            for request in rows:
-                loaded = self._load(session, request.ref)
-                if loaded is not None:
-                    channels = copies_on(session, request.id, identity.platform)
-                    out.append((*loaded, channels))
-            return out
-
-        cards = []
-        for request, run, card, channels in await self._read(load):
-            route = self.settings.routes.get(request.route)
-            if route is not None and await self._refusal(
-                request, route, identity, store.starter(run), channels) is None:
-                cards.append(card)
-        return cards

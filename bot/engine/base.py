@@ -25,6 +25,7 @@ from bot.agents.base import AgentRuntime
 from bot.askhuman.schema import AskHumanToolResult
 from bot.engine import outbox, store
 from bot.engine.cards import build_card, to_db_time
+from bot.engine.leases import Heartbeat, Leased
 from bot.engine.outbox import OutboxClaim
 from bot.engine.ports import DeliveryTarget, Directory, Identity, PlatformAdapter
 from bot.engine.results import RespondResult
@@ -100,9 +101,10 @@ class EngineBase(abc.ABC):
         max_attempts: int = 5,
         backoff_base: float = 2.0,
         backoff_cap: float = 300.0,
-        lease_seconds: float = 300.0,
+        lease_seconds: float = 30.0,
         outbox_max_attempts: int = 8,
-        outbox_lease_seconds: float = 120.0,
+        outbox_lease_seconds: float = 30.0,
+        heartbeat_seconds: float | None = None,
         background_card_updates: bool = False,
         seen_retention_seconds: float = 86400.0,
         outbox_retention_seconds: float = 7 * 86400.0,
@@ -120,6 +122,10 @@ class EngineBase(abc.ABC):
         self.lease = dt.timedelta(seconds=lease_seconds)
         self.outbox_max_attempts = outbox_max_attempts
         self.outbox_lease = dt.timedelta(seconds=outbox_lease_seconds)
+        self.heartbeat_seconds = heartbeat_seconds or min(lease_seconds,
+                                                          outbox_lease_seconds) / 3
+        """How often a held resume job / outbox row has its lease renewed (a third of
+        the shorter lease by default), so only a dead holder's lease ever runs out."""
         self.background_card_updates = background_card_updates
         """Run the post-commit attempt of ``update_card`` rows as a background task
         instead of awaiting it in ``respond``/``cancel``... (Feishu needs this: its card
@@ -249,6 +255,12 @@ class EngineBase(abc.ABC):
         """Wake ``serve_forever`` early: a decision has a resume waiting."""
         if self._wake is not None:
             self._wake.set()
+
+    def _heartbeat(
+        self, model: type[Leased], row_id: int, token: str, lease: dt.timedelta
+    ) -> Heartbeat[Leased]:
+        """Keep our claim on ``row_id`` alive while its work runs (``async with``)."""
+        return Heartbeat(self.db, self.now, model, row_id, token, lease, self.heartbeat_seconds)
 
     def _runtime(self, agent: str) -> AgentRuntime:
         """Runtimes are built on first use and kept, so each agent is set up once."""

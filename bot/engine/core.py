@@ -19,6 +19,7 @@ from bot.engine import housekeeping, store
 from bot.engine.base import Clock, RuntimeFactory, log, registry_runtimes, targets_for, utc_now
 from bot.engine.decisions import DecisionsMixin
 from bot.engine.dispatch import DispatchMixin
+from bot.engine.pending import PendingMixin
 from bot.engine.ports import Identity
 from bot.engine.results import RespondResult, UnknownAgentError
 from bot.engine.runs import RunsMixin
@@ -38,7 +39,7 @@ __all__ = [
 ]
 
 
-class Engine(RunsMixin, DecisionsMixin, DispatchMixin, SweepsMixin):
+class Engine(RunsMixin, DecisionsMixin, PendingMixin, DispatchMixin, SweepsMixin):
     """Platform-agnostic approval lifecycle. All methods are safe to call concurrently."""
 
     # ------------------------------------------------------------------ worker loop
@@ -130,11 +131,14 @@ class Engine(RunsMixin, DecisionsMixin, DispatchMixin, SweepsMixin):
 
     async def prune_old(self) -> dict[str, int]:
         """Delete ``seen_events`` past ``seen_retention_seconds`` and ``done`` outbox rows
-        past ``outbox_retention_seconds``; returns how many rows of each went."""
+        past ``outbox_retention_seconds``, and apply the admin's ``retention:`` settings
+        (answers, transcripts, audit rows); returns how many rows of each went."""
         now = self.now()
         self._last_housekeeping = now
         pruned = await asyncio.to_thread(housekeeping.prune, self.db, now, self.seen_retention,
                                          self.outbox_retention)
+        pruned |= await asyncio.to_thread(housekeeping.apply_retention, self.db, now,
+                                          self.settings.retention)
         if any(pruned.values()):
             log.info("old rows pruned", extra=pruned)
         return pruned

@@ -2,8 +2,11 @@
 
 Every handler may run again after a crash, a lease expiry or a transient failure, so
 each one remembers in the outbox payload (or the ``deliveries`` table) what already
-happened and skips it: a retry never double-posts a card, a reminder or a result.
-A handler returns an ``Attempt``; ``dispatch`` decides whether to retry or give up.
+happened and skips it. What it cannot remember is a platform call that succeeded just
+before the process died: for that, every post carries a ``PostKey`` (stable across
+retries) and the adapter makes the post idempotent with it (Slack message metadata
+looked up before a retry, Feishu's ``uuid``). A handler returns an ``Attempt``;
+``dispatch`` decides whether to retry or give up.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from bot.engine import outbox, store
 from bot.engine.base import EngineBase, log, targets_for
+from bot.engine.cards import as_utc
 from bot.engine.outbox import Attempt, OutboxClaim
 from bot.engine.ports import (
     DeliveryError,
@@ -22,6 +26,7 @@ from bot.engine.ports import (
     DeliveryTarget,
     Origin,
     PlatformAdapter,
+    PostKey,
     delivery_reason,
 )
 from renderers.card import RequestCard
@@ -63,7 +68,9 @@ class DeliveryMixin(EngineBase):
                 key = f"{platform} {target.kind} {target.id}"
                 if key in delivered or key in permanent:
                     continue
-                failure = await self._deliver_one(entry[0], request, card, target)
+                name = f"card:{ref}:{platform}:{target.kind}:{target.id}"
+                failure = await self._deliver_one(entry[0], request, card, target,
+                                                  post_key(claim, name))
                 if failure is None:
                     delivered.add(key)
                     continue
@@ -86,12 +93,12 @@ class DeliveryMixin(EngineBase):
 
     async def _deliver_one(
         self, adapter: PlatformAdapter, request: HumanRequest, card: RequestCard,
-        target: DeliveryTarget,
+        target: DeliveryTarget, key: PostKey,
     ) -> tuple[bool, str, str] | None:
         """Post to one target and record it; None on success, else (permanent, error,
         reason): the error keeps the platform's code (log, audit), the reason is words."""
         try:
-            ref = await adapter.deliver(card, target)
+            ref = await adapter.deliver(card, target, key=key)
         except DeliveryError as exc:
             return True, str(exc) or type(exc).__name__, delivery_reason(exc)
         except Exception as exc:
@@ -134,11 +141,12 @@ class DeliveryMixin(EngineBase):
         (a vote, a decision on another copy), queue an update so this copy is not stale.
 
         The request row is locked on PostgreSQL, so either the decision's own card update
-        sees this delivery or this transaction sees the decision.
+        sees this delivery or this transaction sees the decision. A card found from an
+        interrupted earlier try (``ref.reused``) may show an older version: updated too.
         """
         now = self.now()
         current = store.get_request(session, request.ref, lock=self.db.is_postgres)
-        if current is not None and current.version != version:
+        if current is not None and (current.version != version or ref.reused):
             self._enqueue_update(session, current)
         session.add(Delivery(
             request_id=request.id, platform=ref.platform, target_kind=target.kind,
@@ -146,7 +154,7 @@ class DeliveryMixin(EngineBase):
         ))
         store.audit(session, now, "delivered", run_id=request.run_id, ref=request.ref,
                     details={"platform": ref.platform, "channel": ref.channel,
-                             "message_id": ref.message_id})
+                             "message_id": ref.message_id, "reused": ref.reused})
 
     # ------------------------------------------------------------------ update_card
 
@@ -239,8 +247,9 @@ class DeliveryMixin(EngineBase):
                         "platform": platform})
             return Attempt()
         origin = Origin(platform, claim.payload.get("channel"), claim.payload.get("thread"))
+        key = post_key(claim, f"result:{claim.run_id}:{claim.item_id}")
         try:
-            await entry[0].post_run_result(origin, str(claim.payload.get("text", "")))
+            await entry[0].post_run_result(origin, str(claim.payload.get("text", "")), key=key)
         except DeliveryError as exc:
             return Attempt(str(exc), permanent=True)
         except Exception as exc:
@@ -280,7 +289,8 @@ class DeliveryMixin(EngineBase):
             if key in done or remind is None:
                 continue
             try:
-                await remind(card, copy, text)
+                await remind(card, copy, text,
+                             key=post_key(claim, f"remind:{ref}:{claim.item_id}:{key}"))
             except DeliveryError as exc:
                 log.warning("reminder refused for good", extra={"ref": ref, "copy": key,
                                                                 "error": str(exc)})
@@ -292,3 +302,9 @@ class DeliveryMixin(EngineBase):
         if errors:
             return Attempt("; ".join(errors), payload={**claim.payload, "done": done})
         return Attempt()
+
+
+def post_key(claim: OutboxClaim, name: str) -> PostKey:
+    """The idempotency key of one post of an outbox item (same on every retry)."""
+    return PostKey(id=name, run_id=claim.run_id, attempt=claim.attempts,
+                   since=as_utc(claim.created_at))

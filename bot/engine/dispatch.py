@@ -19,6 +19,8 @@ from bot.engine.base import log
 from bot.engine.delivery import DeliveryMixin
 from bot.engine.outbox import Attempt, OutboxClaim
 from bot.engine.ports import UNDELIVERABLE_REASON
+from bot.logs import scrub
+from storage import OutboxItem
 
 Handler = Callable[[OutboxClaim], Awaitable[Attempt]]
 
@@ -36,7 +38,9 @@ class DispatchMixin(DeliveryMixin):
             if claim.attempts > self.outbox_max_attempts:
                 attempt = Attempt("the side effect kept crashing the worker", permanent=True)
             else:
-                attempt = await self._attempt(claim)
+                async with self._heartbeat(OutboxItem, claim.item_id, claim.token,
+                                           self.outbox_lease):
+                    attempt = await self._attempt(claim)
             await self._settle(claim, attempt)
         except worker.LeaseLost:
             log.warning("outbox lease lost; another worker owns the side effect", extra=extra)
@@ -62,8 +66,11 @@ class DispatchMixin(DeliveryMixin):
         if attempt.error is None:
             await self._tx(lambda s: outbox.complete(s, claim, self.now(), attempt.payload))
             return
+        # The error ends up in last_error, the audit log and an ``unavailable`` result
+        # that the agent and the card show: never with a secret an API error echoed.
+        error = scrub(attempt.error)
         if attempt.permanent or claim.attempts >= self.outbox_max_attempts:
-            await self._tx(partial(self._outbox_give_up, claim=claim, error=attempt.error,
+            await self._tx(partial(self._outbox_give_up, claim=claim, error=error,
                                    reason=attempt.reason))
             self._poke()
             return
@@ -72,9 +79,9 @@ class DispatchMixin(DeliveryMixin):
 
         def retry(session: Session) -> None:
             now = self.now()
-            outbox.retry_later(session, claim, now, delay, attempt.error or "", payload)
+            outbox.retry_later(session, claim, now, delay, error, payload)
             store.audit(session, now, "outbox_retry", outcome="error", run_id=claim.run_id,
-                        ref=claim.payload.get("ref"), reason=attempt.error,
+                        ref=claim.payload.get("ref"), reason=error,
                         details={"kind": claim.kind, "attempt": claim.attempts,
                                  "delay_seconds": delay.total_seconds()})
 

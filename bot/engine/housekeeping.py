@@ -1,9 +1,11 @@
-"""Cross-replica event dedupe and table pruning (single-transaction steps).
+"""Cross-replica event dedupe, table pruning and data retention.
 
 ``seen_events`` makes "have we processed this platform event already?" one atomic
 INSERT on its primary key, so a platform retry that reaches another replica is
 recognized there too. Old rows (``seen_events`` past their retention, ``done``
-outbox rows) are deleted by the worker sweep now and then.
+outbox rows) are deleted by the worker sweep now and then, and so is what the
+admin's ``retention:`` settings say is too old (answers, transcripts, audit rows):
+``apply_retention``, also behind ``askhuman db prune``.
 """
 
 from __future__ import annotations
@@ -11,16 +13,31 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 
-from sqlalchemy import delete
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from bot.engine.store import rowcount
-from storage import Database, OutboxItem, SeenEvent
+from bot.settings import RetentionSettings
+from storage import (
+    AuditLog,
+    Database,
+    HumanRequest,
+    OutboxItem,
+    ResumeJob,
+    Run,
+    SeenEvent,
+    StagedFile,
+    Vote,
+)
 
 MAX_KEY_CHARS = 255
 """``seen_events.key`` length; longer keys are replaced by a digest."""
+SEEN_RETENTION = dt.timedelta(days=1)
+"""Longer than any platform retries or replays an event."""
+OUTBOX_RETENTION = dt.timedelta(days=7)
+"""Finished side effects are kept this long for diagnosis."""
 
 
 def seen_key(platform: str, key: str) -> str:
@@ -77,3 +94,96 @@ def prune(
                                      OutboxItem.updated_at < now - outbox_retention)
             .execution_options(synchronize_session=False)))
     return {"seen_events": seen, "outbox_done": done}
+
+
+REDACTED = "[removed after the retention period]"
+CHUNK = 500
+"""Rows changed per transaction, so retention never holds the write lock for long."""
+
+
+def apply_retention(
+    database: Database, now: dt.datetime, retention: RetentionSettings
+) -> dict[str, int]:
+    """Purge or redact what ``retention`` says is too old; returns counts per kind.
+
+    Each kind runs in chunks of ``CHUNK`` rows per transaction until nothing is left.
+    Nothing is touched that a live request or run still needs: answers only of
+    requests that are decided and resumed, transcripts only of finished runs.
+    """
+    counts = {"answers_redacted": 0, "transcripts_redacted": 0, "audit_deleted": 0}
+    steps = (("answers_redacted", retention.answers, redact_answers),
+             ("transcripts_redacted", retention.transcripts, redact_transcripts),
+             ("audit_deleted", retention.audit, delete_audit))
+    for name, seconds, step in steps:
+        if seconds is None:
+            continue
+        cutoff = now - dt.timedelta(seconds=seconds)
+        while True:
+            with database.transaction() as session:
+                done = step(session, now, cutoff)
+            counts[name] += done
+            if done < CHUNK:
+                break
+    return counts
+
+
+def redact_answers(session: Session, now: dt.datetime, cutoff: dt.datetime) -> int:
+    """Drop the values of requests decided before ``cutoff`` whose resume is over.
+
+    The result keeps its status, action and message (who decided what, and when);
+    ``values`` becomes ``{}`` in the result, in every vote and in the ``decided`` audit
+    row, and staged files are deleted.
+    """
+    busy = select(ResumeJob.request_id).where(ResumeJob.state.in_(("queued", "running")))
+    requests = session.scalars(
+        select(HumanRequest)
+        .where(HumanRequest.redacted_at.is_(None), HumanRequest.status != "pending",
+               HumanRequest.decided_at < cutoff, HumanRequest.id.not_in(busy))
+        .order_by(HumanRequest.id).limit(CHUNK)).all()
+    if not requests:
+        return 0
+    ids = [request.id for request in requests]
+    for request in requests:
+        if request.result is not None:
+            request.result = {**request.result, "values": {}}
+        request.redacted_at = now
+    session.execute(update(Vote).where(Vote.request_id.in_(ids)).values(values={})
+                    .execution_options(synchronize_session=False))
+    session.execute(delete(StagedFile).where(StagedFile.request_id.in_(ids))
+                    .execution_options(synchronize_session=False))
+    refs = [request.ref for request in requests]
+    for row in session.scalars(select(AuditLog).where(AuditLog.request_ref.in_(refs))):
+        if isinstance(row.details, dict) and "values" in row.details:
+            row.details = {**row.details, "values": {}}
+    return len(requests)
+
+
+def redact_transcripts(session: Session, now: dt.datetime, cutoff: dt.datetime) -> int:
+    """Clear prompt, message history and output of runs that ended before ``cutoff``,
+    and the result text their outbox rows kept (only rows that are finished)."""
+    runs = session.scalars(
+        select(Run)
+        .where(Run.redacted_at.is_(None), Run.status.in_(("succeeded", "failed")),
+               Run.updated_at < cutoff)
+        .order_by(Run.id).limit(CHUNK)).all()
+    if not runs:
+        return 0
+    for run in runs:
+        run.prompt, run.snapshot, run.output, run.redacted_at = REDACTED, None, None, now
+    posts = session.scalars(select(OutboxItem).where(
+        OutboxItem.run_id.in_([run.id for run in runs]), OutboxItem.kind == "post_run_result",
+        OutboxItem.state.in_(("done", "failed"))))
+    for post in posts:
+        post.payload = {**(post.payload or {}), "text": REDACTED}
+    return len(runs)
+
+
+def delete_audit(session: Session, _now: dt.datetime, cutoff: dt.datetime) -> int:
+    """Delete audit rows whose last occurrence is older than ``cutoff``."""
+    last = func.coalesce(AuditLog.last_seen_at, AuditLog.created_at)
+    ids = list(session.scalars(select(AuditLog.id).where(last < cutoff)
+                               .order_by(AuditLog.id).limit(CHUNK)))
+    if ids:
+        session.execute(delete(AuditLog).where(AuditLog.id.in_(ids))
+                        .execution_options(synchronize_session=False))
+    return len(ids)

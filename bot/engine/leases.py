@@ -6,21 +6,35 @@ and due, or running with an expired lease (its worker died). The claim is a
 conditional UPDATE that must hit exactly one row; on PostgreSQL the candidate is also
 picked with ``FOR UPDATE SKIP LOCKED`` so replicas don't queue behind each other, and
 on SQLite every write transaction is ``BEGIN IMMEDIATE``.
+
+Leases are short and kept alive by a ``Heartbeat`` while the work runs, so a dead
+holder's row is taken over within about one lease, and a live one's never is.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime as dt
+import logging
 import uuid
-from typing import TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
 
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session
 
 from bot.engine.store import rowcount
-from storage import OutboxItem, ResumeJob
+from storage import Database, OutboxItem, ResumeJob
+
+log = logging.getLogger("askhuman.engine")
 
 Leased = TypeVar("Leased", ResumeJob, OutboxItem)
+T = TypeVar("T")
+
+
+class LeaseLost(Exception):
+    """Another worker took the row over (our lease expired); drop our result."""
 
 
 def claim_oldest(
@@ -48,3 +62,87 @@ def claim_oldest(
     if claimed != 1:
         return None
     return row, token, row.attempts + 1
+
+
+def renew(
+    session: Session, model: type[Leased], row_id: int, token: str, now: dt.datetime,
+    lease: dt.timedelta,
+) -> bool:
+    """Extend our lease on a row; False when it is no longer ours (taken over or finished).
+
+    The same compare-and-set on the claim token as finishing: a holder whose row was
+    taken over can never extend the new holder's lease.
+    """
+    return rowcount(session.execute(
+        update(model)
+        .where(model.id == row_id, model.claim_token == token, model.state == "running")
+        .values(lease_until=now + lease)
+        .execution_options(synchronize_session=False)
+    )) == 1
+
+
+class Heartbeat(Generic[Leased]):
+    """Keep renewing a claimed row's lease while its work runs (``async with``).
+
+    Leases are short (seconds), so a crashed holder is taken over quickly, while a
+    slow live one (a long model call) keeps its row: every ``every`` seconds the lease
+    is pushed ``lease`` into the future. If a renewal finds the row is not ours any
+    more, ``lost`` is set and renewing stops; the holder must then drop its work
+    (its final compare-and-set on the claim token would fail anyway: fencing). A
+    failed renewal (database briefly down) is logged and retried at the next beat.
+    """
+
+    def __init__(
+        self, database: Database, clock: Callable[[], dt.datetime], model: type[Leased],
+        row_id: int, token: str, lease: dt.timedelta, every: float,
+    ) -> None:
+        self._database, self._clock = database, clock
+        self._model: type[Leased] = model
+        self._row_id, self._token, self._lease, self._every = row_id, token, lease, every
+        self.lost = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Heartbeat[Leased]:
+        self._task = asyncio.create_task(self._beat(), name=f"lease-{self._row_id}")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(self._every)
+            try:
+                ours = await asyncio.to_thread(self._renew)
+            except Exception:
+                log.warning("lease renewal failed; retrying at the next beat", exc_info=True,
+                            extra={"table": self._model.__tablename__, "row": self._row_id})
+                continue
+            if not ours:
+                log.warning("lease lost: another worker took the row over",
+                            extra={"table": self._model.__tablename__, "row": self._row_id})
+                self.lost.set()
+                return
+
+    def _renew(self) -> bool:
+        with self._database.transaction() as session:
+            return renew(session, self._model, self._row_id, self._token, self._clock(),
+                         self._lease)
+
+    async def guard(self, work: Awaitable[T]) -> T:
+        """Await ``work``, cancelling it when the lease is lost (then ``LeaseLost``)."""
+        task = asyncio.ensure_future(work)
+        lost = asyncio.ensure_future(self.lost.wait())
+        try:
+            await asyncio.wait({task, lost}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            lost.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+            raise LeaseLost(f"{self._model.__tablename__} row {self._row_id} was taken over")
+        return task.result()

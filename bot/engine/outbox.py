@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 from bot.engine.leases import claim_oldest
 from bot.engine.store import rowcount
 from bot.engine.worker import LeaseLost
+from bot.logs import scrub, scrub_json
 from storage import OutboxItem
 
 Kind = Literal["deliver_request", "update_card", "post_run_result", "remind"]
@@ -45,6 +46,8 @@ class OutboxClaim:
     run_id: str | None
     platform: str | None
     payload: dict[str, Any] = field(default_factory=dict)
+    created_at: dt.datetime | None = None
+    """When the side effect was queued (naive UTC, as stored)."""
 
 
 def enqueue(
@@ -84,7 +87,7 @@ def taken(session: Session) -> list[OutboxClaim]:
 
 def _snapshot(item: OutboxItem, token: str, attempts: int) -> OutboxClaim:
     return OutboxClaim(item.id, item.kind, token, attempts, item.request_id, item.run_id,
-                       item.platform, dict(item.payload or {}))
+                       item.platform, dict(item.payload or {}), item.created_at)
 
 
 def claim_next(
@@ -99,6 +102,8 @@ def claim_next(
 
 
 def _finish(session: Session, claim: OutboxClaim, now: dt.datetime, **values: object) -> None:
+    if isinstance(values.get("last_error"), str):
+        values["last_error"] = scrub(str(values["last_error"]))  # errors may echo secrets
     finished = rowcount(session.execute(
         update(OutboxItem)
         .where(OutboxItem.id == claim.item_id, OutboxItem.claim_token == claim.token,
@@ -150,7 +155,12 @@ def retry_later(
     error: str,
     payload: dict[str, Any],
 ) -> None:
-    """Release the row for a later sweep; ``payload`` keeps what the next try should skip."""
+    """Release the row for a later sweep; ``payload`` keeps what the next try should skip.
+
+    Its ``permanent`` map holds platform error texts, scrubbed like ``last_error``.
+    """
+    if isinstance(payload.get("permanent"), dict):
+        payload = {**payload, "permanent": scrub_json(payload["permanent"])}
     _finish(session, claim, now, state="queued", next_attempt_at=now + delay,
             lease_until=None, claim_token=None, last_error=error, payload=payload)
 

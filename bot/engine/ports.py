@@ -8,6 +8,7 @@ failing platform can never hold a database lock or lose a decision.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -60,6 +61,34 @@ class DeliveryRef:
     """Slack channel id (DM channel for users), Feishu chat id."""
     message_id: str
     """Slack message ts, Feishu message id (om_…)."""
+    reused: bool = False
+    """True when ``deliver`` found the card an earlier, interrupted try had already
+    posted (instead of posting it again): it may show an older version."""
+
+
+@dataclass(frozen=True)
+class PostKey:
+    """Names one post the engine asks an adapter for, the same on every retry of it.
+
+    The engine's outbox retries a post whenever it cannot know whether the last try
+    reached the platform (the process died during the call, the lease ran out...).
+    Adapters use the key to make the post idempotent: Slack stores it in the message's
+    ``metadata`` and, on a retry, looks for it before posting again; Feishu derives the
+    ``uuid`` idempotency parameter from it.
+    """
+
+    id: str
+    """Stable across retries, unique per post: e.g. ``result:<run>:<outbox id>``."""
+    run_id: str | None = None
+    attempt: int = 1
+    """The outbox attempt; 1 is the first try, so nothing can have been posted before."""
+    since: dt.datetime | None = None
+    """When the post was queued (aware UTC): an earlier try cannot be older than this."""
+
+    @property
+    def retry(self) -> bool:
+        """An earlier try may have posted already: look before posting again."""
+        return self.attempt > 1
 
 
 class DeliveryError(Exception):
@@ -95,32 +124,46 @@ class PlatformAdapter(Protocol):
 
     platform: str
 
-    async def deliver(self, card: RequestCard, target: DeliveryTarget) -> DeliveryRef:
-        """Post a pending request card; raise ``DeliveryError`` on permanent failure."""
+    async def deliver(
+        self, card: RequestCard, target: DeliveryTarget, key: PostKey | None = None
+    ) -> DeliveryRef:
+        """Post a pending request card; raise ``DeliveryError`` on permanent failure.
+
+        ``key`` names this card for this target; on a retry (``key.retry``) an adapter
+        that can find the card an interrupted try posted returns that one instead
+        (``DeliveryRef.reused``)."""
         ...
 
     async def update(self, card: RequestCard, ref: DeliveryRef) -> None:
         """Re-render a delivered card (decided, timed out, cancelled...) for everyone."""
         ...
 
-    async def post_run_result(self, origin: Origin, text: str) -> None:
-        """Post a run's final output or failure where the run started (same thread)."""
+    async def post_run_result(
+        self, origin: Origin, text: str, key: PostKey | None = None
+    ) -> None:
+        """Post a run's final output or failure where the run started (same thread).
+
+        ``key`` makes the post idempotent where the platform allows (see ``PostKey``)."""
         ...
 
     # Optional (the engine checks with ``getattr`` and skips adapters without it):
     #
-    # async def remind(self, card: RequestCard, ref: DeliveryRef, text: str) -> None:
+    # async def remind(self, card: RequestCard, ref: DeliveryRef, text: str,
+    #                  key: PostKey | None = None) -> None:
     #     """Remind the people who got the card ``ref`` that it still waits for an
     #     answer: a short message in the card's thread (Slack ``thread_ts``, a Feishu
     #     reply). ``text`` is trusted engine text (agent name, deadline), but adapters
     #     still escape it as plain text. Raise ``DeliveryError`` when the platform
-    #     refused for good; any other error is retried by the outbox."""
+    #     refused for good; any other error is retried by the outbox. ``key`` makes
+    #     the reminder idempotent like ``post_run_result``'s."""
 
 
 class Reminding(Protocol):
     """The optional ``remind`` method of a ``PlatformAdapter`` (see above)."""
 
-    async def remind(self, card: RequestCard, ref: DeliveryRef, text: str) -> None: ...
+    async def remind(
+        self, card: RequestCard, ref: DeliveryRef, text: str, key: PostKey | None = None
+    ) -> None: ...
 
 
 class DirectoryUnavailable(Exception):

@@ -30,6 +30,27 @@ class RespondResult:
         return self.outcome in ("accepted", "recorded")
 
 
+@dataclass(frozen=True)
+class PendingPage:
+    """One page of the open requests a person may answer (oldest first)."""
+
+    cards: list[RequestCard]
+    total: int
+    """How many open requests this person may answer, on every page together."""
+    page: int
+    """1-based; a page past the end is clamped to the last one."""
+    per_page: int
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.per_page))
+
+    @property
+    def first(self) -> int:
+        """The 1-based position of ``cards[0]`` among all ``total`` (0 when empty)."""
+        return (self.page - 1) * self.per_page + 1 if self.cards else 0
+
+
 class EngineError(Exception):
     """A caller error the engine can explain in one sentence (shown as is)."""
 

@@ -2,9 +2,10 @@
 
 A leg ends with a final output (posted where the run started) or an ask_human call
 (stored as a request and delivered). Resumes come from the durable queue in
-``bot.engine.worker``: a job is claimed with a lease, the agent resumed outside any
-transaction, and the outcome committed together with the job's completion, so a
-resume takes effect exactly once even when workers crash or lose their lease.
+``bot.engine.worker``: a job is claimed with a short lease that a heartbeat renews
+while the agent resumes outside any transaction, and the outcome is committed together
+with the job's completion (a compare-and-set on the claim token), so a resume takes
+effect exactly once even when workers crash or lose their lease.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from bot.engine.cards import output_text
 from bot.engine.ports import Identity, Origin
 from bot.engine.results import UnknownAgentError
 from bot.logs import scrub
-from storage import HumanRequest, Run
+from storage import HumanRequest, ResumeJob, Run
 
 
 class RunsMixin(AccessMixin):
@@ -190,9 +191,14 @@ class RunsMixin(AccessMixin):
         try:
             result = AskHumanToolResult.model_validate(request.result)
             runtime = self._runtime(run.agent)
-            outcome = await runtime.resume(dict(run.snapshot or {}), results,
-                                           **approvals.resume_kwargs(self, run.agent, run.id,
-                                                                     tickets))
+            async with self._heartbeat(ResumeJob, claim.job_id, claim.token,
+                                       self.lease) as beat:
+                outcome = await beat.guard(runtime.resume(
+                    dict(run.snapshot or {}), results,
+                    **approvals.resume_kwargs(self, run.agent, run.id, tickets)))
+        except worker.LeaseLost:
+            log.warning("lease lost during the resume; another worker owns it", extra=extra)
+            return
         except ToolBindingError as exc:  # not the approved call: nothing runs, no retry
             log.warning("resume refused: tool call differs", extra={**extra, "error": str(exc)})
             await approvals.refuse_binding(self, claim, run.id, exc)

@@ -7,16 +7,19 @@ decision, its audit row and its resume job always commit together or not at all.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import secrets
 from collections.abc import Sequence
 from typing import Any, cast
 
 from pydantic import JsonValue
 from sqlalchemy import CursorResult, Result, func, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from bot.askhuman.schema import AskHumanToolArgs, AskHumanToolResult
 from bot.engine.ports import Identity
+from bot.logs import scrub, scrub_json
 from storage import AuditLog, Delivery, HumanRequest, ResumeJob, Run, StagedFile, Vote
 
 OPEN = "pending"
@@ -41,20 +44,49 @@ def audit(
     reason: str | None = None,
     details: dict[str, Any] | None = None,
 ) -> None:
-    """Append one audit row (who, what, why) to the current transaction."""
-    session.add(
-        AuditLog(
-            created_at=now,
-            event=event,
-            outcome=outcome,
-            run_id=run_id,
-            request_ref=ref,
-            actor_platform=actor.platform if actor else None,
-            actor_user=actor.user_id if actor else None,
-            reason=reason,
-            details=details or {},
-        )
-    )
+    """Append one audit row (who, what, why) to the current transaction.
+
+    ``reason`` and ``details`` often carry exception texts (a model provider's error
+    may echo its API key), so both are scrubbed like log lines before they are stored.
+    Refusals (``outcome="refused"``) are counted on one row per event, person and
+    request instead (see ``count_refusal``).
+    """
+    values: dict[str, Any] = {
+        "created_at": now, "event": event, "outcome": outcome, "run_id": run_id,
+        "request_ref": ref, "actor_platform": actor.platform if actor else None,
+        "actor_user": actor.user_id if actor else None,
+        "reason": scrub(reason) if reason else reason,
+        "details": scrub_json(details or {}),
+    }
+    if outcome == "refused":
+        count_refusal(session, now, values)
+    else:
+        session.add(AuditLog(**values))
+
+
+def count_refusal(session: Session, now: dt.datetime, values: dict[str, Any]) -> None:
+    """Record a refused attempt on its aggregate row: one per (event, person, request),
+    and per adapter check (``details["check"]``, a small fixed set) for adapter refusals.
+
+    The first refusal inserts the row (its reason and details are kept); every repeat
+    only bumps ``occurrences`` and ``last_seen_at`` (an atomic ``INSERT … ON CONFLICT
+    DO UPDATE`` on ``aggregate_key``, so concurrent replicas count correctly). A
+    reference that names no request (a forged or mistyped one) is kept in the first
+    row's details but not in the key, so random references cannot add rows either.
+    """
+    ref = values["request_ref"]
+    if ref and get_request(session, ref) is None:
+        values = {**values, "request_ref": None, "details": {**values["details"],
+                                                               "ref": str(ref)[:MAX_REF_CHARS]}}
+    check = values["details"].get("check")
+    parts = (values["event"], values["request_ref"], values["actor_platform"],
+             values["actor_user"], str(check)[:100] if check else "")
+    key = hashlib.sha256("\x1f".join(str(p or "") for p in parts).encode()).hexdigest()
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    statement = dialect.insert(AuditLog).values(**values, aggregate_key=key, occurrences=1)
+    session.execute(statement.on_conflict_do_update(
+        index_elements=[AuditLog.aggregate_key],
+        set_={"occurrences": AuditLog.occurrences + 1, "last_seen_at": now}))
 
 
 def starter(run: Run) -> Identity:

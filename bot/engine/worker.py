@@ -15,9 +15,12 @@ from dataclasses import dataclass
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from bot.engine.leases import claim_oldest
+from bot.engine.leases import LeaseLost, claim_oldest
 from bot.engine.store import rowcount
+from bot.logs import scrub
 from storage import ResumeJob
+
+__all__ = ["Claim", "LeaseLost", "backoff", "claim_next", "complete", "give_up", "retry_later"]
 
 
 @dataclass(frozen=True)
@@ -29,10 +32,6 @@ class Claim:
     run_id: str
     token: str
     attempts: int
-
-
-class LeaseLost(Exception):
-    """Another worker took the job over (our lease expired); drop our result."""
 
 
 def claim_next(
@@ -47,6 +46,8 @@ def claim_next(
 
 
 def _finish(session: Session, claim: Claim, now: dt.datetime, **values: object) -> None:
+    if isinstance(values.get("last_error"), str):
+        values["last_error"] = scrub(str(values["last_error"]))  # errors may echo secrets
     finished = rowcount(session.execute(
         update(ResumeJob)
         .where(

@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from bot.engine.ports import DeliveryRef, DeliveryTarget, Identity, Origin
+from bot.engine.ports import DeliveryRef, DeliveryTarget, Identity, Origin, PostKey
 from renderers.card import RequestCard
 from renderers.markdown import message_text
 
@@ -39,7 +39,9 @@ class ConsoleAdapter:
     results: list[str] = field(default_factory=list)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
-    async def deliver(self, card: RequestCard, target: DeliveryTarget) -> DeliveryRef:
+    async def deliver(
+        self, card: RequestCard, target: DeliveryTarget, key: PostKey | None = None
+    ) -> DeliveryRef:
         self.delivered.append(card)
         print(render(card), file=self.out, flush=True)
         return DeliveryRef(PLATFORM, target.id, f"console-{next(self._ids)}")
@@ -48,10 +50,14 @@ class ConsoleAdapter:
         if card.status != "pending":
             print(f"[{ref.message_id}] {render(card)}", file=self.out, flush=True)
 
-    async def remind(self, card: RequestCard, ref: DeliveryRef, text: str) -> None:
+    async def remind(
+        self, card: RequestCard, ref: DeliveryRef, text: str, key: PostKey | None = None
+    ) -> None:
         print(f"[{ref.message_id}] {message_text(text)}", file=self.out, flush=True)
 
-    async def post_run_result(self, origin: Origin, text: str) -> None:
+    async def post_run_result(
+        self, origin: Origin, text: str, key: PostKey | None = None
+    ) -> None:
         """The agent's output is model-written: no terminal escapes reach the terminal."""
         self.results.append(text)
         print(message_text(text), file=self.out, flush=True)

@@ -12,7 +12,15 @@ from pydantic import JsonValue
 from bot.agents import AgentSpec, Outcome, build_runtime
 from bot.agents.base import AgentRuntime
 from bot.askhuman.schema import AskHumanToolResult, DeferredToolCallPayload
-from bot.engine import DeliveryError, DeliveryRef, DeliveryTarget, Engine, Identity, Origin
+from bot.engine import (
+    DeliveryError,
+    DeliveryRef,
+    DeliveryTarget,
+    Engine,
+    Identity,
+    Origin,
+    PostKey,
+)
 from bot.settings import FileSettings, Settings
 from renderers.card import RequestCard
 from storage import Database
@@ -42,9 +50,13 @@ class FakeAdapter:
     delivered: list[tuple[RequestCard, DeliveryTarget]] = field(default_factory=list)
     updates: list[tuple[RequestCard, DeliveryRef]] = field(default_factory=list)
     results: list[tuple[Origin, str]] = field(default_factory=list)
+    keys: list[PostKey | None] = field(default_factory=list)
+    """The idempotency key of every deliver / post_run_result call, in order."""
     _ids: Any = field(default_factory=lambda: itertools.count(1))
 
-    async def deliver(self, card: RequestCard, target: DeliveryTarget) -> DeliveryRef:
+    async def deliver(self, card: RequestCard, target: DeliveryTarget,
+                      key: PostKey | None = None) -> DeliveryRef:
+        self.keys.append(key)
         if target.id in self.fail_targets or "*" in self.fail_targets:
             raise DeliveryError(f"channel_not_found ({target.id})")
         self.delivered.append((card, target))
@@ -53,7 +65,9 @@ class FakeAdapter:
     async def update(self, card: RequestCard, ref: DeliveryRef) -> None:
         self.updates.append((card, ref))
 
-    async def post_run_result(self, origin: Origin, text: str) -> None:
+    async def post_run_result(self, origin: Origin, text: str,
+                              key: PostKey | None = None) -> None:
+        self.keys.append(key)
         self.results.append((origin, text))
 
 

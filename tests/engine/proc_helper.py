@@ -4,6 +4,8 @@ Modes:
   respond DB_URL REF FIRST COUNT   fire COUNT concurrent answers from users U<FIRST>…; print JSON
   crash-resume DB_URL MARKER       run the worker; the agent's resume writes MARKER and hangs
   crash-post DB_URL MARKER         run the worker; posting the result writes MARKER and hangs
+  hang-resume DB_URL MARKER LEASE  like crash-resume on the wall clock with a LEASE-second
+                                   lease that the worker's heartbeat keeps renewing
 """
 
 from __future__ import annotations
@@ -63,11 +65,20 @@ async def crash_resume(db_url: str, marker: str) -> None:
 async def crash_post(db_url: str, marker: str) -> None:
     engine, adapter, _ = make_engine(db_url, lease_seconds=LEASE_SECONDS)
 
-    async def hang(origin: Origin, text: str) -> None:
+    async def hang(origin: Origin, text: str, key: object = None) -> None:
         Path(marker).write_text(text)
         await asyncio.sleep(3600)
 
     adapter.post_run_result = hang  # type: ignore[method-assign]
+    await engine.run_worker_once()
+
+
+async def hang_resume(db_url: str, marker: str, lease: float) -> None:
+    from tests.engine.model_agents import RealClock
+
+    engine, _, _ = make_engine(db_url, clock=RealClock(), lease_seconds=lease,
+                               outbox_lease_seconds=lease)
+    engine._runtimes["deploy"] = HangingResume(marker)
     await engine.run_worker_once()
 
 
@@ -79,6 +90,8 @@ def main(argv: list[str]) -> None:
         asyncio.run(crash_resume(db_url, argv[2]))
     elif mode == "crash-post":
         asyncio.run(crash_post(db_url, argv[2]))
+    elif mode == "hang-resume":
+        asyncio.run(hang_resume(db_url, argv[2], float(argv[3])))
     else:
         raise SystemExit(f"unknown mode {mode}")
 

@@ -95,9 +95,10 @@ async def test_audit_refusal_writes_one_refused_row(db_url: str) -> None:
     with engine.db.transaction() as s:
         rows = list(s.scalars(select(AuditLog).order_by(AuditLog.id)))
     assert [(r.event, r.outcome) for r in rows] == [("adapter_refused", "refused")] * 2
-    assert rows[0].request_ref == "r" * 64
+    # A reference that names no request is kept in the details, not as the row's key.
+    assert rows[0].request_ref is None
     assert (rows[0].actor_platform, rows[0].actor_user) == ("feishu", "ou_mallory")
-    assert rows[0].details == {"platform": "feishu", "check": "ref_mismatch"}
+    assert rows[0].details == {"platform": "feishu", "check": "ref_mismatch", "ref": "r" * 64}
     assert rows[1].actor_user is None and rows[1].request_ref is None
     engine.db.dispose()
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from bot.engine import DeliveryRef, DeliveryTarget, Engine, Origin
+from bot.engine import DeliveryRef, DeliveryTarget, Engine, Origin, PostKey
 from renderers.card import RequestCard
 from storage import AuditLog, HumanRequest, OutboxItem, Run
 from tests.engine.helpers import (
@@ -28,7 +28,7 @@ from tests.engine.helpers import (
     make_engine,
 )
 
-LEASE = 120.0  # the Engine's default outbox lease
+LEASE = 30.0  # the Engine's default outbox lease
 DEPLOYED = "Deployed v1.2.3 to production. Health checks are green."
 TWO_TARGETS: dict[str, Any] = {
     "timeout": "30m",
@@ -51,12 +51,13 @@ class FlakyAdapter(FakeAdapter):
     flaky_targets: set[str] = field(default_factory=set)
     """Only these targets fail on deliver (empty: all of them)."""
 
-    async def deliver(self, card: RequestCard, target: DeliveryTarget) -> DeliveryRef:
+    async def deliver(self, card: RequestCard, target: DeliveryTarget,
+                      key: PostKey | None = None) -> DeliveryRef:
         flaky = not self.flaky_targets or target.id in self.flaky_targets
         if self.fail_deliver and flaky:
             self.fail_deliver -= 1
             raise ConnectionError("connection reset by peer")
-        return await super().deliver(card, target)
+        return await super().deliver(card, target, key)
 
     async def update(self, card: RequestCard, ref: DeliveryRef) -> None:
         if self.fail_update:
@@ -64,11 +65,12 @@ class FlakyAdapter(FakeAdapter):
             raise RuntimeError("slack is having a moment")
         await super().update(card, ref)
 
-    async def post_run_result(self, origin: Origin, text: str) -> None:
+    async def post_run_result(self, origin: Origin, text: str,
+                              key: PostKey | None = None) -> None:
         if self.fail_post:
             self.fail_post -= 1
             raise TimeoutError("read timed out")
-        await super().post_run_result(origin, text)
+        await super().post_run_result(origin, text, key)
 
 
 def _flaky(db_url: str, clock: FakeClock | None = None, **kwargs: Any
@@ -219,10 +221,11 @@ async def test_copy_posted_while_the_request_was_decided_is_updated(db_url: str)
     engine, adapter, _ = _flaky(db_url, route=TWO_TARGETS)
     plain_deliver = adapter.deliver
 
-    async def decide_meanwhile(card: RequestCard, target: DeliveryTarget) -> DeliveryRef:
+    async def decide_meanwhile(card: RequestCard, target: DeliveryTarget,
+                               key: PostKey | None = None) -> DeliveryRef:
         if target.id == "U_DM":  # Alice answers in the channel while the DM is in flight
             await engine.respond(card.ref, alice(), "approve", {"environment": "staging"})
-        return await plain_deliver(card, target)
+        return await plain_deliver(card, target, key)
 
     adapter.deliver = decide_meanwhile  # type: ignore[method-assign]
     await engine.start_run("deploy", "Deploy v1.2.3", STARTER, ORIGIN)

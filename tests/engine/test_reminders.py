@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from bot.engine import DeliveryRef, Engine, Identity
+from bot.engine import DeliveryRef, Engine, Identity, PostKey
 from bot.settings import ConfigError, FileSettings, Settings, load_file
 from renderers.card import RequestCard
 from storage import AuditLog, Database, HumanRequest
@@ -33,7 +33,8 @@ ANSWER = {"environment": "staging"}
 class RemindingAdapter(FakeAdapter):
     reminders: list[tuple[str, DeliveryRef, str]] = field(default_factory=list)
 
-    async def remind(self, card: RequestCard, ref: DeliveryRef, text: str) -> None:
+    async def remind(self, card: RequestCard, ref: DeliveryRef, text: str,
+                     key: PostKey | None = None) -> None:
         self.reminders.append((card.ref, ref, text))
 
 
@@ -159,11 +160,12 @@ async def test_failed_reminder_is_retried_without_repeats(db_url: str) -> None:
     calls: list[str] = []
     original = adapter.remind
 
-    async def flaky(card: RequestCard, ref: DeliveryRef, text: str) -> None:
+    async def flaky(card: RequestCard, ref: DeliveryRef, text: str,
+                    key: PostKey | None = None) -> None:
         calls.append(ref.channel)
         if ref.channel == "U_PAGER" and calls.count("U_PAGER") == 1:
             raise RuntimeError("connection reset")
-        await original(card, ref, text)
+        await original(card, ref, text, key)
 
     adapter.remind = flaky
     assert await engine.remind_and_escalate_due() == 1

@@ -4,11 +4,13 @@ It speaks just enough of the real API for lark-oapi: tenant token, message creat
 reply / patch, contact ``batch_get_id`` and ``user.get``, chat members (paginated) and message
 resources. It records every call, can inject failures (HTTP 429/5xx or Feishu error
 codes) for the next N calls of an endpoint, rejects cards that are not schema 2.0
-JSON within 30 KB, and dedupes message sends by ``uuid`` like Feishu does.
+JSON within 30 KB, and dedupes message sends and replies by ``uuid`` like Feishu does:
+a repeat within ``uuid_window`` seconds (1 h) returns the first message and posts nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -24,6 +26,8 @@ from starlette.routing import Route
 
 TOKEN = "t-fake-tenant-token"
 MAX_CARD_BYTES = 30 * 1024
+UUID_WINDOW_SECONDS = 3600.0
+"""Feishu dedupes a ``uuid`` for about one hour."""
 ENDPOINTS = (
     "token",
     "message.create",
@@ -108,8 +112,12 @@ class FakeFeishuApi:
         self.messages: dict[str, Message] = {}
         self.resources: dict[tuple[str, str], tuple[bytes, str]] = {}
         self.deduped_sends = 0
-        self._by_uuid: dict[str, str] = {}
+        self.uuid_window = UUID_WINDOW_SECONDS
+        self.clock = time.monotonic
+        """Time source of the uuid window (tests may move it on)."""
+        self._by_uuid: dict[str, tuple[str, float]] = {}
         self._failures: dict[str, list[Failure]] = defaultdict(list)
+        self._hangs: dict[str, list[float]] = defaultdict(list)
         self._lock = threading.Lock()
         self._counter = 0
         self.app = Starlette(routes=self._routes())
@@ -135,6 +143,20 @@ class FakeFeishuApi:
         default = 99991400 if status == 429 else (1000004 if status >= 500 else 230099)
         with self._lock:
             self._failures[endpoint].append(Failure(times, status, code or default, raw_body))
+
+    def hang_after_accept(self, endpoint: str, seconds: float, times: int = 1) -> None:
+        """The next ``times`` successful calls of ``endpoint`` (message.create or
+        message.reply) take effect but answer only after ``seconds``: the caller times
+        out (or dies) without learning that its message was posted."""
+        with self._lock:
+            self._hangs[endpoint].extend([seconds] * times)
+
+    async def _maybe_hang(self, endpoint: str) -> None:
+        with self._lock:
+            queue = self._hangs.get(endpoint) or []
+            seconds = queue.pop(0) if queue else None
+        if seconds is not None:
+            await asyncio.sleep(seconds)
 
     def add_resource(self, message_id: str, file_key: str, content: bytes, name: str) -> None:
         with self._lock:
@@ -278,11 +300,8 @@ class FakeFeishuApi:
         if msg_type == "interactive" and (problem := self._check_card(content)):
             return self._error(call, 230099, problem)
         uuid = body.get("uuid")
-        with self._lock:
-            known = self._by_uuid.get(uuid) if uuid else None
-            if known is not None:
-                self.deduped_sends += 1
-                return self._ok(self._message_payload(self.messages[known]))
+        if (known := self._deduped(uuid)) is not None:
+            return self._ok(self._message_payload(known))
         if id_type == "chat_id":
             if receive_id not in self.chats:
                 return self._error(call, 230002, "Bot/User can NOT be out of the chat.")
@@ -303,11 +322,26 @@ class FakeFeishuApi:
             receive_id=receive_id,
             receive_id_type=id_type,
         )
+        self._remember(message)
+        await self._maybe_hang("message.create")
+        return self._ok(self._message_payload(message))
+
+    def _deduped(self, uuid: object) -> Message | None:
+        """The message an earlier call with this ``uuid`` made within the window."""
+        if not isinstance(uuid, str) or not uuid:
+            return None
+        with self._lock:
+            known = self._by_uuid.get(uuid)
+            if known is None or self.clock() - known[1] > self.uuid_window:
+                return None
+            self.deduped_sends += 1
+            return self.messages[known[0]]
+
+    def _remember(self, message: Message) -> None:
         with self._lock:
             self.messages[message.message_id] = message
-            if uuid:
-                self._by_uuid[uuid] = message.message_id
-        return self._ok(self._message_payload(message))
+            if message.uuid:
+                self._by_uuid[message.uuid] = (message.message_id, self.clock())
 
     async def _reply(self, request: Request) -> Response:
         call, failed = await self._begin("message.reply", request)
@@ -318,6 +352,8 @@ class FakeFeishuApi:
         msg_type, content = body.get("msg_type"), body.get("content")
         if msg_type == "interactive" and (problem := self._check_card(content)):
             return self._error(call, 230099, problem)
+        if (known := self._deduped(body.get("uuid"))) is not None:
+            return self._ok(self._message_payload(known))
         parent = self.messages.get(parent_id)
         message = Message(
             message_id=self._next_id("om_"),
@@ -327,8 +363,8 @@ class FakeFeishuApi:
             parent_id=parent_id,
             uuid=body.get("uuid"),
         )
-        with self._lock:
-            self.messages[message.message_id] = message
+        self._remember(message)
+        await self._maybe_hang("message.reply")
         return self._ok(self._message_payload(message))
 
     async def _patch(self, request: Request) -> Response:

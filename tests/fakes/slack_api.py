@@ -4,7 +4,10 @@ Point ``AsyncWebClient(base_url=fake.base_url)`` (or ``SLACK_API_URL``) at it. I
 the methods askhuman calls, records every call (method, parsed JSON or form body,
 headers), keeps posted messages so tests can read what people would see, validates
 Block Kit with slack-sdk the way Slack does (``invalid_blocks``), and can inject 429s,
-5xx responses and Slack error codes per method for the next N calls.
+5xx responses and Slack error codes per method for the next N calls. Messages keep
+their ``metadata``, which ``conversations.replies`` / ``conversations.history`` return
+with ``include_all_metadata`` like Slack does; ``hang_after_accept`` makes a call take
+effect and then never answer (the caller is killed while waiting for the response).
 
 It runs in its own thread and event loop so the code under test talks to it over a
 real socket, exactly like it would talk to slack.com.
@@ -18,7 +21,7 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
@@ -65,6 +68,26 @@ class Message:
     blocks: list[dict[str, Any]]
     thread_ts: str | None
     versions: int = 1
+    metadata: dict[str, Any] | None = None
+
+    def as_api(self, with_metadata: bool) -> dict[str, Any]:
+        """The message as Slack's history methods return it."""
+        out: dict[str, Any] = {"type": "message", "ts": self.ts, "text": self.text,
+                               "bot_id": BOT_ID, "user": BOT_USER_ID}
+        if self.blocks:
+            out["blocks"] = self.blocks
+        if self.thread_ts:
+            out["thread_ts"] = self.thread_ts
+        if with_metadata and self.metadata is not None:
+            out["metadata"] = self.metadata
+        return out
+
+
+@dataclass
+class _Hang:
+    match: Callable[[Mapping[str, Any]], bool]
+    seconds: float
+    remaining: int
 
 
 def validate_blocks(blocks: Any) -> str | None:
@@ -110,6 +133,10 @@ class FakeSlackAPI:
         self.socket_acks: list[dict[str, Any]] = []
         self._sockets: list[web.WebSocketResponse] = []
         self._faults: dict[str, list[_Fault]] = {}
+        self._hangs: dict[str, list[_Hang]] = {}
+        self.hung = threading.Event()
+        """Set once a ``hang_after_accept`` call took effect (and now hangs)."""
+        self._release: asyncio.Event | None = None
         self._lock = threading.Lock()
         self._ts = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -139,6 +166,8 @@ class FakeSlackAPI:
         loop, runner = self._loop, self._runner
         if loop is None or runner is None:
             return
+        if self._release is not None:
+            loop.call_soon_threadsafe(self._release.set)  # answer hanging calls now
         for ws in list(self._sockets):
             asyncio.run_coroutine_threadsafe(ws.close(), loop).result(5)
         asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
@@ -157,6 +186,7 @@ class FakeSlackAPI:
         loop = asyncio.new_event_loop()
         self._loop = loop
         asyncio.set_event_loop(loop)
+        self._release = asyncio.Event()
         app = web.Application()
         app.router.add_post("/api/{method}", self._handle)
         app.router.add_get("/api/{method}", self._handle)
@@ -194,6 +224,20 @@ class FakeSlackAPI:
             self._faults.setdefault(method, []).append(
                 _Fault(status=status, error=error, remaining=times, retry_after=retry_after)
             )
+
+    def hang_after_accept(
+        self,
+        method: str,
+        match: Callable[[Mapping[str, Any]], bool] = lambda body: True,
+        *,
+        seconds: float = 3600.0,
+        times: int = 1,
+    ) -> None:
+        """The next ``times`` calls of ``method`` whose body ``match``es take effect
+        (e.g. the message is posted) but are answered only after ``seconds``: the
+        caller dies or times out without learning that it worked."""
+        with self._lock:
+            self._hangs.setdefault(method, []).append(_Hang(match, seconds, times))
 
     # ------------------------------------------------------------------- queries
     def calls_to(self, method: str) -> list[Call]:
@@ -266,7 +310,20 @@ class FakeSlackAPI:
         if handler is None:
             return _json({"ok": False, "error": "unknown_method"}, status=404)
         result: dict[str, Any] = handler(body)
+        hang = self._take_hang(method, body) if result.get("ok") else None
+        if hang is not None and self._release is not None:
+            self.hung.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._release.wait(), hang.seconds)
         return _json(result)
+
+    def _take_hang(self, method: str, body: Mapping[str, Any]) -> _Hang | None:
+        with self._lock:
+            for hang in self._hangs.get(method) or []:
+                if hang.remaining > 0 and hang.match(body):
+                    hang.remaining -= 1
+                    return hang
+        return None
 
     def _take_fault(self, method: str) -> _Fault | None:
         queue = self._faults.get(method) or []
@@ -313,6 +370,9 @@ class FakeSlackAPI:
             error = self._check_message(body)
             if error is not None:
                 return error
+            metadata = _metadata(body.get("metadata"))
+            if metadata == {}:
+                return {"ok": False, "error": "invalid_metadata_format"}
             ts = self._next_ts()
             msg = Message(
                 channel=str(body["channel"]),
@@ -320,6 +380,7 @@ class FakeSlackAPI:
                 text=str(body.get("text") or ""),
                 blocks=_blocks(body.get("blocks")),
                 thread_ts=body.get("thread_ts"),
+                metadata=metadata,
             )
             self.messages[(msg.channel, ts)] = msg
         return {"ok": True, "channel": msg.channel, "ts": ts, "message": {"text": msg.text}}
@@ -347,6 +408,30 @@ class FakeSlackAPI:
             if not body.get("user"):
                 return {"ok": False, "error": "user_not_in_channel"}
         return {"ok": True, "message_ts": self._next_ts()}
+
+    def _m_conversations_replies(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """A thread, parent first, oldest to newest (``oldest`` / ``latest`` exclusive)."""
+        channel, ts = str(body.get("channel") or ""), str(body.get("ts") or "")
+        with self._lock:
+            if not channel or channel in self.missing_channels:
+                return {"ok": False, "error": "channel_not_found"}
+            if (channel, ts) not in self.messages:
+                return {"ok": False, "error": "thread_not_found"}
+            thread = [m for m in self.messages.values() if m.channel == channel
+                      and (m.ts == ts or m.thread_ts == ts)]
+        thread.sort(key=lambda m: float(m.ts))
+        return _page(thread, body)
+
+    def _m_conversations_history(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Top-level messages of a channel, newest first."""
+        channel = str(body.get("channel") or "")
+        with self._lock:
+            if not channel or channel in self.missing_channels:
+                return {"ok": False, "error": "channel_not_found"}
+            top = [m for m in self.messages.values() if m.channel == channel
+                   and (m.thread_ts is None or m.thread_ts == m.ts)]
+        top.sort(key=lambda m: float(m.ts), reverse=True)
+        return _page(top, body)
 
     def _m_conversations_open(self, body: Mapping[str, Any]) -> dict[str, Any]:
         users = str(body.get("users") or "")
@@ -431,6 +516,42 @@ async def _parse_body(request: web.Request) -> dict[str, Any]:
                 body[key] = json.loads(body[key])
     body.update({k: v for k, v in request.query.items() if k not in body})
     return body
+
+
+def _metadata(value: Any) -> dict[str, Any] | None:
+    """Parsed message metadata; ``{}`` when it is malformed (Slack refuses those)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return {}
+    if (not isinstance(value, dict) or not isinstance(value.get("event_type"), str)
+            or not isinstance(value.get("event_payload"), dict)):
+        return {}
+    return {"event_type": value["event_type"], "event_payload": dict(value["event_payload"])}
+
+
+def _truthy(value: Any) -> bool:
+    return str(value).lower() in ("1", "true")
+
+
+def _page(messages: list[Message], body: Mapping[str, Any]) -> dict[str, Any]:
+    """One page of a history method: ``oldest``/``latest`` filters, ``limit``, ``cursor``."""
+    oldest, latest = body.get("oldest"), body.get("latest")
+    if oldest:
+        messages = [m for m in messages if float(m.ts) > float(oldest)]
+    if latest:
+        messages = [m for m in messages if float(m.ts) < float(latest)]
+    start = int(body.get("cursor") or 0)
+    limit = max(1, min(int(body.get("limit") or 100), 1000))
+    page = messages[start : start + limit]
+    more = start + limit < len(messages)
+    with_metadata = _truthy(body.get("include_all_metadata"))
+    return {"ok": True, "messages": [m.as_api(with_metadata) for m in page],
+            "has_more": more,
+            "response_metadata": {"next_cursor": str(start + limit) if more else ""}}
 
 
 def _blocks(value: Any) -> list[dict[str, Any]]:

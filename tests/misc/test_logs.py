@@ -44,3 +44,24 @@ def test_extras_never_overwrite_the_lines_own_keys() -> None:
         "info", "askhuman.test", "slack card delivered")
     assert (line["extra_ts"], line["extra_level"], line["extra_logger"]) == (
         "1712345678.000100", "x", "y")
+def test_provider_keys_bearer_values_and_url_passwords_are_masked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GROQ_API_KEY", "plain-looking-value-123")
+    text = ("Incorrect API key provided: sk-proj-abcDEF123456789xyz; key sk-ant-api03-abcdefghij"
+            "klmnop; Authorization: Bearer abc.def.ghijklmnopqrst; api_key=zzzzzzzzzzzzzz; "
+            "postgresql+psycopg://askhuman:hunter2hunter2@db:5432/x; plain-looking-value-123")
+    masked = scrub(text)
+    for secret in ("sk-proj-abc", "sk-ant-api03", "abc.def.ghij", "zzzzzzzzzzzzzz", "hunter2",
+                   "plain-looking-value-123"):
+        assert secret not in masked
+    assert "postgresql+psycopg://askhuman:***@db:5432/x" in masked
+    assert scrub("a normal sentence about skills and tasks") == (
+        "a normal sentence about skills and tasks")
+
+
+def test_scrub_json_masks_nested_strings() -> None:
+    from bot.logs import scrub_json
+
+    assert scrub_json({"error": ["token xoxb-1-2-abc", {"k": "sk-abcdefghijklmnop"}], "n": 3}) == {
+        "error": ["token ***", {"k": "***"}], "n": 3}

@@ -290,12 +290,14 @@ def settings(tmp_path: Path) -> Settings:
 
 @asynccontextmanager
 async def running_system(
-    fake_slack: FakeSlackAPI, settings: Settings, runtimes: RuntimeFactory | None = None
+    fake_slack: FakeSlackAPI, settings: Settings, runtimes: RuntimeFactory | None = None,
+    **engine_knobs: Any,
 ) -> AsyncIterator[Slack]:
-    """Database, engine, Slack platform and ASGI app exactly as ``serve`` wires them."""
+    """Database, engine, Slack platform and ASGI app exactly as ``serve`` wires them
+    (``engine_knobs``: Engine keyword arguments such as short leases)."""
     database = Database(settings.database_url)
     database.upgrade()
-    engine = Engine(database, settings, runtimes)
+    engine = Engine(database, settings, runtimes, **engine_knobs)
     env = {
         "SLACK_BOT_TOKEN": BOT_TOKEN,
         "SLACK_SIGNING_SECRET": SIGNING_SECRET,

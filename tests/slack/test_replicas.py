@@ -22,7 +22,8 @@ def _refusals(slack: Slack) -> list[tuple[str | None, dict[str, object]]]:
     with slack.database.transaction() as session:
         rows = session.scalars(select(AuditLog).where(AuditLog.event == "adapter_refused")
                                .order_by(AuditLog.id))
-        return [(r.actor_user, dict(r.details)) for r in rows]
+        # Repeats of one refusal share a counted row: list each occurrence.
+        return [(r.actor_user, dict(r.details)) for r in rows for _ in range(r.occurrences)]
 
 
 async def test_event_retry_on_another_replica_starts_one_run(

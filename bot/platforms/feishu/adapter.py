@@ -14,7 +14,7 @@ import hashlib
 import logging
 from dataclasses import dataclass, field
 
-from bot.engine.ports import DeliveryError, DeliveryRef, DeliveryTarget, Origin
+from bot.engine.ports import DeliveryError, DeliveryRef, DeliveryTarget, Origin, PostKey
 from bot.platforms.feishu.client import FeishuApi, FeishuApiError, dumps
 from bot.platforms.feishu.errors import feishu_words
 from renderers.card import RequestCard
@@ -38,6 +38,15 @@ def delivery_uuid(ref: str, target: DeliveryTarget) -> str:
     """
     digest = hashlib.sha256(f"askhuman|{ref}|{target.kind}|{target.id}".encode()).hexdigest()
     return digest[:32]
+
+
+def post_uuid(key: PostKey | None, fallback: str) -> str:
+    """Idempotency key of one engine post (run result, reminder): derived from its
+    ``PostKey``, which names the outbox item, so every retry of that post is deduped by
+    Feishu (for about an hour) and two different posts never are. ``fallback`` names
+    the post when no key was given."""
+    name = f"askhuman|post|{key.id}" if key is not None else fallback
+    return hashlib.sha256(name.encode()).hexdigest()[:32]
 
 
 def receive_id_type(target: DeliveryTarget) -> str:
@@ -87,8 +96,14 @@ class FeishuAdapter:
 
     # -- PlatformAdapter ---------------------------------------------------------------
 
-    async def deliver(self, card: RequestCard, target: DeliveryTarget) -> DeliveryRef:
-        """Send the card; raise ``DeliveryError`` once retries are exhausted."""
+    async def deliver(
+        self, card: RequestCard, target: DeliveryTarget, key: PostKey | None = None
+    ) -> DeliveryRef:
+        """Send the card; raise ``DeliveryError`` once retries are exhausted.
+
+        The send's ``uuid`` (``delivery_uuid``: request and target) already names this
+        card for this target, so a retry within Feishu's dedupe window returns the
+        message an interrupted try created; ``key`` is not needed."""
         content = self._render(card)
         id_type = receive_id_type(target)
         try:
@@ -127,12 +142,13 @@ class FeishuAdapter:
                             extra={"ref": card.ref})
         await self._patch(card, ref)
 
-    async def post_run_result(self, origin: Origin, text: str) -> None:
+    async def post_run_result(
+        self, origin: Origin, text: str, key: PostKey | None = None
+    ) -> None:
         """Reply in the thread that started the run (or post to its chat)."""
         content = dumps({"text": plain_text(text) or "(empty result)"})
         # The engine's outbox may retry this call: the uuid makes Feishu drop repeats.
-        key = f"result|{origin.channel}|{origin.thread}|{text}"
-        uuid = hashlib.sha256(key.encode()).hexdigest()[:32]
+        uuid = post_uuid(key, f"result|{origin.channel}|{origin.thread}|{text}")
         try:
             if origin.thread:
                 await self._api.reply_message(origin.thread, "text", content, uuid)
@@ -147,15 +163,16 @@ class FeishuAdapter:
                 raise refused(str(exc), exc) from exc
             raise
 
-    async def remind(self, card: RequestCard, ref: DeliveryRef, text: str) -> None:
+    async def remind(
+        self, card: RequestCard, ref: DeliveryRef, text: str, key: PostKey | None = None
+    ) -> None:
         """Reply to the card message with a plain-text reminder (``im.v1.message.reply``).
 
-        The uuid (card message + reminder text, which carries the reminder's number)
-        makes an outbox retry a no-op on Feishu's side.
+        The uuid (from the reminder's ``PostKey``, else card message + reminder text,
+        which carries the reminder's number) makes an outbox retry a no-op on Feishu's side.
         """
         content = dumps({"text": plain_text(text) or "Reminder: still waiting."})
-        key = f"remind|{card.ref}|{ref.message_id}|{text}"
-        uuid = hashlib.sha256(key.encode()).hexdigest()[:32]
+        uuid = post_uuid(key, f"remind|{card.ref}|{ref.message_id}|{text}")
         try:
             await self._api.reply_message(ref.message_id, "text", content, uuid)
         except FeishuApiError as exc:

@@ -5,16 +5,25 @@ retried by the client's handlers; what is left is permanent, so ``deliver`` rais
 ``DeliveryError`` (the engine resolves the request ``unavailable``) while ``update``
 and ``post_run_result`` log and carry on: the decision is already stored, and a
 stale card must never undo it.
+
+Posts are idempotent across the engine's retries: each one carries its ``PostKey`` in
+the message ``metadata`` (``event_type`` ``askhuman_post``), and a retry first looks
+for that key in the thread (``conversations.replies``) or the channel
+(``conversations.history``) and skips the post if an interrupted try already made it.
+When the lookup itself fails (e.g. a missing ``*:history`` scope) the post goes out
+anyway: a duplicate is better than a lost answer.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
+from typing import Any
 
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.engine.ports import DeliveryError, DeliveryRef, DeliveryTarget, Origin
+from bot.engine.ports import DeliveryError, DeliveryRef, DeliveryTarget, Origin, PostKey
 from bot.platforms.slack.client import error_code
 from bot.platforms.slack.errors import slack_words
 from renderers.card import RequestCard
@@ -25,6 +34,25 @@ log = logging.getLogger(__name__)
 
 PLATFORM = "slack"
 MAX_RESULT_CHARS = 3900
+POST_EVENT = "askhuman_post"
+"""``metadata.event_type`` of every message askhuman posts for the engine."""
+LOOKUP_PAGES = 5
+"""At most this many pages (of 200 messages) are searched for an earlier try's post."""
+CLOCK_SKEW = dt.timedelta(minutes=2)
+"""Look this much further back than the post was queued (our clock vs Slack's)."""
+SlackErrors = (SlackApiError, SlackClientError, OSError, TimeoutError)
+
+
+def post_metadata(key: PostKey) -> dict[str, Any]:
+    """The message metadata that lets a retry recognize this post."""
+    return {"event_type": POST_EVENT,
+            "event_payload": {"key": key.id, "run": key.run_id or "", "attempt": key.attempt}}
+
+
+def is_post(message: dict[str, Any], key: PostKey) -> bool:
+    metadata = message.get("metadata") or {}
+    payload = metadata.get("event_payload") or {}
+    return bool(metadata.get("event_type") == POST_EVENT and payload.get("key") == key.id)
 
 
 class SlackAdapter:
@@ -35,8 +63,14 @@ class SlackAdapter:
     def __init__(self, client: AsyncWebClient) -> None:
         self._client = client
 
-    async def deliver(self, card: RequestCard, target: DeliveryTarget) -> DeliveryRef:
-        """Post the card to a channel, or to a user's DM (opened with conversations.open)."""
+    async def deliver(
+        self, card: RequestCard, target: DeliveryTarget, key: PostKey | None = None
+    ) -> DeliveryRef:
+        """Post the card to a channel, or to a user's DM (opened with conversations.open).
+
+        On a retry, a card an interrupted try already posted is returned instead
+        (``reused``), so the request never has two live cards in one place.
+        """
         message = render_request(card)
         try:
             channel = target.id
@@ -47,14 +81,21 @@ class SlackAdapter:
                     raise DeliveryError(f"conversations.open gave no channel for {target.id}",
                                         reason="Slack could not open a direct message with "
                                         "that person.")
+            earlier = await self._earlier_post(channel, None, key)
+            if earlier is not None:
+                log.info("slack card was already delivered by an earlier try",
+                         extra={"platform": PLATFORM, "ref": card.ref, "channel": channel,
+                                "message_ts": earlier})
+                return DeliveryRef(PLATFORM, channel, earlier, reused=True)
             posted = await self._client.chat_postMessage(
                 channel=channel,
                 text=message["text"],
                 blocks=message["blocks"],
                 unfurl_links=False,
                 unfurl_media=False,
+                **self._metadata(key),
             )
-        except (SlackApiError, SlackClientError, OSError, TimeoutError) as exc:
+        except SlackErrors as exc:
             code = error_code(exc)
             log.warning(
                 "slack delivery failed",
@@ -86,7 +127,7 @@ class SlackAdapter:
                 text=message["text"],
                 blocks=message["blocks"],
             )
-        except (SlackApiError, SlackClientError, OSError, TimeoutError) as exc:
+        except SlackErrors as exc:
             log.warning(
                 "slack card update failed",
                 extra={
@@ -108,29 +149,34 @@ class SlackAdapter:
             },
         )
 
-    async def post_run_result(self, origin: Origin, text: str) -> None:
+    async def post_run_result(
+        self, origin: Origin, text: str, key: PostKey | None = None
+    ) -> None:
         """Post a run's output (untrusted: escaped, truncated) in the thread it came from."""
         if not origin.channel:
             log.info("run result has no slack channel to go to", extra={"platform": PLATFORM})
             return
         try:
-            await self._post_in_thread(origin.channel, origin.thread, text, "(empty output)")
-        except (SlackApiError, SlackClientError, OSError, TimeoutError) as exc:
+            await self._post_in_thread(origin.channel, origin.thread, text, "(empty output)",
+                                       key)
+        except SlackErrors as exc:
             log.warning(
                 "posting run result failed",
                 extra={"platform": PLATFORM, "channel": origin.channel, "error": error_code(exc)},
             )
 
-    async def remind(self, card: RequestCard, ref: DeliveryRef, text: str) -> None:
+    async def remind(
+        self, card: RequestCard, ref: DeliveryRef, text: str, key: PostKey | None = None
+    ) -> None:
         """Post a reminder in the card's thread (escaped plain text, no mentions).
 
         What still fails after the client's retries is permanent: ``DeliveryError``.
         """
         try:
             await self._post_in_thread(
-                ref.channel, ref.message_id, text, "Reminder: still waiting."
+                ref.channel, ref.message_id, text, "Reminder: still waiting.", key
             )
-        except (SlackApiError, SlackClientError, OSError, TimeoutError) as exc:
+        except SlackErrors as exc:
             code = error_code(exc)
             log.warning(
                 "slack reminder failed",
@@ -145,13 +191,58 @@ class SlackAdapter:
         )
 
     async def _post_in_thread(
-        self, channel: str, thread: str | None, text: str, if_empty: str
+        self, channel: str, thread: str | None, text: str, if_empty: str,
+        key: PostKey | None = None,
     ) -> None:
-        """Post untrusted text as escaped, truncated plain text, with no link unfurls."""
+        """Post untrusted text as escaped, truncated plain text, with no link unfurls;
+        skipped when a retry finds that an interrupted try already posted it."""
+        earlier = await self._earlier_post(channel, thread, key)
+        if earlier is not None:
+            log.info("slack post was already made by an earlier try; not posting again",
+                     extra={"platform": PLATFORM, "channel": channel, "message_ts": earlier})
+            return
         await self._client.chat_postMessage(
             channel=channel,
             thread_ts=thread,
             text=truncate(slack_escape(text), MAX_RESULT_CHARS) or if_empty,
             unfurl_links=False,
             unfurl_media=False,
+            **self._metadata(key),
         )
+
+    @staticmethod
+    def _metadata(key: PostKey | None) -> dict[str, Any]:
+        return {"metadata": post_metadata(key)} if key is not None else {}
+
+    async def _earlier_post(
+        self, channel: str, thread: str | None, key: PostKey | None
+    ) -> str | None:
+        """On a retry: the ts of the message an earlier try posted with ``key``, if any.
+
+        Searches the thread (``conversations.replies``) or the channel
+        (``conversations.history``) back to when the post was queued, with metadata.
+        A failed lookup is logged and treated as "not found".
+        """
+        if key is None or not key.retry:
+            return None
+        oldest = f"{(key.since - CLOCK_SKEW).timestamp():.6f}" if key.since else None
+        cursor: str | None = None
+        try:
+            for _page in range(LOOKUP_PAGES):
+                args: dict[str, Any] = {"channel": channel, "include_all_metadata": True,
+                                        "limit": 200, "oldest": oldest, "cursor": cursor}
+                if thread:
+                    page = await self._client.conversations_replies(ts=thread, **args)
+                else:
+                    page = await self._client.conversations_history(**args)
+                for message in page.get("messages") or []:
+                    if isinstance(message, dict) and is_post(message, key):
+                        return str(message.get("ts"))
+                cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
+                if cursor is None:
+                    return None
+        except SlackErrors as exc:
+            log.warning("could not look for an earlier try's post; posting (maybe again)",
+                        extra={"platform": PLATFORM, "channel": channel,
+                               "error": error_code(exc)})
+        return None

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from pydantic import JsonValue
 
 from bot.engine.ports import Identity, Origin
-from bot.engine.results import RespondResult
+from bot.engine.results import PendingPage, RespondResult
 from renderers.card import RequestCard
 
 
@@ -38,6 +38,10 @@ class SlackEngine(Protocol):
     async def card(self, ref: str) -> RequestCard | None: ...
 
     async def pending_for(self, identity: Identity) -> list[RequestCard]: ...
+
+    async def pending_page(
+        self, identity: Identity, page: int = 1, per_page: int = 10
+    ) -> PendingPage: ...
 
     async def first_seen(self, platform: str, key: str) -> bool: ...
 

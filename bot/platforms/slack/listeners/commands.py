@@ -17,13 +17,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.engine.health import DATABASE_DOWN, database_unreachable
 from bot.engine.ports import Identity
+from bot.engine.results import PendingPage
 from bot.platforms.slack.client import error_code
 from bot.platforms.slack.engine_api import SlackEngine
 from bot.platforms.slack.identity import from_command
 from bot.platforms.slack.replies import safe_text
 from bot.platforms.slack.runs import start_run
 from bot.platforms.slack.text import quote
-from renderers.card import RequestCard
 from renderers.markdown import slack_escape
 from renderers.text import format_when, summary
 
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 HELP = """*askhuman* lets AI agents ask people for approvals.
 • `/askhuman run <agent> <prompt>` — start a run; its final answer appears here, in a thread.
 • `@askhuman <agent>: <prompt>` — the same, by mentioning me in a channel I'm in.
-• `/askhuman pending` — the open requests you may answer.
+• `/askhuman pending [page]` — the open requests you may answer.
 • `/askhuman help` — this message."""
 
 RUN_USAGE = (
@@ -42,7 +42,7 @@ NOT_IN_CHANNEL = (
     "I can't post in this conversation, so the run would have nowhere to report. "
     "Invite me with `/invite @askhuman`, or run the command in a channel I'm in."
 )
-MAX_PENDING_LINES = 20
+PENDING_PER_PAGE = 10
 PENDING_FAILED = "I couldn't list your requests just now; please try again shortly."
 
 
@@ -61,19 +61,29 @@ def parse(text: str) -> tuple[str, str]:
     return head.lower(), rest.strip()
 
 
-def pending_text(cards: list[RequestCard]) -> str:
-    """An ephemeral list of open requests; card text is untrusted and escaped."""
-    if not cards:
+def pending_text(page: PendingPage) -> str:
+    """An ephemeral page of open requests; card text is untrusted and escaped."""
+    if not page.total:
         return "Nothing is waiting for you. :tada:"
-    lines = [f"*{len(cards)} open request(s) you may answer:*"]
-    for card in cards[:MAX_PENDING_LINES]:
+    lines = [f"*{page.total} open request(s) you may answer:*"]
+    for card in page.cards:
         due = f", due {format_when(card.deadline)}" if card.deadline else ""
         lines.append(
             f"• {slack_escape(summary(card, 150))} (agent `{slack_escape(card.agent_name)}`{due})"
         )
-    if len(cards) > MAX_PENDING_LINES:
-        lines.append(f"…and {len(cards) - MAX_PENDING_LINES} more.")
+    if page.pages > 1:
+        last = page.first + len(page.cards) - 1
+        more = (f" — `/askhuman pending {page.page + 1}` for the next page"
+                if page.page < page.pages else "")
+        lines.append(f"_Showing {page.first}–{last} of {page.total} "
+                     f"(page {page.page} of {page.pages}){more}._")
     return "\n".join(lines)
+
+
+def page_number(text: str) -> int:
+    """``/askhuman pending 3`` → 3; anything else → the first page."""
+    head = text.split(maxsplit=1)[0] if text.strip() else ""
+    return int(head) if head.isdigit() and 0 < len(head) <= 6 else 1
 
 
 class CommandListener:
@@ -105,7 +115,7 @@ class CommandListener:
             await self._run(client, respond, user, channel, agent, prompt.strip())
         elif sub == "pending":
             await ack()
-            await self._pending(respond, user)
+            await self._pending(respond, user, page_number(rest))
         else:
             # Help lists only the agents this person may start (directory lookups), so it
             # is sent after the ack rather than in it.
@@ -114,10 +124,11 @@ class CommandListener:
             agents = await self._engine.startable_agents(user)
             await respond(text=lead + help_text(agents), response_type="ephemeral")
 
-    async def _pending(self, respond: AsyncRespond, user: Identity) -> None:
-        """List the asker's open requests; when that fails, say so (never silence)."""
+    async def _pending(self, respond: AsyncRespond, user: Identity, number: int) -> None:
+        """List one page of the asker's open requests; when that fails, say so (never
+        silence)."""
         try:
-            cards = await self._engine.pending_for(user)
+            page = await self._engine.pending_page(user, number, PENDING_PER_PAGE)
         except Exception as exc:
             down = database_unreachable(exc)
             log.warning("listing pending requests failed", exc_info=not down,
@@ -125,7 +136,7 @@ class CommandListener:
             text = DATABASE_DOWN if down else PENDING_FAILED
             await respond(text=text, response_type="ephemeral")
             return
-        await respond(text=pending_text(cards), response_type="ephemeral")
+        await respond(text=pending_text(page), response_type="ephemeral")
 
     async def _run(
         self,

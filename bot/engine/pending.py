@@ -1,0 +1,107 @@
+"""Pending: the open requests one person may answer, complete and paginated.
+
+The database narrows the candidates first: open requests on a route that has approvers
+on the person's platform, or escalated to such a route. Every candidate is then
+authorized exactly as a click would be (``AccessMixin._refusal``: approver lists,
+groups, channel members, self-approval), in batches by id, so however many requests
+other routes have open, nobody is told "nothing is waiting" while something is. Only
+the cards of the page shown are rendered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import partial
+
+from sqlalchemy import and_, or_, select
+from sqlalchemy.orm import Session
+
+from bot.engine import store
+from bot.engine.access import AccessMixin, Copies
+from bot.engine.cards import build_card
+from bot.engine.ports import Identity
+from bot.engine.results import PendingPage
+from bot.settings import RouteSettings
+from renderers.card import RequestCard
+from storage import Delivery, HumanRequest, Run
+
+BATCH = 200
+"""Candidates read (and authorized) per database round trip."""
+PER_PAGE = 10
+
+Candidate = tuple[HumanRequest, Run, Copies]
+
+
+def visible_routes(routes: Mapping[str, RouteSettings], platform: str) -> list[str]:
+    """Names of routes whose approvers can include someone on ``platform``."""
+    return [name for name, route in routes.items() if route.approvers_for(platform) is not None]
+
+
+def candidates(
+    session: Session, platform: str, routes: list[str], after_id: int, limit: int
+) -> list[Candidate]:
+    """Open requests after ``after_id`` on (or escalated to) ``routes``, with the copies
+    each has on ``platform`` (channel approvers count only there): three queries."""
+    visible = or_(HumanRequest.route.in_(routes),
+                  and_(HumanRequest.escalated_at.is_not(None),
+                       HumanRequest.escalation_route.in_(routes)))
+    rows = session.execute(
+        select(HumanRequest, Run).join(Run, Run.id == HumanRequest.run_id)
+        .where(HumanRequest.status == store.OPEN, HumanRequest.id > after_id, visible)
+        .order_by(HumanRequest.id).limit(limit)).all()
+    copies: dict[int, Copies] = {}
+    if rows:
+        found = session.execute(
+            select(Delivery.request_id, Delivery.target_kind, Delivery.target_id,
+                   Delivery.channel)
+            .where(Delivery.request_id.in_([request.id for request, _ in rows]),
+                   Delivery.platform == platform)
+            .order_by(Delivery.id))
+        for request_id, kind, target, channel in found:
+            copies.setdefault(request_id, []).append((f"{kind} {target}", channel))
+    return [(request, run, copies.get(request.id, [])) for request, run in rows]
+
+
+class PendingMixin(AccessMixin):
+    """``pending_page`` / ``pending_for``: what is waiting for one person."""
+
+    async def pending_page(
+        self, identity: Identity, page: int = 1, per_page: int = PER_PAGE
+    ) -> PendingPage:
+        """Page ``page`` (1-based, clamped) of the open requests ``identity`` may answer,
+        oldest first, with how many there are in all."""
+        allowed = await self._answerable(identity)
+        per_page = max(1, per_page)
+        pages = max(1, -(-len(allowed) // per_page))
+        page = min(max(1, page), pages)
+        shown = allowed[(page - 1) * per_page: page * per_page]
+        cards = await self._read(lambda s: _cards(s, shown))
+        return PendingPage(cards, len(allowed), page, per_page)
+
+    async def pending_for(self, identity: Identity) -> list[RequestCard]:
+        """Every open request ``identity`` may answer (oldest first)."""
+        allowed = await self._answerable(identity)
+        return await self._read(lambda s: _cards(s, allowed))
+
+    async def _answerable(self, identity: Identity) -> list[tuple[HumanRequest, Run]]:
+        """All open requests ``identity`` may answer, authorized like a click."""
+        routes = visible_routes(self.settings.routes, identity.platform)
+        allowed: list[tuple[HumanRequest, Run]] = []
+        after = 0
+        while routes:
+            batch = await self._read(partial(candidates, platform=identity.platform,
+                                             routes=routes, after_id=after, limit=BATCH))
+            for request, run, copies in batch:
+                route = self.settings.routes.get(request.route)
+                if route is not None and await self._refusal(
+                        request, route, identity, store.starter(run), copies) is None:
+                    allowed.append((request, run))
+            if len(batch) < BATCH:
+                break
+            after = batch[-1][0].id
+        return allowed
+
+
+def _cards(session: Session, shown: list[tuple[HumanRequest, Run]]) -> list[RequestCard]:
+    return [build_card(request, run.agent, store.vote_count(session, request.id))
+            for request, run in shown]
