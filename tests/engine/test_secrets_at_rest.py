@@ -110,4 +110,7 @@ async def test_platform_errors_never_reach_the_database(db_url: str) -> None:
     with engine.db.transaction() as session:
         request = session.scalars(select(HumanRequest)).one()
         assert request.status == "unavailable" and request.result is not None
-        assert "refused with token *** / ***" in request.result["message"]
+        # People and the agent read words; the (scrubbed) platform error stays in the audit.
+        assert "could not be delivered" in request.result["message"]
+        assert "token" not in request.result["message"]
+    assert "refused with token *** / ***" in stored

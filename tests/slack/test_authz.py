@@ -45,10 +45,12 @@ def _statuses(slack: Slack) -> list[str]:
 
 
 def _refused(slack: Slack, event: str) -> list[tuple[str | None, str | None, dict[str, Any]]]:
+    """One entry per refused attempt (repeats share a row with a count of ``occurrences``)."""
     with slack.database.transaction() as session:
         rows = session.scalars(select(AuditLog).where(AuditLog.event == event,
                                                       AuditLog.outcome == "refused"))
-        return [(r.actor_user, r.reason, dict(r.details)) for r in rows]
+        return [(r.actor_user, r.reason, dict(r.details))
+                for r in rows for _ in range(r.occurrences)]
 
 
 def _directory(slack: Slack) -> SlackDirectory:
