@@ -8,6 +8,7 @@ so a worker whose lease ran out can never mark another worker's attempt.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Awaitable, Callable
 from functools import partial
 
@@ -32,7 +33,7 @@ class DispatchMixin(DeliveryMixin):
         """
         extra = {"outbox_id": claim.item_id, "kind": claim.kind, "attempt": claim.attempts}
         try:
-            if claim.attempts > self.outbox_max_attempts:
+            if claim.attempts > self._outbox_attempt_limit(claim):
                 attempt = Attempt("the side effect kept crashing the worker", permanent=True)
             else:
                 attempt = await self._attempt(claim)
@@ -61,11 +62,11 @@ class DispatchMixin(DeliveryMixin):
         if attempt.error is None:
             await self._tx(lambda s: outbox.complete(s, claim, self.now(), attempt.payload))
             return
-        if attempt.permanent or claim.attempts >= self.outbox_max_attempts:
+        if attempt.permanent or claim.attempts >= self._outbox_attempt_limit(claim):
             await self._tx(partial(self._outbox_give_up, claim=claim, error=attempt.error))
             self._poke()
             return
-        delay = worker.backoff(claim.attempts, self.backoff_base, self.backoff_cap)
+        delay = self._outbox_delay(claim)
         payload = claim.payload if attempt.payload is None else attempt.payload
 
         def retry(session: Session) -> None:
@@ -77,6 +78,14 @@ class DispatchMixin(DeliveryMixin):
                                  "delay_seconds": delay.total_seconds()})
 
         await self._tx(retry)
+
+    def _outbox_attempt_limit(self, claim: OutboxClaim) -> int:
+        """How many attempts a side effect gets (webhooks override: ``external``)."""
+        return self.outbox_max_attempts
+
+    def _outbox_delay(self, claim: OutboxClaim) -> dt.timedelta:
+        """The wait before the next attempt (webhooks override: ``external``)."""
+        return worker.backoff(claim.attempts, self.backoff_base, self.backoff_cap)
 
     def _outbox_give_up(self, session: Session, *, claim: OutboxClaim, error: str) -> None:
         """Fail the row; an undeliverable request is resolved ``unavailable`` in the same

@@ -32,18 +32,20 @@ class RunsMixin(EngineBase):
     """Starting runs, applying their outcomes, and the resume loop (retry, give up)."""
 
     async def start_run(
-        self, agent: str, prompt: str, started_by: Identity, origin: Origin
+        self, agent: str, prompt: str, started_by: Identity, origin: Origin,
+        run_id: str | None = None,
     ) -> str:
         """Start ``agent`` on ``prompt``; returns the run id once the first leg is handled.
 
         The agent's outcome is handled before returning: a final output is posted to
-        ``origin``; an ask_human call becomes a stored, delivered request.
+        ``origin``; an ask_human call becomes a stored, delivered request. ``run_id``
+        lets a caller that announced the id already (API runs, schedules) choose it.
         """
         if self.settings.agent(agent) is None:
             known = ", ".join(sorted(self.settings.agents)) or "none"
             raise UnknownAgentError(f"Unknown agent '{agent}'. Configured agents: {known}.")
         runtime = self._runtime(agent)
-        run_id = uuid.uuid4().hex
+        run_id = run_id or uuid.uuid4().hex
         now = self.now()
 
         def insert(session: Session) -> None:
@@ -174,6 +176,8 @@ class RunsMixin(EngineBase):
             return run, request
 
         run, request = await self._tx(load)
+        if await self._settle_without_runtime(claim, run, request):
+            return
         extra = {"run_id": run.id, "ref": request.ref, "attempt": claim.attempts}
         if claim.attempts > self.max_attempts:
             await self._give_up(claim, run.id, "the resume kept crashing the worker")
@@ -204,6 +208,13 @@ class RunsMixin(EngineBase):
             await self._retry_or_fail(claim, run.id, str(exc) or type(exc).__name__)
             return
         log.info("run resumed", extra=extra)
+
+    async def _settle_without_runtime(
+        self, claim: worker.Claim, run: Run, request: HumanRequest
+    ) -> bool:
+        """Seam for requests with no embedded agent behind them (``bot.engine.external``):
+        True when it settled the job itself, so no runtime is resumed."""
+        return False
 
     async def _retry_or_fail(self, claim: worker.Claim, run_id: str, error: str) -> None:
         """Schedule the job again with backoff, or give up after ``max_attempts``."""

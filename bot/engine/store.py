@@ -16,6 +16,7 @@ from sqlalchemy import CursorResult, Result, func, select, update
 from sqlalchemy.orm import Session
 
 from bot.askhuman.schema import AskHumanToolArgs, AskHumanToolResult
+from bot.engine import waiters
 from bot.engine.ports import Identity
 from storage import AuditLog, Delivery, HumanRequest, ResumeJob, Run, StagedFile, Vote
 
@@ -162,6 +163,7 @@ def resolve(
     ))
     if changed != 1:
         return False
+    waiters.mark(session, request.ref)  # woken (and NOTIFYed) when this commits
     session.add(
         ResumeJob(
             request_id=request.id,
