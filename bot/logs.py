@@ -24,8 +24,11 @@ SECRET_ENV_VARS = (
     "FEISHU_VERIFICATION_TOKEN",
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
+    "ASKHUMAN_SECRET_KEY",
+    "ASKHUMAN_API_KEY",
 )
-_TOKEN = re.compile(r"\b(xox[abposr]-[A-Za-z0-9-]+|xapp-[A-Za-z0-9-]+|[tu]-[A-Za-z0-9_]{20,})")
+_TOKEN = re.compile(r"\b(xox[abposr]-[A-Za-z0-9-]+|xapp-[A-Za-z0-9-]+|[tu]-[A-Za-z0-9_]{20,}"
+                    r"|ahk_[A-Za-z0-9_-]{16,}|whsec_[A-Za-z0-9+/=]{16,})")
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 MASK = "***"
 
