@@ -114,9 +114,9 @@ class CallbackPolicy:
             address = address.ipv4_mapped
         if address in METADATA_ADDRESSES:
             return any(n.num_addresses == 1 and address in n for n in self.networks)
-        if address.is_global:
-            return True
-        return any(address in network for network in self.networks)
+        public = address.is_global and not (address.is_multicast or address.is_reserved
+                                             or address.is_unspecified)
+        return public or any(address in network for network in self.networks)
 
     async def resolve(self, url: str) -> Target:
         """Check ``url`` statically, resolve its host now and check every address."""
