@@ -47,6 +47,7 @@ SIGNING_SECRET = "test-signing-secret"
 FEISHU_APPROVALS = "oc_approvals"
 FEISHU_ALICE = "ou_alice"
 FIN = "C0FIN"
+QUICK = "C0QUICK"
 ENCRYPT_KEY = "test-encrypt-key"
 VERIFICATION_TOKEN = "test-verification-token"
 
@@ -78,6 +79,8 @@ def make_settings(db_url: str, **api: Any) -> Settings:
                                "approvers": {"users": [FEISHU_ALICE]}}},
             "fin": {"timeout": "30m",
                     "slack": {"channel": FIN, "approvers": {"users": [ALICE]}}},
+            "quick": {"timeout": 1,
+                      "slack": {"channel": QUICK, "approvers": {"users": [ALICE]}}},
         },
         "api": api_settings,
     })
@@ -241,7 +244,7 @@ async def door(
 @pytest.fixture
 def ci(door: Door) -> Client:
     """A client for routes ops and fin that may start the deploy agent."""
-    return add_client(door.database, "ci-bot", ["ops", "fin"], ["deploy"])
+    return add_client(door.database, "ci-bot", ["ops", "fin", "quick"], ["deploy"])
 
 
 def webhook_json(body: bytes) -> dict[str, Any]:

@@ -221,3 +221,41 @@ async def test_stdio_refuses_a_bad_key(door: Door) -> None:
     _out, err = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 2
     assert b"ASKHUMAN_API_KEY was refused" in err
+
+
+async def test_ask_human_returns_the_timeout_result_at_the_deadline(
+    door: Door, ci: Client
+) -> None:
+    async with mcp_http(door, ci, route="quick") as session:
+        started = asyncio.get_running_loop().time()
+        result = await asyncio.wait_for(session.call_tool("ask_human", DEPLOY_ARGS), 20)
+        waited = asyncio.get_running_loop().time() - started
+    assert result.structured_content == {
+        "status": "timeout", "action": {"id": "__timeout", "label": "Timeout"}, "values": {},
+        "message": "The human did not respond before the workflow timeout.",
+        "rendered_content": None}
+    assert 0.9 < waited < 10
+
+
+async def test_chat_answer_wins_while_the_local_form_is_open(door: Door, ci: Client) -> None:
+    opened = asyncio.Event()
+    closed = asyncio.Event()
+
+    async def never_answers(context: ClientRequestContext,
+                            params: types.ElicitRequestParams) -> types.ElicitResult:
+        opened.set()
+        try:
+            await asyncio.sleep(60)
+        finally:
+            closed.set()
+        return types.ElicitResult(action="cancel")
+
+    async with mcp_http(door, ci, elicitation=never_answers) as session:
+        call = asyncio.create_task(session.call_tool("ask_human", DEPLOY_ARGS))
+        ts = await card_for(door, "Deploy v1.2.3?")
+        await asyncio.wait_for(opened.wait(), 10)
+        await click(door, ts, "Approve")
+        result = await asyncio.wait_for(call, 15)
+        assert result.structured_content is not None
+        assert result.structured_content["action"]["id"] == "approve"
+        await asyncio.wait_for(closed.wait(), 5)  # the open form was withdrawn
