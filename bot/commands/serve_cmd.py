@@ -176,4 +176,6 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
         log.info("serving", extra={"host": host, "port": port, "config": settings.source})
-        uvicorn.run(asgi, host=host, port=port, log_level=log_level.lower(), log_config=None)
+        uvicorn.run(asgi, host=host, port=port, log_level=log_level.lower(), log_config=None,
+                    timeout_graceful_shutdown=15)  # long-polls and MCP streams must not
+        # hold a shutdown for minutes; callers retry (requests are idempotent).

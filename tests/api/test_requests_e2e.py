@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 from sqlalchemy import func, select
 from standardwebhooks import Webhook
 
 from storage import HumanRequest, OutboxItem
-from tests.api.conftest import DEPLOY_ARGS, Client, Door, Receiver
+from tests.api.conftest import (
+    DEPLOY_ARGS,
+    Client,
+    Door,
+    Receiver,
+    add_client,
+    make_settings,
+    running_door,
+)
 from tests.fakes.asgi_server import serve_in_loop
+from tests.fakes.feishu_api import FakeFeishuApi
+from tests.fakes.slack_api import FakeSlackAPI
 from tests.slack.conftest import ALICE, APPROVALS
 
 
@@ -119,8 +130,6 @@ async def test_idempotency_key_gives_one_request_and_one_card(door: Door, ci: Cl
 
 
 async def test_list_is_paginated_and_only_shows_own_requests(door: Door, ci: Client) -> None:
-    from tests.api.conftest import add_client
-
     other = add_client(door.database, "other", ["ops", "fin"])
     refs = [(await door.create(ci, {"route": route, "args": DEPLOY_ARGS})).json()["ref"]
             for route in ("ops", "fin", "fin")]
@@ -231,3 +240,38 @@ async def test_runs_start_from_an_event_and_report_their_output(door: Door, ci: 
                                   headers=ci.headers)
     assert denied.status_code == 403
     assert (await door.http.get(door.api("/runs/nope"), headers=ci.headers)).status_code == 404
+
+
+async def test_answer_endpoint_never_answers_approvals(door: Door, ci: Client) -> None:
+    approval = await door.http.post(door.api("/approvals"), headers=ci.headers, json={
+        "route": "fin", "tool_name": "Bash", "args": {"command": "ls"}})
+    ref = approval.json()["ref"]
+    refused = await door.http.post(door.api(f"/requests/{ref}/answer"), headers=ci.headers,
+                                   json={"action": "approve"})
+    assert refused.status_code == 422
+    assert "only be answered by approvers" in refused.json()["detail"]
+    ask = (await door.create(ci, {"route": "fin", "args": DEPLOY_ARGS})).json()["ref"]
+    invalid = await door.http.post(door.api(f"/requests/{ask}/answer"), headers=ci.headers,
+                                   json={"action": "approve", "values": {}})
+    assert invalid.status_code == 422  # environment is required
+    answered = await door.http.post(door.api(f"/requests/{ask}/answer"), headers=ci.headers,
+                                    json={"action": "approve",
+                                          "values": {"environment": "staging"}})
+    assert answered.status_code == 200, answered.text
+    view = answered.json()
+    assert view["decided_by"] == {"platform": "mcp", "user_id": "ci-bot",
+                                  "name": "ci-bot (in the MCP client)"}
+    assert (await door.get(ci, ref)).json()["status"] == "pending"
+
+
+async def test_local_answers_can_be_turned_off(
+    fake_slack: FakeSlackAPI, fake_feishu: tuple[FakeFeishuApi, str], tmp_path: Path
+) -> None:
+    settings = make_settings(f"sqlite:///{tmp_path / 'off.db'}", local_answers=False)
+    async with running_door(fake_slack, fake_feishu, settings) as door:
+        client = add_client(door.database, "c", ["fin"])
+        ref = (await door.create(client, {"route": "fin", "args": DEPLOY_ARGS})).json()["ref"]
+        off = await door.http.post(door.api(f"/requests/{ref}/answer"), headers=client.headers,
+                                   json={"action": "approve",
+                                         "values": {"environment": "staging"}})
+        assert off.status_code == 403

@@ -157,3 +157,23 @@ async def test_waiters_wake_from_another_thread_and_clean_up() -> None:
     waiters.discard("r2", other)
     assert waiters.count() == 0
     waiters.wake(["unknown"])  # nobody waits: nothing happens
+
+
+def test_default_webhook_retries_span_more_than_a_day(tmp_path: Any) -> None:
+    import datetime as dt
+
+    from bot.engine.core import Engine
+    from bot.engine.outbox import OutboxClaim
+    from bot.settings import load_settings
+    from storage import Database
+
+    database = Database(f"sqlite:///{tmp_path / 'w.db'}")
+    engine = Engine(database, load_settings())
+    limit = engine._outbox_attempt_limit(OutboxClaim(1, "webhook", "t", 1, None, None, None))
+    waits = [engine._outbox_delay(OutboxClaim(1, "webhook", "t", n, None, None, None))
+             for n in range(1, limit)]
+    assert sum(waits, dt.timedelta()) >= dt.timedelta(hours=24)
+    assert max(waits) <= dt.timedelta(hours=4)
+    other = engine._outbox_attempt_limit(OutboxClaim(1, "update_card", "t", 1, None, None, None))
+    assert other == engine.outbox_max_attempts  # platform calls keep their own policy
+    database.dispose()
