@@ -160,3 +160,24 @@ async def test_webhooks_off_without_a_secret_key(tmp_path: Path) -> None:
                                              "callback_url": "http://127.0.0.1:9/hook"})
     assert refused.value.status == 422 and "ASKHUMAN_SECRET_KEY" in refused.value.detail
     database.dispose()
+
+
+async def test_the_allow_list_is_checked_again_before_each_attempt(door: Door) -> None:
+    from bot.api.callbacks import CallbackPolicy
+    from bot.api.webhooks import HttpWebhookSender
+
+    receiver = Receiver()
+    client = add_client(door.database, "ci", ["ops"])
+    sender = door.engine._external.sender
+    assert isinstance(sender, HttpWebhookSender)
+    async with serve_in_loop(receiver.app()) as url:
+        created = await door.create(client, {"route": "ops", "args": DEPLOY_ARGS,
+                                             "callback_url": url + "/hook"})
+        assert created.status_code == 201
+        # The admin narrows the allow-list (or DNS now points somewhere private).
+        sender.policy = CallbackPolicy(["localhost"])
+        ts = await door.slack.wait_for_card()
+        await door.approve_in_slack(ts)
+        rows = await wait_rows(door, lambda rs: rs[0].state == "failed")
+    assert not receiver.got
+    assert "not on the allow-list" in (rows[0].last_error or "")
