@@ -16,7 +16,7 @@ import contextlib
 import datetime as dt
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,11 +111,13 @@ def _result(payload: dict[str, Any]) -> types.CallToolResult:
 async def _ask_human(ctx: ServerRequestContext[Any, Any], backend: Backend, route: str,
                      arguments: dict[str, Any], options: ToolOptions) -> types.CallToolResult:
     try:
-        view = await backend.ask({"route": route, "args": arguments})
+        with anyio.CancelScope(shield=True):  # once created, we must know its ref
+            view = await backend.ask({"route": route, "args": arguments})
     except BackendError as exc:
         return _error(exc.detail)  # Dify's text for bad args, like the tool's ModelRetry
     form = _elicitation_form(view) if options.local_answers and _can_elicit(ctx) else None
-    final = await _wait_or_answer(ctx, backend, view, options, form)
+    async with _cancel_if_abandoned(backend, str(view["ref"])):
+        final = await _wait_or_answer(ctx, backend, view, options, form)
     result = final.get("result") or timeout_result().model_dump(mode="json")
     return _result(result)
 
@@ -140,22 +142,29 @@ async def _wait_or_answer(ctx: ServerRequestContext[Any, Any], backend: Backend,
 
 async def _wait(ctx: ServerRequestContext[Any, Any], backend: Backend, view: dict[str, Any],
                 options: ToolOptions) -> dict[str, Any]:
-    """Long-poll until resolved, reporting progress between polls; cancel if abandoned."""
+    """Long-poll until resolved, reporting progress between polls."""
     ref = str(view["ref"])
     started = dt.datetime.now(dt.UTC)
     deadline = _parse_time(view.get("deadline"))
     total = (deadline - started).total_seconds() if deadline else None
+    while view.get("status") == "pending":
+        now = dt.datetime.now(dt.UTC)
+        if deadline is not None and now > deadline + DEADLINE_SLACK:
+            return {**view, "result": timeout_result().model_dump(mode="json")}
+        left = f"; {int((deadline - now).total_seconds())} s left" if deadline else ""
+        await ctx.session.report_progress(
+            (now - started).total_seconds(), total,
+            f"Waiting for a person on route '{view.get('route')}' (request {ref}{left}).")
+        view = await backend.get(ref, options.progress_seconds)
+    return view
+
+
+@contextlib.asynccontextmanager
+async def _cancel_if_abandoned(backend: Backend, ref: str) -> AsyncIterator[None]:
+    """If the client cancels the call (or goes away), withdraw the request: a card must
+    not wait for nobody."""
     try:
-        while view.get("status") == "pending":
-            now = dt.datetime.now(dt.UTC)
-            if deadline is not None and now > deadline + DEADLINE_SLACK:
-                return {**view, "result": timeout_result().model_dump(mode="json")}
-            left = f"; {int((deadline - now).total_seconds())} s left" if deadline else ""
-            await ctx.session.report_progress(
-                (now - started).total_seconds(), total,
-                f"Waiting for a person on route '{view.get('route')}' (request {ref}{left}).")
-            view = await backend.get(ref, options.progress_seconds)
-        return view
+        yield
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True), anyio.move_on_after(10), \
                 contextlib.suppress(BackendError):
@@ -262,10 +271,12 @@ async def _request_approval(ctx: ServerRequestContext[Any, Any], backend: Backen
     if isinstance(reason, str) and reason.strip():
         data["reason"] = reason
     try:
-        view = await backend.approval(data)
+        with anyio.CancelScope(shield=True):
+            view = await backend.approval(data)
     except BackendError as exc:
         return _error(exc.detail)
-    final = await _wait(ctx, backend, view, options)
+    async with _cancel_if_abandoned(backend, str(view["ref"])):
+        final = await _wait(ctx, backend, view, options)
     decision = final.get("decision") or {"approved": False,
                                          "reason": "Nobody decided before the deadline."}
     if decision.get("approved"):
