@@ -212,3 +212,34 @@ async def test_revoked_key_is_refused_at_once(door: Door, ci: Client) -> None:
     api_clients.revoke(door.database, "ci-bot")
     problem(await door.http.get(door.api("/requests"), headers=ci.headers), 401, "unauthorized")
     problem(await door.create(ci, {"route": "ops", "args": DEPLOY_ARGS}), 401, "unauthorized")
+
+
+async def test_responses_match_the_openapi_schemas(door: Door, ci: Client) -> None:
+    from jsonschema import Draft202012Validator
+    from referencing import Registry
+
+    doc = (await door.http.get(door.api("/openapi.json"))).json()
+    registry = Registry().with_resource("urn:askhuman:openapi", _resource(doc))
+
+    def check(name: str, instance: Any) -> None:
+        schema = {"$ref": f"urn:askhuman:openapi#/components/schemas/{name}"}
+        Draft202012Validator(schema, registry=registry).validate(instance)
+
+    for schema in doc["components"]["schemas"].values():
+        Draft202012Validator.check_schema(schema)
+    check("CreateRequest", {"route": "ops", "args": DEPLOY_ARGS})
+    created = await door.create(ci, {"route": "ops", "args": DEPLOY_ARGS})
+    check("Request", created.json())
+    listed = await door.http.get(door.api("/requests"), headers=ci.headers)
+    check("RequestList", listed.json())
+    problem_body = (await door.create(ci, {"route": "nope", "args": DEPLOY_ARGS})).json()
+    check("Problem", problem_body)
+    with pytest.raises(Exception):  # noqa: B017 - jsonschema's ValidationError
+        check("CreateRequest", {"route": "ops", "args": {"question": "q", "bad": 1}})
+
+
+def _resource(doc: dict[str, Any]) -> Any:
+    from referencing import Resource
+    from referencing.jsonschema import DRAFT202012
+
+    return Resource(contents=doc, specification=DRAFT202012)
