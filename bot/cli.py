@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import typer
 
-from bot.commands import config_cmd, db_cmd, demo_cmd, preview_cmd, serve_cmd
+from bot.commands import (
+    api_key_cmd,
+    config_cmd,
+    db_cmd,
+    demo_cmd,
+    mcp_cmd,
+    preview_cmd,
+    serve_cmd,
+)
 
 app = typer.Typer(
     name="askhuman",
@@ -19,7 +27,7 @@ def _root() -> None:
     """askhuman: human approvals for AI agents, in Slack and Feishu/Lark."""
 
 
-for module in (demo_cmd, serve_cmd, db_cmd, config_cmd, preview_cmd):
+for module in (demo_cmd, serve_cmd, db_cmd, config_cmd, preview_cmd, api_key_cmd, mcp_cmd):
     module.register(app)
 
 

@@ -24,13 +24,17 @@ SECRET_ENV_VARS = (
     "FEISHU_VERIFICATION_TOKEN",
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
+    "ASKHUMAN_SECRET_KEY",
+    "ASKHUMAN_API_KEY",
 )
 SECRET_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD", "_ENCRYPT_KEY", "_APP_KEY")
 """Any other environment variable named like this holds a secret too (GROQ_API_KEY…)."""
 _TOKEN = re.compile(
     r"\b(xox[abposr]-[A-Za-z0-9-]+|xapp-[A-Za-z0-9-]+|[tu]-[A-Za-z0-9_]{20,}"
     # model-provider keys: OpenAI/DeepSeek ``sk-…``, Anthropic ``sk-ant-…``, Google ``AIza…``
-    r"|sk-[A-Za-z0-9_-]{12,}|AIza[A-Za-z0-9_-]{30,})"
+    r"|sk-[A-Za-z0-9_-]{12,}|AIza[A-Za-z0-9_-]{30,}"
+    # askhuman's own API keys and Standard Webhooks signing secrets
+    r"|ahk_[A-Za-z0-9_-]{16,}|whsec_[A-Za-z0-9+/=]{16,})"
 )
 _BEARER = re.compile(r"(?i)\b(bearer\s+|api[_-]?key[\"']?\s*[=:]\s*[\"']?)[A-Za-z0-9._~+/=-]{12,}")
 _URL_PASSWORD = re.compile(r"(://[^/\s:@]+:)[^@\s/]+@")

@@ -290,6 +290,78 @@ class RetentionSettings(_Strict):
         return None if v is None else parse_duration(v)
 
 
+class ApiClientLimits(_Strict):
+    """Per-client overrides under ``api.clients.<name>`` (the client itself is created
+    with ``askhuman api-key create``; its key never appears in this file)."""
+
+    ask_human: AskHumanConfig | None = None
+    """Guardrails for this client's requests (default: ``api.ask_human``)."""
+
+
+class ApiSettings(_Strict):
+    """The HTTP API and MCP server (``/api/v1``, ``/mcp``, ``askhuman mcp``)."""
+
+    callback_hosts: list[str] = Field(default_factory=list)
+    """Hosts webhooks may go to: names (``hooks.example.com``), ``host:port`` or CIDR
+    ranges (``10.1.0.0/16``). Private, loopback, link-local and metadata addresses are
+    refused unless an entry lists the address or a range containing it."""
+    ask_human: AskHumanConfig = Field(default_factory=AskHumanConfig)
+    """Guardrails for API/MCP requests, as for an agent (Dify's defaults)."""
+    clients: dict[str, ApiClientLimits] = Field(default_factory=dict)
+    rate_limit: int = Field(default=120, ge=1)
+    """Default requests per minute per client and replica (``--rate-limit`` overrides)."""
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    mcp_progress_seconds: float = Field(default=15.0, gt=0)
+    """How often an MCP ``ask_human`` call reports progress while it waits."""
+    local_answers: bool = True
+    """MCP ``ask_human`` may also offer the form to the MCP client's user (elicitation)."""
+
+    @field_validator("callback_hosts")
+    @classmethod
+    def _hosts(cls, v: list[str]) -> list[str]:
+        from ipaddress import ip_network
+
+        for entry in v:
+            text = entry.strip()
+            if not text or "://" in text or any(c in text for c in "@ ?#"):
+                raise ValueError(f"'{entry}' is not a host name, host:port or CIDR range "
+                                 "(write hooks.example.com, hooks.example.com:8443 or "
+                                 "10.0.0.0/8, without a scheme or path)")
+            if "/" in text:
+                try:
+                    ip_network(text, strict=False)
+                except ValueError:
+                    raise ValueError(f"'{entry}' is not a valid CIDR range, e.g. "
+                                     "10.0.0.0/8") from None
+        return [entry.strip().lower() for entry in v]
+
+    def limits_for(self, client: str) -> AskHumanConfig:
+        override = self.clients.get(client)
+        return override.ask_human if override and override.ask_human else self.ask_human
+
+
+class ScheduleSettings(_Strict):
+    """Start ``agent`` on ``prompt`` whenever ``cron`` fires (UTC), once across replicas."""
+
+    cron: str
+    agent: str
+    prompt: str
+    route: str | None = None
+    """Where the final answer is posted (default: the agent's route)."""
+    catch_up: bool = True
+    """After downtime, fire once for the missed time(s) (the latest one)."""
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, v: str) -> str:
+        from croniter import croniter
+
+        if not croniter.is_valid(v):
+            raise ValueError('write a cron expression like "*/15 * * * *" (minute hour day '
+                             'month weekday, UTC)')
+        return v
+
+
 class FileSettings(_Strict):
     """The YAML file's shape (also the built-in default)."""
 
@@ -298,6 +370,8 @@ class FileSettings(_Strict):
     routes: dict[str, RouteSettings] = Field(default_factory=dict)
     http: HttpSettings = Field(default_factory=HttpSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
+    schedules: dict[str, ScheduleSettings] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _routes_exist(self) -> FileSettings:
@@ -322,7 +396,20 @@ class FileSettings(_Strict):
                 known = ", ".join(sorted(r for r in self.routes if r != name))
                 fix = f"name one of: {known}" if known else f"define '{target}' under routes"
                 raise KeyPathError(key, f"route '{target}' is not defined under routes; {fix}")
+        self._check_schedules()
         return self
+
+    def _check_schedules(self) -> None:
+        """Schedules name configured agents and routes."""
+        for name, schedule in self.schedules.items():
+            if schedule.agent not in self.agents:
+                known = ", ".join(sorted(self.agents)) or "none defined"
+                raise KeyPathError(f"schedules.{name}.agent", f"agent '{schedule.agent}' is "
+                                   f"not defined under agents (known agents: {known})")
+            if schedule.route is not None and schedule.route not in self.routes:
+                known = ", ".join(sorted(self.routes)) or "none defined"
+                raise KeyPathError(f"schedules.{name}.route", f"route '{schedule.route}' is "
+                                   f"not defined under routes (known routes: {known})")
 
 
 def _check_starter_channels(name: str, agent: AgentSettings, route: RouteSettings) -> None:
@@ -394,6 +481,8 @@ class Settings(_Strict):
     agents: dict[str, AgentSettings]
     routes: dict[str, RouteSettings]
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
+    schedules: dict[str, ScheduleSettings] = Field(default_factory=dict)
     source: str = "built-in default"
     http: HttpSettings = Field(default_factory=HttpSettings)
 
@@ -472,5 +561,6 @@ def load_settings(path: str | Path | None = None) -> Settings:
     url = env.database_url or parsed.database_url or DEFAULT_DATABASE_URL
     return Settings(
         database_url=url, agents=parsed.agents, routes=parsed.routes,
-        retention=parsed.retention, source=source, http=parsed.http,
+        retention=parsed.retention, source=source, http=parsed.http, api=parsed.api,
+        schedules=parsed.schedules,
     )

@@ -18,7 +18,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 Endpoint = Callable[[Request], Awaitable[Response]]
@@ -123,18 +123,21 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 def create_app(
     endpoints: Sequence[tuple[str, Endpoint]],
     lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]] | None = None,
+    extra_routes: Sequence[BaseRoute] = (),
     ready: Ready | None = None,
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> Starlette:
     """Mount each platform's POST endpoint (e.g. ``/slack/events``) next to ``/healthz``
-    and ``/readyz`` (which asks ``ready``; without one it answers like ``/healthz``).
+    and ``/readyz`` (which asks ``ready``; without one it answers like ``/healthz``);
+    ``extra_routes`` are mounted as they are (the API's GET/POST routes, ``/mcp``).
 
     Every route, today's and any added later, sits behind ``BodyLimit``.
     """
-    routes = [Route("/healthz", healthz, methods=["GET"]),
-              Route("/readyz", readyz_endpoint(ready), methods=["GET"])]
+    routes: list[BaseRoute] = [Route("/healthz", healthz, methods=["GET"]),
+                               Route("/readyz", readyz_endpoint(ready), methods=["GET"])]
     routes += [Route(path, endpoint, methods=["POST"]) for path, endpoint in endpoints]
+    routes += list(extra_routes)
     return Starlette(
         routes=routes,
         lifespan=lifespan,

@@ -5,7 +5,8 @@ Alembic and the standard library), so the engine can own the business rules whil
 storage owns the tables and the transaction mechanics:
 
 - :mod:`storage.models` — the tables (runs, human requests, deliveries, responses,
-  staged files, resume jobs, the side-effect outbox, audit log).
+  staged files, resume jobs, the side-effect outbox, audit log; API clients,
+  external requests and run triggers).
 - :mod:`storage.db` — :class:`Database` (sync engine + session factory, SQLite
   ``BEGIN IMMEDIATE`` and pragmas) and :func:`upgrade` (Alembic to ``head``).
 
@@ -14,27 +15,33 @@ SQLite (one file) is the default; a ``postgresql+psycopg://`` URL runs the same 
 
 from storage.db import Database, upgrade
 from storage.models import (
+    ApiClient,
     AuditLog,
     Base,
     Delivery,
+    ExternalRequest,
     HumanRequest,
     OutboxItem,
     ResumeJob,
     Run,
+    RunTrigger,
     SeenEvent,
     StagedFile,
     Vote,
 )
 
 __all__ = [
+    "ApiClient",
     "AuditLog",
     "Base",
     "Database",
     "Delivery",
+    "ExternalRequest",
     "HumanRequest",
     "OutboxItem",
     "ResumeJob",
     "Run",
+    "RunTrigger",
     "SeenEvent",
     "StagedFile",
     "Vote",

@@ -249,3 +249,94 @@ class SeenEvent(Base):
     """Platform-qualified id, e.g. ``slack:event:Ev123`` or ``feishu:nonce:abc``."""
     platform: Mapped[str] = mapped_column(String(32))
     seen_at: Mapped[dt.datetime] = mapped_column(index=True)
+
+
+class ApiClient(Base):
+    """A caller of the HTTP API / MCP server, defined by an admin (``askhuman api-key``).
+
+    Only a SHA-256 hash of the bearer key is stored (keys are 256-bit random, so a
+    fast hash is enough). The webhook signing secret must be usable to sign, so it is
+    stored encrypted (``secret_enc``, AES-GCM under ``ASKHUMAN_SECRET_KEY``).
+    """
+
+    __tablename__ = "api_clients"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    key_prefix: Mapped[str] = mapped_column(String(32))
+    """The key's first characters, shown by ``api-key list`` to tell keys apart."""
+    secret_enc: Mapped[str] = mapped_column(Text)
+    previous_secret_enc: Mapped[str | None] = mapped_column(Text)
+    """The secret before the last ``rotate-secret``; webhooks are signed with both for a
+    grace period so receivers can switch without dropping deliveries."""
+    secret_rotated_at: Mapped[dt.datetime | None] = mapped_column()
+    routes: Mapped[list[Any]] = mapped_column(JSON)
+    agents: Mapped[list[Any]] = mapped_column(JSON)
+    rate_limit: Mapped[int] = mapped_column(Integer)
+    """Requests per minute (per replica)."""
+    created_at: Mapped[dt.datetime] = mapped_column()
+    revoked_at: Mapped[dt.datetime | None] = mapped_column()
+
+
+class ExternalRequest(Base):
+    """A request asked through the API or MCP: no embedded agent run waits behind it.
+
+    Its ``HumanRequest`` has a run of its own (origin platform ``api``) so cards,
+    approvers, reminders and the audit work unchanged; when it resolves, the resume
+    queue settles it without a runtime and queues the webhook (``bot.engine.external``).
+    """
+
+    __tablename__ = "external_requests"
+
+    request_id: Mapped[int] = mapped_column(ForeignKey("human_requests.id"), primary_key=True)
+    client_id: Mapped[int] = mapped_column(ForeignKey("api_clients.id"))
+    kind: Mapped[str] = mapped_column(String(16))
+    """ask | approval."""
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    """SHA-256 of the creating body: the same key with another body is a conflict."""
+    callback_url: Mapped[str | None] = mapped_column(Text)
+    context: Mapped[Json | None] = mapped_column(JSON)
+    tool_name: Mapped[str | None] = mapped_column(String(200))
+    tool_input: Mapped[Json | None] = mapped_column(JSON)
+    created_at: Mapped[dt.datetime] = mapped_column()
+
+    __table_args__ = (
+        UniqueConstraint("client_id", "idempotency_key"),
+        Index("ix_external_requests_client", "client_id", "request_id"),
+    )
+
+
+class RunTrigger(Base):
+    """A run started by an event (``POST /api/v1/runs``) or a schedule.
+
+    ``id`` is also the run's id. A schedule's firing is the unique pair
+    ``(schedule, fire_at)``, so replicas racing to fire it insert one row only. The row
+    is born ``claimed`` with a lease; the run is started after the commit and the row
+    marked ``started``. A claim whose lease ran out without a run row (the process died
+    in between) is claimed again by the sweep.
+    """
+
+    __tablename__ = "run_triggers"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    source: Mapped[str] = mapped_column(String(16))
+    """api | schedule."""
+    schedule: Mapped[str | None] = mapped_column(String(200))
+    fire_at: Mapped[dt.datetime | None] = mapped_column()
+    client_id: Mapped[int | None] = mapped_column(ForeignKey("api_clients.id"), index=True)
+    agent: Mapped[str] = mapped_column(String(200))
+    prompt: Mapped[str] = mapped_column(Text)
+    origin_platform: Mapped[str] = mapped_column(String(32))
+    origin_channel: Mapped[str | None] = mapped_column(String(200))
+    state: Mapped[str] = mapped_column(String(16))
+    """claimed | started."""
+    lease_until: Mapped[dt.datetime | None] = mapped_column()
+    created_at: Mapped[dt.datetime] = mapped_column()
+    updated_at: Mapped[dt.datetime] = mapped_column()
+
+    __table_args__ = (
+        UniqueConstraint("schedule", "fire_at"),
+        Index("ix_run_triggers_state_lease", "state", "lease_until"),
+    )

@@ -22,6 +22,7 @@ from typing import Annotated
 
 import typer
 from starlette.applications import Starlette
+from starlette.routing import BaseRoute
 
 from bot.engine.core import Engine
 from bot.engine.health import DatabaseProbe
@@ -42,6 +43,8 @@ class PlatformRuntime:
     name: str
     endpoints: list[tuple[str, Endpoint]] = field(default_factory=list)
     tasks: list[BackgroundTask] = field(default_factory=list)
+    routes: list[BaseRoute] = field(default_factory=list)
+    """Routes mounted as they are (any method): the API's ``/api/v1/…`` and ``/mcp``."""
 
 
 PlatformStarter = Callable[[Engine, Settings, Mapping[str, str]], PlatformRuntime | None]
@@ -77,7 +80,17 @@ def start_feishu(
     return PlatformRuntime("feishu", platform.endpoints(), platform.background_tasks())
 
 
-PLATFORM_STARTERS: list[PlatformStarter] = [start_slack, start_feishu]
+def start_door(
+    engine: Engine, settings: Settings, env: Mapping[str, str]
+) -> PlatformRuntime | None:
+    """The HTTP API (``/api/v1``), ``/mcp``, webhooks and schedules (``bot.api.starter``)."""
+    from bot.api.starter import build_door
+
+    door = build_door(engine, settings, env)
+    return PlatformRuntime("door", tasks=door.tasks, routes=door.routes)
+
+
+PLATFORM_STARTERS: list[PlatformStarter] = [start_slack, start_feishu, start_door]
 
 
 def start_platforms(
@@ -86,7 +99,7 @@ def start_platforms(
     """Run every starter; platforms that are not configured are skipped."""
     env = os.environ if env is None else env
     runtimes = [r for starter in PLATFORM_STARTERS if (r := starter(engine, settings, env))]
-    if not runtimes:
+    if not [r for r in runtimes if r.name != "door"]:
         log.warning("no chat platform is configured; only the HTTP endpoints will run")
     return runtimes
 
@@ -120,7 +133,8 @@ def build_app(engine: Engine, runtimes: list[PlatformRuntime]) -> Starlette:
                     )
 
     endpoints = [endpoint for runtime in runtimes for endpoint in runtime.endpoints]
-    return create_app(endpoints, lifespan, ready=DatabaseProbe(engine.db).check,
+    extra = [route for runtime in runtimes for route in runtime.routes]
+    return create_app(endpoints, lifespan, extra, ready=DatabaseProbe(engine.db).check,
                       max_body_bytes=engine.settings.http.max_body_bytes)
 
 
@@ -183,4 +197,6 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
         log.info("serving", extra={"host": host, "port": port, "config": settings.source})
-        uvicorn.run(asgi, host=host, port=port, log_level=log_level.lower(), log_config=None)
+        uvicorn.run(asgi, host=host, port=port, log_level=log_level.lower(), log_config=None,
+                    timeout_graceful_shutdown=15)  # long-polls and MCP streams must not
+        # hold a shutdown for minutes; callers retry (requests are idempotent).

@@ -74,6 +74,17 @@ Public API (all coroutines are safe to call concurrently, from several processes
   returns how many resumes ran. ``await job_states()`` / ``await outbox_states()`` count
   resume jobs / outbox rows by state (health checks).
 
+For the door (``bot.api``, ``bot.mcp``; ``external`` and ``triggers``):
+
+- ``await create_external(ExternalAsk) -> (ExternalView, created)`` — a request with no
+  embedded run behind it (idempotent per client key); ``external_view`` /
+  ``list_external`` / ``wait_external(client_id, ref, timeout)`` (a long-poll woken by
+  the decision's commit, across replicas by ``LISTEN/NOTIFY``: ``waiters``);
+  ``cancel_external``, ``answer_external`` (an MCP client's own user, never approvals);
+  ``register_webhook_sender(sender)`` for the ``webhook`` outbox kind (~28 h of retries).
+- ``await start_triggered_run(agent, prompt, started_by, origin, source=, client_id=)``,
+  ``run_view``, ``fire_due_schedules()``, ``reclaim_triggers()``, ``schedule_forever``.
+
 Where things live (each ``Engine`` concern is a mixin over ``base.EngineBase``):
 
 - ``core`` — ``Engine`` itself: the worker loop (``run_worker_once``, ``serve_forever``),
@@ -90,6 +101,8 @@ Where things live (each ``Engine`` concern is a mixin over ``base.EngineBase``):
 - ``delivery`` — the platform calls behind each outbox kind, idempotent under retries.
 - ``dispatch`` — run one claimed outbox item; settle, retry with backoff, or give up.
 - ``sweeps`` — claiming due reminders and escalations.
+- ``external`` — API/MCP requests: the resume seam that settles them without a runtime,
+  and webhooks; ``triggers`` — runs from events and schedules; ``waiters`` — wake-ups.
 - helpers without engine state: ``outbox`` / ``worker`` (durable queues), ``store``
   (row helpers), ``cards`` (rows → ``RequestCard``), ``authz`` (approver and starter checks),
   ``health`` (the ``/readyz`` database probe, and "database down" words for people),

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from bot.agents.base import AgentRuntime
 from bot.askhuman.schema import AskHumanToolResult
-from bot.engine import outbox, store
+from bot.engine import outbox, store, waiters
 from bot.engine.cards import build_card, to_db_time
 from bot.engine.leases import Heartbeat, Leased
 from bot.engine.outbox import OutboxClaim
@@ -138,6 +138,8 @@ class EngineBase(abc.ABC):
         self._wake: asyncio.Event | None = None
         self._batch: list[tuple[Callable[[Session], Any], asyncio.Future[Any]]] = []
         self._batch_task: asyncio.Task[None] | None = None
+        self.waiters = waiters.Waiters()
+        """Callers waiting for a request's outcome (``bot.engine.waiters``)."""
 
     def register_adapter(
         self, adapter: PlatformAdapter, directory: Directory | None = None
@@ -157,13 +159,15 @@ class EngineBase(abc.ABC):
         them: the rows stay claimed until their lease runs out, then the sweep retries.
         """
 
-        def work() -> tuple[T, list[OutboxClaim]]:
+        def work() -> tuple[T, list[OutboxClaim], list[str]]:
             with self.db.transaction() as session:
                 result = fn(session)
                 claims = outbox.taken(session)
-            return result, claims
+                resolved = waiters.taken(session, self.db.is_postgres)  # NOTIFY on commit
+            return result, claims, resolved
 
-        result, claims = await asyncio.to_thread(work)
+        result, claims, resolved = await asyncio.to_thread(work)
+        self.waiters.wake(resolved)  # long-polls of this replica, right after the commit
         for claim in claims:
             if self.background_card_updates and claim.kind == "update_card":
                 task = asyncio.create_task(self._dispatch(claim))

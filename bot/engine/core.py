@@ -19,11 +19,13 @@ from bot.engine import housekeeping, store
 from bot.engine.base import Clock, RuntimeFactory, log, registry_runtimes, targets_for, utc_now
 from bot.engine.decisions import DecisionsMixin
 from bot.engine.dispatch import DispatchMixin
+from bot.engine.external import ExternalMixin
 from bot.engine.pending import PendingMixin
 from bot.engine.ports import Identity
 from bot.engine.results import RespondResult, UnknownAgentError
 from bot.engine.runs import RunsMixin
 from bot.engine.sweeps import SweepsMixin
+from bot.engine.triggers import TriggersMixin
 from renderers.card import RequestCard
 from storage import Delivery, HumanRequest, OutboxItem, ResumeJob
 
@@ -39,7 +41,8 @@ __all__ = [
 ]
 
 
-class Engine(RunsMixin, DecisionsMixin, PendingMixin, DispatchMixin, SweepsMixin):
+class Engine(ExternalMixin, TriggersMixin, RunsMixin, DecisionsMixin, PendingMixin,
+             DispatchMixin, SweepsMixin):
     """Platform-agnostic approval lifecycle. All methods are safe to call concurrently."""
 
     # ------------------------------------------------------------------ worker loop

@@ -8,6 +8,7 @@ so a worker whose lease ran out can never mark another worker's attempt.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Awaitable, Callable
 from functools import partial
 
@@ -35,7 +36,7 @@ class DispatchMixin(DeliveryMixin):
         """
         extra = {"outbox_id": claim.item_id, "kind": claim.kind, "attempt": claim.attempts}
         try:
-            if claim.attempts > self.outbox_max_attempts:
+            if claim.attempts > self._outbox_attempt_limit(claim):
                 attempt = Attempt("the side effect kept crashing the worker", permanent=True)
             else:
                 async with self._heartbeat(OutboxItem, claim.item_id, claim.token,
@@ -69,12 +70,12 @@ class DispatchMixin(DeliveryMixin):
         # The error ends up in last_error, the audit log and an ``unavailable`` result
         # that the agent and the card show: never with a secret an API error echoed.
         error = scrub(attempt.error)
-        if attempt.permanent or claim.attempts >= self.outbox_max_attempts:
+        if attempt.permanent or claim.attempts >= self._outbox_attempt_limit(claim):
             await self._tx(partial(self._outbox_give_up, claim=claim, error=error,
                                    reason=attempt.reason))
             self._poke()
             return
-        delay = worker.backoff(claim.attempts, self.backoff_base, self.backoff_cap)
+        delay = self._outbox_delay(claim)
         payload = claim.payload if attempt.payload is None else attempt.payload
 
         def retry(session: Session) -> None:
@@ -86,6 +87,14 @@ class DispatchMixin(DeliveryMixin):
                                  "delay_seconds": delay.total_seconds()})
 
         await self._tx(retry)
+
+    def _outbox_attempt_limit(self, claim: OutboxClaim) -> int:
+        """How many attempts a side effect gets (webhooks override: ``external``)."""
+        return self.outbox_max_attempts
+
+    def _outbox_delay(self, claim: OutboxClaim) -> dt.timedelta:
+        """The wait before the next attempt (webhooks override: ``external``)."""
+        return worker.backoff(claim.attempts, self.backoff_base, self.backoff_cap)
 
     def _outbox_give_up(
         self, session: Session, *, claim: OutboxClaim, error: str, reason: str | None = None

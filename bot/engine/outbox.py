@@ -29,7 +29,7 @@ from bot.engine.worker import LeaseLost
 from bot.logs import scrub, scrub_json
 from storage import OutboxItem
 
-Kind = Literal["deliver_request", "update_card", "post_run_result", "remind"]
+Kind = Literal["deliver_request", "update_card", "post_run_result", "remind", "webhook"]
 PENDING_KEY = "askhuman.outbox"
 """``Session.info`` key holding the claims enqueued in the current transaction."""
 

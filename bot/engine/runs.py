@@ -35,7 +35,7 @@ class RunsMixin(AccessMixin):
 
     async def start_run(
         self, agent: str, prompt: str, started_by: Identity, origin: Origin, *,
-        check_starters: bool = True,
+        check_starters: bool = True, run_id: str | None = None,
     ) -> str:
         """Start ``agent`` on ``prompt``; returns the run id once the first leg is handled.
 
@@ -43,7 +43,8 @@ class RunsMixin(AccessMixin):
         ``origin``; an ask_human call becomes a stored, delivered request.
         ``started_by`` must be one of the agent's ``starters`` (``StartRefusedError``,
         audited) unless ``check_starters=False``: only for callers that authenticated
-        themselves otherwise (an API key, a schedule in the admin config).
+        themselves otherwise (an API key, a schedule in the admin config). ``run_id``
+        lets a caller that announced the id already (API runs, schedules) choose it.
         """
         if check_starters:
             await self._require_starter(agent, started_by)
@@ -51,7 +52,7 @@ class RunsMixin(AccessMixin):
             known = ", ".join(sorted(self.settings.agents)) or "none"
             raise UnknownAgentError(f"Unknown agent '{agent}'. Configured agents: {known}.")
         runtime = self._runtime(agent)
-        run_id = uuid.uuid4().hex
+        run_id = run_id or uuid.uuid4().hex
         now = self.now()
 
         def insert(session: Session) -> None:
@@ -184,6 +185,8 @@ class RunsMixin(AccessMixin):
             return run, request, approvals.resume_inputs(session, request)
 
         run, request, (results, tickets) = await self._tx(load)
+        if await self._settle_without_runtime(claim, run, request):
+            return
         extra = {"run_id": run.id, "ref": request.ref, "attempt": claim.attempts}
         if claim.attempts > self.max_attempts:
             await self._give_up(claim, run.id, "the resume kept crashing the worker")
@@ -224,6 +227,13 @@ class RunsMixin(AccessMixin):
             await self._retry_or_fail(claim, run.id, str(exc) or type(exc).__name__)
             return
         log.info("run resumed", extra=extra)
+
+    async def _settle_without_runtime(
+        self, claim: worker.Claim, run: Run, request: HumanRequest
+    ) -> bool:
+        """Seam for requests with no embedded agent behind them (``bot.engine.external``):
+        True when it settled the job itself, so no runtime is resumed."""
+        return False
 
     async def _retry_or_fail(self, claim: worker.Claim, run_id: str, error: str) -> None:
         """Schedule the job again with backoff, or give up after ``max_attempts``."""

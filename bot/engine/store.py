@@ -18,6 +18,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from bot.askhuman.schema import AskHumanToolArgs, AskHumanToolResult
+from bot.engine import waiters
 from bot.engine.ports import Identity
 from bot.logs import scrub, scrub_json
 from storage import AuditLog, Delivery, HumanRequest, ResumeJob, Run, StagedFile, Vote
@@ -194,6 +195,7 @@ def resolve(
     ))
     if changed != 1:
         return False
+    waiters.mark(session, request.ref)  # woken (and NOTIFYed) when this commits
     if not batch_resolved(session, request):
         session.flush()
         session.refresh(request)

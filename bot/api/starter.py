@@ -1,0 +1,73 @@
+"""Wire the door into ``askhuman serve``: routes, webhooks, MCP, schedules, LISTEN.
+
+``build_door`` registers the webhook sender with the engine and returns the routes
+to mount (``/api/v1/…``, ``/mcp``) and the background tasks to run: the PostgreSQL
+resolution listener (cross-replica long-poll wake-ups), the MCP session manager and
+the schedule sweep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+
+from starlette.routing import BaseRoute
+
+from bot.api.auth import RateLimiter
+from bot.api.callbacks import CallbackPolicy
+from bot.api.keys import SecretBox, SecretKeyError, box_from_env
+from bot.api.routes import ApiRoutes
+from bot.api.service import Door
+from bot.api.webhooks import HttpWebhookSender
+from bot.engine.core import Engine
+from bot.engine.waiters import listen_forever
+from bot.settings import Settings
+
+log = logging.getLogger("askhuman.api")
+
+Task = Callable[[asyncio.Event], Awaitable[None]]
+SCHEDULE_INTERVAL_SECONDS = 10.0
+
+
+@dataclass
+class DoorRuntime:
+    door: Door
+    routes: list[BaseRoute] = field(default_factory=list)
+    tasks: list[Task] = field(default_factory=list)
+
+
+def build_door(
+    engine: Engine, settings: Settings, env: Mapping[str, str],
+    schedule_interval: float = SCHEDULE_INTERVAL_SECONDS,
+) -> DoorRuntime:
+    box: SecretBox | None
+    try:
+        box = box_from_env(env)
+    except SecretKeyError as exc:
+        box = None
+        log.warning("webhooks are off: %s", exc)
+    policy = CallbackPolicy(settings.api.callback_hosts)
+    engine.register_webhook_sender(HttpWebhookSender(policy, box))
+    door = Door(engine, settings, policy, webhooks_enabled=box is not None)
+    limiter = RateLimiter()
+    runtime = DoorRuntime(door, ApiRoutes(door, limiter).routes())
+    from bot.mcp.http import mcp_route
+
+    route, task = mcp_route(door, limiter)
+    runtime.routes.append(route)
+    runtime.tasks.append(task)
+    if engine.db.is_postgres:
+        url = settings.database_url
+
+        async def listen(stop: asyncio.Event) -> None:
+            await listen_forever(url, engine.waiters, stop)
+
+        runtime.tasks.append(listen)
+
+    async def schedules(stop: asyncio.Event) -> None:
+        await engine.schedule_forever(stop, schedule_interval)
+
+    runtime.tasks.append(schedules)
+    return runtime

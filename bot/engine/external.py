@@ -1,0 +1,465 @@
+"""External requests: questions asked through the HTTP API or MCP, with no agent run here.
+
+An external caller (LangGraph, ADK, Claude Code, a cron script...) asks through the
+door (``bot.api``, ``bot.mcp``). The request gets a run row of its own (origin
+platform ``api``, started by the API client) so delivery, approvers, reminders,
+escalation, timeouts and the audit work exactly as for embedded agents. The seam is
+the resume queue: when the request resolves, ``_settle_without_runtime`` completes
+the resume job without any runtime, marks the run finished with the result, and —
+when the caller gave a ``callback_url`` — queues a ``webhook`` outbox row in that same
+transaction. Long-polls are woken by the decision's own commit (``bot.engine.waiters``).
+
+Webhooks are retried far longer than platform calls (``webhook_backoff``: about 28 h),
+and each delivery keeps one id (``msg_<ref>``), so receivers can drop repeats. The
+HTTP call itself is the door's job: ``register_webhook_sender``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from pydantic import JsonValue
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from bot.askhuman.schema import AskHumanSelectedAction, AskHumanToolArgs, AskHumanToolResult
+from bot.engine import outbox, store, worker
+from bot.engine.base import log
+from bot.engine.cards import as_utc
+from bot.engine.decisions import DecisionsMixin
+from bot.engine.dispatch import DispatchMixin
+from bot.engine.outbox import Attempt, OutboxClaim
+from bot.engine.ports import DeliveryError, Identity
+from bot.engine.results import RespondResult
+from bot.engine.runs import RunsMixin
+from bot.engine.values import InvalidValues, check_answer
+from storage import ApiClient, ExternalRequest, HumanRequest, Run
+
+EXTERNAL_PLATFORM = "api"
+"""``runs.origin_platform`` / ``started_by_platform`` of external requests."""
+LOCAL_PLATFORM = "mcp"
+"""The platform of an answer given in the MCP client itself (elicitation)."""
+WEBHOOK_BACKOFF: tuple[float, ...] = (5, 30, 120, 600, 1800, 3600, 7200, 14400)
+"""Seconds between webhook attempts; the last one repeats. 14 attempts span ~28 h."""
+WEBHOOK_MAX_ATTEMPTS = 14
+
+Kind = Literal["ask", "approval"]
+
+
+@dataclass(frozen=True)
+class ApiClientInfo:
+    """An API client as the door sees it (never its key or secret)."""
+
+    id: int
+    name: str
+    routes: tuple[str, ...]
+    agents: tuple[str, ...]
+    rate_limit: int
+
+    @property
+    def identity(self) -> Identity:
+        return Identity(EXTERNAL_PLATFORM, self.name, self.name)
+
+
+@dataclass(frozen=True)
+class ExternalAsk:
+    """A validated request from a client: ``args`` already passed the guardrails."""
+
+    client: ApiClientInfo
+    route: str
+    args: AskHumanToolArgs
+    fingerprint: str
+    kind: Kind = "ask"
+    agent_name: str | None = None
+    idempotency_key: str | None = None
+    callback_url: str | None = None
+    context: dict[str, Any] | None = None
+    tool_name: str | None = None
+    tool_input: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ExternalView:
+    """One external request as its client may see it."""
+
+    id: int
+    ref: str
+    kind: str
+    status: str
+    """pending | submitted | timeout | cancelled | unavailable."""
+    route: str
+    agent_name: str
+    args: dict[str, Any]
+    created_at: dt.datetime
+    deadline: dt.datetime | None
+    decided_at: dt.datetime | None
+    decided_by: dict[str, str | None] | None
+    result: dict[str, Any] | None
+    context: dict[str, Any] | None
+    idempotency_key: str | None
+    callback_url: str | None
+    tool_name: str | None
+    tool_input: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class WebhookDelivery:
+    """What the door needs to sign and POST one webhook (secrets still encrypted)."""
+
+    webhook_id: str
+    url: str
+    view: ExternalView
+    client_name: str
+    secrets_enc: tuple[str, ...]
+    """The current secret first; the previous one during a rotation's grace period."""
+    attempt: int
+
+
+class WebhookSender(Protocol):
+    """The door's side of webhooks. Raise ``DeliveryError`` when retrying cannot help
+    (the URL is no longer allowed, the receiver answered 410 Gone); any other error is
+    retried with ``webhook_backoff``."""
+
+    async def send(self, delivery: WebhookDelivery) -> None: ...
+
+
+class IdempotencyConflict(Exception):
+    """The idempotency key was used before with a different body."""
+
+
+@dataclass
+class _Created:
+    view: ExternalView
+    created: bool
+
+
+@dataclass
+class ExternalState:
+    sender: WebhookSender | None = None
+    rotation_grace: dt.timedelta = field(default_factory=lambda: dt.timedelta(hours=24))
+
+
+def client_info(row: ApiClient) -> ApiClientInfo:
+    return ApiClientInfo(row.id, row.name, tuple(row.routes or ()), tuple(row.agents or ()),
+                         row.rate_limit)
+
+
+def _view(request: HumanRequest, run: Run, ext: ExternalRequest) -> ExternalView:
+    decided_by = None
+    if request.decided_by_platform is not None:
+        decided_by = {"platform": request.decided_by_platform, "user_id": request.decided_by_user,
+                      "name": request.decided_by_name}
+    return ExternalView(
+        id=request.id, ref=request.ref, kind=ext.kind, status=request.status,
+        route=request.route, agent_name=run.agent, args=dict(request.args),
+        created_at=_aware(request.created_at), deadline=as_utc(request.deadline),
+        decided_at=as_utc(request.decided_at), decided_by=decided_by,
+        result=dict(request.result) if request.result else None,
+        context=dict(ext.context) if ext.context is not None else None,
+        idempotency_key=ext.idempotency_key, callback_url=ext.callback_url,
+        tool_name=ext.tool_name,
+        tool_input=dict(ext.tool_input) if ext.tool_input is not None else None,
+    )
+
+
+def _aware(value: dt.datetime) -> dt.datetime:
+    aware = as_utc(value)
+    assert aware is not None
+    return aware
+
+
+class ExternalMixin(RunsMixin, DecisionsMixin, DispatchMixin):
+    """Requests from API/MCP clients: create, read, wait, cancel, answer, webhooks."""
+
+    webhook_backoff: tuple[float, ...] = WEBHOOK_BACKOFF
+    webhook_max_attempts: int = WEBHOOK_MAX_ATTEMPTS
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._external = ExternalState()
+
+    def register_webhook_sender(self, sender: WebhookSender) -> None:
+        """Attach the door's webhook sender (``bot.api.webhooks``)."""
+        self._external.sender = sender
+
+    # ------------------------------------------------------------------ clients
+
+    async def api_client_by_key_hash(self, key_hash: str) -> ApiClientInfo | None:
+        """The active client whose key hashes to ``key_hash`` (None: unknown or revoked)."""
+
+        def find(session: Session) -> ApiClientInfo | None:
+            row = session.scalars(select(ApiClient).where(ApiClient.key_hash == key_hash,
+                                                          ApiClient.revoked_at.is_(None))).first()
+            return client_info(row) if row is not None else None
+
+        return await self._read(find)
+
+    # ------------------------------------------------------------------ create
+
+    async def create_external(self, ask: ExternalAsk) -> tuple[ExternalView, bool]:
+        """Store and deliver ``ask``; returns ``(view, created)``.
+
+        The same idempotency key from the same client returns the stored request
+        (``created`` False) and never a second card; with a different body it raises
+        ``IdempotencyConflict``. Two racing creates with one key: the unique index
+        lets one commit, the other rolls back (its card with it) and reads the winner.
+        """
+        try:
+            outcome = await self._tx(lambda s: self._create_in(s, ask))
+        except IntegrityError:
+            if ask.idempotency_key is None:
+                raise
+            replay = await self._read(lambda s: self._replay(s, ask))
+            if replay is None:
+                raise
+            outcome = replay
+        return outcome.view, outcome.created
+
+    def _replay(self, session: Session, ask: ExternalAsk) -> _Created | None:
+        found = session.execute(
+            select(HumanRequest, Run, ExternalRequest)
+            .join(ExternalRequest, ExternalRequest.request_id == HumanRequest.id)
+            .join(Run, Run.id == HumanRequest.run_id)
+            .where(ExternalRequest.client_id == ask.client.id,
+                   ExternalRequest.idempotency_key == ask.idempotency_key)).first()
+        if found is None:
+            return None
+        request, run, ext = found
+        if ext.fingerprint != ask.fingerprint:
+            raise IdempotencyConflict(ask.idempotency_key)
+        return _Created(_view(request, run, ext), created=False)
+
+    def _create_in(self, session: Session, ask: ExternalAsk) -> _Created:
+        if ask.idempotency_key is not None:
+            replay = self._replay(session, ask)
+            if replay is not None:
+                return replay
+        now = self.now()
+        route = self.settings.routes[ask.route]
+        display = ask.client.name + (f"/{ask.agent_name}" if ask.agent_name else "")
+        who = ask.client.identity
+        run = Run(id=uuid.uuid4().hex, agent=display, prompt=ask.args.question, status="waiting",
+                  started_by_platform=who.platform, started_by_user=who.user_id,
+                  started_by_name=who.display_name, origin_platform=EXTERNAL_PLATFORM,
+                  origin_channel=None, origin_thread=None, created_at=now, updated_at=now)
+        session.add(run)
+        session.flush()
+        deadline = now + dt.timedelta(seconds=route.timeout)
+        request = store.create_request(session, now, run, f"api_{uuid.uuid4().hex[:16]}",
+                                       ask.args, ask.route, route.quorum, deadline)
+        if route.reminder is not None:
+            request.next_reminder_at = now + dt.timedelta(seconds=route.reminder)
+        request.reminders_sent = 0
+        if route.escalation is not None:
+            request.escalate_at = now + dt.timedelta(seconds=route.escalation.after)
+        ext = ExternalRequest(
+            request_id=request.id, client_id=ask.client.id, kind=ask.kind,
+            idempotency_key=ask.idempotency_key, fingerprint=ask.fingerprint,
+            callback_url=ask.callback_url, context=ask.context, tool_name=ask.tool_name,
+            tool_input=ask.tool_input, created_at=now)
+        session.add(ext)
+        session.flush()  # the unique (client, idempotency key) index decides here
+        store.audit(session, now, "request_created", run_id=run.id, ref=request.ref, actor=who,
+                    details={"route": ask.route, "source": "api", "kind": ask.kind})
+        outbox.enqueue(session, now, self.outbox_lease, "deliver_request",
+                       request_id=request.id, run_id=run.id, payload={"ref": request.ref})
+        log.info("external request created", extra={"ref": request.ref, "client": who.user_id,
+                                                    "route": ask.route, "kind": ask.kind})
+        return _Created(_view(request, run, ext), created=True)
+
+    # ------------------------------------------------------------------ read, wait, list
+
+    async def external_view(self, client_id: int, ref: str) -> ExternalView | None:
+        """The request ``ref`` if ``client_id`` asked it (None otherwise: no leaks)."""
+
+        def find(session: Session) -> ExternalView | None:
+            if not ref or len(ref) > store.MAX_REF_CHARS:
+                return None
+            found = session.execute(
+                select(HumanRequest, Run, ExternalRequest)
+                .join(ExternalRequest, ExternalRequest.request_id == HumanRequest.id)
+                .join(Run, Run.id == HumanRequest.run_id)
+                .where(HumanRequest.ref == ref, ExternalRequest.client_id == client_id)).first()
+            return _view(*found) if found is not None else None
+
+        return await self._read(find)
+
+    async def wait_external(
+        self, client_id: int, ref: str, timeout: float
+    ) -> ExternalView | None:
+        """The request after it resolved, or after ``timeout`` seconds (long-poll).
+
+        Waits on the resolution itself (``waiters``): registered before the first
+        read, so a decision committed in between is never missed.
+        """
+        future = self.waiters.register(ref)
+        try:
+            view = await self.external_view(client_id, ref)
+            if view is None or view.status != store.OPEN or timeout <= 0:
+                return view
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(future, timeout)
+            return await self.external_view(client_id, ref)
+        finally:
+            self.waiters.discard(ref, future)
+
+    async def list_external(
+        self, client_id: int, *, status: str | None = None, route: str | None = None,
+        before_id: int | None = None, limit: int = 50,
+    ) -> list[ExternalView]:
+        """The client's own requests, newest first (``before_id`` pages backwards)."""
+
+        def find(session: Session) -> list[ExternalView]:
+            query = (select(HumanRequest, Run, ExternalRequest)
+                     .join(ExternalRequest, ExternalRequest.request_id == HumanRequest.id)
+                     .join(Run, Run.id == HumanRequest.run_id)
+                     .where(ExternalRequest.client_id == client_id))
+            if status is not None:
+                query = query.where(HumanRequest.status == status)
+            if route is not None:
+                query = query.where(HumanRequest.route == route)
+            if before_id is not None:
+                query = query.where(HumanRequest.id < before_id)
+            query = query.order_by(HumanRequest.id.desc()).limit(limit)
+            return [_view(*row) for row in session.execute(query).all()]
+
+        return await self._read(find)
+
+    # ------------------------------------------------------------------ cancel, answer
+
+    async def cancel_external(
+        self, client: ApiClientInfo, ref: str, reason: str
+    ) -> RespondResult:
+        """The client withdraws its own request (``cancelled`` result, webhook)."""
+        if await self.external_view(client.id, ref) is None:
+            return RespondResult("not_found", "no such request")
+        return await self.cancel(ref, client.identity, reason)
+
+    async def answer_external(
+        self, client: ApiClientInfo, ref: str, action_id: str, values: Mapping[str, JsonValue],
+    ) -> RespondResult:
+        """The MCP client's own user answered the form (elicitation): checked like any
+        answer, decided as ``<client> (in the MCP client)`` and audited
+        ``answered_locally``. Tool approvals can never be answered this way."""
+        view = await self.external_view(client.id, ref)
+        if view is None:
+            return RespondResult("not_found", "no such request")
+        if view.kind != "ask":
+            return RespondResult("rejected", "Approvals can only be answered by approvers.")
+        args = AskHumanToolArgs.model_validate(view.args)
+        try:
+            action, clean = check_answer(args, action_id, values)
+        except InvalidValues as exc:
+            return RespondResult("rejected", str(exc))
+        result = AskHumanToolResult(
+            status="submitted", action=AskHumanSelectedAction(id=action.id, label=action.label),
+            values=clean)
+        who = Identity(LOCAL_PLATFORM, client.name, f"{client.name} (in the MCP client)")
+        return await self._resolve_system(ref, result, "answered_locally", who)
+
+    # ------------------------------------------------------------------ the resume seam
+
+    async def _settle_without_runtime(
+        self, claim: worker.Claim, run: Run, request: HumanRequest
+    ) -> bool:
+        """An external request resolved: finish its run and queue the webhook."""
+        if run.origin_platform != EXTERNAL_PLATFORM:
+            return False
+
+        def commit(session: Session) -> None:
+            now = self.now()
+            worker.complete(session, claim, now)
+            row = session.get(Run, run.id)
+            ext = session.get(ExternalRequest, request.id)
+            if row is not None:
+                row.status, row.output, row.updated_at = "succeeded", request.result, now
+            if ext is not None and ext.callback_url:
+                outbox.enqueue(session, now, self.outbox_lease, "webhook",
+                               request_id=request.id, run_id=run.id,
+                               payload={"ref": request.ref, "webhook_id": f"msg_{request.ref}"})
+            store.audit(session, now, "external_settled", run_id=run.id, ref=request.ref,
+                        details={"status": request.status,
+                                 "webhook": bool(ext is not None and ext.callback_url)})
+
+        try:
+            await self._tx(commit)
+        except worker.LeaseLost:
+            log.warning("lease lost; another worker settles the request",
+                        extra={"ref": request.ref})
+        except Exception as exc:
+            log.exception("settling an external request failed", extra={"ref": request.ref})
+            await self._retry_or_fail(claim, run.id, str(exc) or type(exc).__name__)
+        return True
+
+    # ------------------------------------------------------------------ webhooks
+
+    async def _attempt(self, claim: OutboxClaim) -> Attempt:
+        if claim.kind != "webhook":
+            return await super()._attempt(claim)
+        try:
+            return await self._send_webhook(claim)
+        except Exception as exc:
+            log.exception("webhook attempt crashed", extra={"outbox_id": claim.item_id})
+            return Attempt(str(exc) or type(exc).__name__)
+
+    def _outbox_attempt_limit(self, claim: OutboxClaim) -> int:
+        if claim.kind == "webhook":
+            return self.webhook_max_attempts
+        return super()._outbox_attempt_limit(claim)
+
+    def _outbox_delay(self, claim: OutboxClaim) -> dt.timedelta:
+        if claim.kind == "webhook":
+            steps = self.webhook_backoff
+            return dt.timedelta(seconds=steps[min(claim.attempts, len(steps)) - 1])
+        return super()._outbox_delay(claim)
+
+    async def _send_webhook(self, claim: OutboxClaim) -> Attempt:
+        sender = self._external.sender
+        if sender is None:
+            return Attempt("no webhook sender in this process; another replica retries")
+        ref = str(claim.payload.get("ref", ""))
+        now = self.now()
+        grace = self._external.rotation_grace
+
+        def load(session: Session) -> WebhookDelivery | None:
+            found = session.execute(
+                select(HumanRequest, Run, ExternalRequest, ApiClient)
+                .join(ExternalRequest, ExternalRequest.request_id == HumanRequest.id)
+                .join(Run, Run.id == HumanRequest.run_id)
+                .join(ApiClient, ApiClient.id == ExternalRequest.client_id)
+                .where(HumanRequest.ref == ref)).first()
+            if found is None:
+                return None
+            request, run, ext, client = found
+            if client.revoked_at is not None or not ext.callback_url:
+                return None
+            secrets = [client.secret_enc]
+            rotated = client.secret_rotated_at
+            if client.previous_secret_enc and rotated is not None and now - rotated < grace:
+                secrets.append(client.previous_secret_enc)
+            return WebhookDelivery(str(claim.payload.get("webhook_id") or f"msg_{ref}"),
+                                   ext.callback_url, _view(request, run, ext), client.name,
+                                   tuple(secrets), claim.attempts)
+
+        delivery = await self._read(load)
+        if delivery is None:
+            log.info("webhook dropped: request gone, no callback or client revoked",
+                     extra={"ref": ref})
+            return Attempt()
+        try:
+            await sender.send(delivery)
+        except DeliveryError as exc:
+            return Attempt(str(exc), permanent=True)
+        except Exception as exc:
+            log.warning("webhook attempt failed", extra={"ref": ref, "attempt": claim.attempts,
+                                                         "error": str(exc)[:300]})
+            return Attempt(str(exc)[:2000] or type(exc).__name__)
+        log.info("webhook delivered", extra={"ref": ref, "attempt": claim.attempts})
+        return Attempt()

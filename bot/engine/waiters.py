@@ -1,0 +1,140 @@
+"""Wake whoever waits for a request's outcome the moment its resolution commits.
+
+Long-polling callers (``GET /api/v1/requests/{ref}?wait=N``, MCP ``ask_human``) must
+not poll the database. ``store.resolve`` marks the ref on its session (``mark``); the
+engine's transaction helper takes the marks before committing (``taken``) and, on
+PostgreSQL, sends ``NOTIFY askhuman_resolved, '<ref>'`` inside that same transaction,
+so other replicas hear of a decision exactly when (and only if) it commits. After the
+commit, the local ``Waiters`` are woken directly; ``listen_forever`` (one connection per
+replica) wakes them for decisions made elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Iterable
+
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session
+
+log = logging.getLogger("askhuman.engine.waiters")
+
+CHANNEL = "askhuman_resolved"
+RESOLVED_KEY = "askhuman.resolved"
+"""``Session.info`` key listing the refs resolved in the current transaction."""
+
+
+def mark(session: Session, ref: str) -> None:
+    """Remember that ``ref`` was resolved in this session's transaction."""
+    session.info.setdefault(RESOLVED_KEY, []).append(ref)
+
+
+def taken(session: Session, postgres: bool) -> list[str]:
+    """The refs resolved in this transaction; on PostgreSQL also NOTIFY them (sent on
+    commit only, so a rolled-back decision wakes nobody)."""
+    refs: list[str] = session.info.pop(RESOLVED_KEY, [])
+    if postgres:
+        for ref in refs:
+            session.execute(text("SELECT pg_notify(:channel, :ref)"),
+                            {"channel": CHANNEL, "ref": ref})
+    return refs
+
+
+class Waiters:
+    """Futures waiting for refs, woken from any thread or event loop."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_ref: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]] = {}
+
+    def register(self, ref: str) -> asyncio.Future[None]:
+        """A future set when ``ref`` is announced; ``discard`` it when done waiting.
+
+        Register *before* checking the database, so a decision committed between the
+        check and the wait still wakes the caller.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        with self._lock:
+            self._by_ref.setdefault(ref, set()).add((loop, future))
+        return future
+
+    def discard(self, ref: str, future: asyncio.Future[None]) -> None:
+        with self._lock:
+            entries = self._by_ref.get(ref)
+            if entries is None:
+                return
+            entries.discard((future.get_loop(), future))
+            if not entries:
+                del self._by_ref[ref]
+
+    def wake(self, refs: Iterable[str]) -> None:
+        """Wake every waiter of ``refs`` (thread-safe)."""
+        for ref in refs:
+            with self._lock:
+                entries = self._by_ref.pop(ref, set())
+            for loop, future in entries:
+                with contextlib.suppress(RuntimeError):  # its loop is closed
+                    loop.call_soon_threadsafe(_settle, future)
+
+    def wake_all(self) -> None:
+        """Wake everyone (they re-read the database): after missing notifications."""
+        with self._lock:
+            refs = list(self._by_ref)
+        self.wake(refs)
+
+    def count(self) -> int:
+        with self._lock:
+            return sum(len(entries) for entries in self._by_ref.values())
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def libpq_url(sqlalchemy_url: str) -> str:
+    """``postgresql+psycopg://…`` → ``postgresql://…`` for a raw psycopg connection."""
+    url = make_url(sqlalchemy_url).set(drivername="postgresql")
+    return url.render_as_string(hide_password=False)
+
+
+async def listen_forever(
+    database_url: str, waiters: Waiters, stop: asyncio.Event, retry_seconds: float = 1.0,
+    ready: asyncio.Event | None = None,
+) -> None:
+    """LISTEN for resolutions on PostgreSQL and wake local waiters until ``stop``.
+
+    After a (re)connect every waiter is woken once, because notifications sent while
+    the connection was down are lost; they re-check the database and wait again.
+    """
+    import psycopg
+
+    url = libpq_url(database_url)
+    while not stop.is_set():
+        try:
+            async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+                await conn.execute(f"LISTEN {CHANNEL}")
+                waiters.wake_all()
+                if ready is not None:
+                    ready.set()
+                await _pump(conn, waiters, stop)
+        except Exception as exc:
+            log.warning("resolution listener disconnected; reconnecting",
+                        extra={"error": type(exc).__name__})
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), retry_seconds)
+
+
+async def _pump(conn: object, waiters: Waiters, stop: asyncio.Event) -> None:
+    """Forward notifications until ``stop`` (checked at least once a second)."""
+    import psycopg
+
+    assert isinstance(conn, psycopg.AsyncConnection)
+    while not stop.is_set():
+        async for notify in conn.notifies(timeout=1.0):
+            waiters.wake([notify.payload])
