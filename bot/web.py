@@ -21,11 +21,14 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from bot.api.body import too_large_problem
+
 Endpoint = Callable[[Request], Awaitable[Response]]
 Ready = Callable[[], Awaitable[str | None]]
 """A readiness check: None when ready, else a short reason (no secrets, no details)."""
 
 log = logging.getLogger("askhuman.web")
+API_PREFIX = "/api/"
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 """1 MiB: a Slack or Feishu callback is a few KB; Feishu's largest card is 30 KB."""
@@ -94,9 +97,13 @@ class BodyLimit:
                 break
         await self.app(scope, _replay(b"".join(chunks), receive), send)
 
-    def _too_large(self, path: str, **size: int) -> PlainTextResponse:
+    def _too_large(self, path: str, **size: int) -> Response:
         reason = f"request body too large (limit {self.max_bytes} bytes)"
-        return refuse(413, reason, path, limit=self.max_bytes, **size)
+        plain = refuse(413, reason, path, limit=self.max_bytes, **size)
+        if not path.startswith(API_PREFIX):
+            return plain
+        # API clients get the same RFC 9457 problem+json as every other API error.
+        return too_large_problem(self.max_bytes).response(path)
 
 
 def _content_length(scope: Scope) -> int | None:

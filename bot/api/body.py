@@ -14,7 +14,8 @@ from starlette.requests import Request
 from bot.api.problems import Problem
 
 
-def _too_large(limit: int) -> Problem:
+def too_large_problem(limit: int) -> Problem:
+    """413 for a body over ``limit`` (also used by the app-wide cap in ``bot.web``)."""
     return Problem(413, "body-too-large", f"The request body is larger than {limit} bytes.",
                    max_bytes=limit)
 
@@ -25,13 +26,13 @@ async def read_capped(request: Request, limit: int) -> bytes:
         if not declared.isdigit():
             raise Problem(400, "bad-request", "Content-Length is not a number.")
         if int(declared) > limit:
-            raise _too_large(limit)
+            raise too_large_problem(limit)
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise _too_large(limit)
+            raise too_large_problem(limit)
         chunks.append(chunk)
     return b"".join(chunks)
 
