@@ -5,7 +5,7 @@ Alembic and the standard library), so the engine can own the business rules whil
 storage owns the tables and the transaction mechanics:
 
 - :mod:`storage.models` — the tables (runs, human requests, deliveries, responses,
-  staged files, resume jobs, the side-effect outbox, audit log).
+  staged files, resume jobs, the side-effect outbox, audit log, click inbox).
 - :mod:`storage.db` — :class:`Database` (sync engine + session factory, SQLite
   ``BEGIN IMMEDIATE`` and pragmas) and :func:`upgrade` (Alembic to ``head``).
 
@@ -16,6 +16,7 @@ from storage.db import Database, upgrade
 from storage.models import (
     AuditLog,
     Base,
+    ClickInbox,
     Delivery,
     HumanRequest,
     OutboxItem,
@@ -29,6 +30,7 @@ from storage.models import (
 __all__ = [
     "AuditLog",
     "Base",
+    "ClickInbox",
     "Database",
     "Delivery",
     "HumanRequest",

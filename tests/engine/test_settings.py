@@ -97,4 +97,4 @@ def test_config_check_command(tmp_path: Path) -> None:
 def test_db_upgrade_command(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'x.db'}"
     result = runner.invoke(app, ["db", "upgrade", "--database", url])
-    assert result.exit_code == 0 and "0003_reminders_seen_events" in result.output
+    assert result.exit_code == 0 and "0004_click_inbox" in result.output
