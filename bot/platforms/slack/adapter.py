@@ -10,11 +10,12 @@ stale card must never undo it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.engine.ports import DeliveryError, DeliveryRef, DeliveryTarget, Origin
+from bot.engine.ports import DeliveryError, DeliveryRef, DeliveryTarget, Identity, Origin
 from bot.platforms.slack.client import error_code
 from renderers.card import RequestCard
 from renderers.markdown import slack_escape, truncate
@@ -24,6 +25,7 @@ log = logging.getLogger(__name__)
 
 PLATFORM = "slack"
 MAX_RESULT_CHARS = 3900
+MAX_EPHEMERAL_CHARS = 2900
 
 
 class SlackAdapter:
@@ -138,6 +140,22 @@ class SlackAdapter:
             "slack reminder posted",
             extra={"platform": PLATFORM, "ref": card.ref, "ts": ref.message_id},
         )
+
+    async def tell_clicker(self, who: Identity, reply_to: Mapping[str, str], text: str) -> None:
+        """Tell one person, ephemerally where they clicked, what became of a click the
+        engine decided later (after a restart). Slack refusing (they left the channel,
+        say) is logged, not retried; a transport error is raised for a retry."""
+        channel = reply_to.get("channel")
+        if not channel:
+            log.info("no channel to tell the clicker in", extra={"platform": PLATFORM})
+            return
+        try:
+            await self._client.chat_postEphemeral(
+                channel=channel, user=who.user_id,
+                text=truncate(slack_escape(text), MAX_EPHEMERAL_CHARS) or "Done.")
+        except SlackApiError as exc:
+            log.warning("could not tell the clicker", extra={
+                "platform": PLATFORM, "channel": channel, "error": error_code(exc)})
 
     async def _post_in_thread(
         self, channel: str, thread: str | None, text: str, if_empty: str

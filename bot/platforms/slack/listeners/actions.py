@@ -1,25 +1,31 @@
 """Button clicks on request cards (``block_actions``).
 
-Ack first, always: Slack gives us 3 seconds and a click must never show the
-"this app did not respond" warning. Then, in order: find the request, read the
-typed values with the renderer, and let the engine authorize, validate and
-compare-and-set. The engine updates the shared card itself (``chat.update`` through
-``SlackAdapter.update``); every refusal is explained to the clicker ephemerally.
+Slack gives us 3 seconds to ack and never resends an acknowledged click, so the click
+is stored first: its values are read with the card's arguments (cached per request),
+the engine records it in the click inbox (one group-committed insert, bounded by
+``ACK_BUDGET``), and only then do we ack. If it could not be stored in time, the
+clicker is told to click again (an ack alone would look like success). Then the
+engine decides from the stored row and updates the shared card itself; everything
+else is explained to the clicker ephemerally, outside the slots decisions wait for.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import JsonValue
 from slack_bolt.async_app import AsyncAck, AsyncRespond
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.engine.clicks import NOT_RECORDED, RECORD_MARGIN
+from bot.engine.inbox import Click, ClickTooLarge, Recorded
 from bot.engine.ports import Identity
+from bot.engine.results import RespondResult
 from bot.platforms.slack.client import error_code
 from bot.platforms.slack.engine_api import SlackEngine
 from bot.platforms.slack.replies import audit_refusal, safe_text, tell
@@ -30,6 +36,8 @@ log = logging.getLogger(__name__)
 
 UNKNOWN_BUTTON = "I don't recognise this button; the message may be outdated."
 FAILED = "Something went wrong while recording your answer; please try again."
+ACK_BUDGET = 2.5
+"""Seconds a click may take to be stored before we must ack (Slack allows 3)."""
 
 
 def responder(body: Mapping[str, Any]) -> Identity:
@@ -47,18 +55,51 @@ def message_location(body: Mapping[str, Any]) -> tuple[str | None, str | None]:
     return (str(channel) if channel else None, str(ts) if ts else None)
 
 
+class CardCache:
+    """Cards by ref, for reading a click's values before the ack without a database
+    read per click: what the values depend on (the card's arguments) never changes
+    after the request is created. Concurrent misses share one read."""
+
+    def __init__(self, engine: SlackEngine, size: int = 512) -> None:
+        self._engine = engine
+        self._size = size
+        self._cards: OrderedDict[str, RequestCard] = OrderedDict()
+        self._loading: dict[str, asyncio.Future[RequestCard | None]] = {}
+
+    async def get(self, ref: str) -> RequestCard | None:
+        card = self._cards.get(ref)
+        if card is not None:
+            self._cards.move_to_end(ref)
+            return card
+        pending = self._loading.get(ref)
+        if pending is None or pending.get_loop() is not asyncio.get_running_loop():
+            pending = self._loading[ref] = asyncio.ensure_future(self._engine.card(ref))
+            pending.add_done_callback(lambda done: self._loaded(ref, done))
+        return await asyncio.shield(pending)
+
+    def _loaded(self, ref: str, done: asyncio.Future[RequestCard | None]) -> None:
+        if self._loading.get(ref) is done:
+            del self._loading[ref]
+        if done.cancelled() or done.exception() is not None or done.result() is None:
+            return  # unknown refs are not remembered: nothing to read values with
+        self._cards[ref] = done.result()  # type: ignore[assignment]
+        while len(self._cards) > self._size:
+            self._cards.popitem(last=False)
+
+
 class ActionListener:
     """Approve / Reject / any action button of a request card.
 
-    The work after the ack runs at most ``concurrency`` clicks at a time: a burst of
-    clicks (a double-click storm, a busy channel) then spends the event loop on
-    acking everyone first instead of on database calls that mostly end in
-    "already decided".
+    Decisions run at most ``concurrency`` at a time after the ack: a burst of clicks (a
+    double-click storm, a busy channel) then spends the event loop on storing and
+    acking everyone first. Replies to the clicker are sent after a decision has left
+    its slot, so a slow ``chat.postEphemeral`` never holds back someone else's decision.
     """
 
     def __init__(self, engine: SlackEngine, *, concurrency: int = 4) -> None:
         self._engine = engine
         self._slots = asyncio.Semaphore(concurrency)
+        self._cards = CardCache(engine)
 
     async def __call__(
         self,
@@ -68,13 +109,13 @@ class ActionListener:
         client: AsyncWebClient,
         respond: AsyncRespond,
     ) -> None:
-        await ack()
         who = responder(body)
-        channel, _ts = message_location(body)
+        channel, ts = message_location(body)
         parsed = render.parse_action_id(action.get("action_id")) or render.parse_action_id(
             action.get("value")
         )
         if parsed is None:
+            await ack()
             await audit_refusal(self._engine, None, who, UNKNOWN_BUTTON, check="unknown_button",
                                 action_id=str(action.get("action_id") or "")[:200])
             await tell(
@@ -82,30 +123,65 @@ class ActionListener:
             )
             return
         ref, token = parsed
-        async with self._slots:
-            try:
-                message = await self._answer(ref, token, who, body)
-            except Exception:
-                log.exception(
-                    "answering a click failed", extra={"platform": "slack", "ref": ref[:64]}
-                )
-                message = FAILED
-            if message:
-                await tell(client, user=who.user_id, channel=channel, text=message, respond=respond)
+        try:
+            recorded, message = await self._record(ref, token, who, body, channel, ts)
+        except Exception:
+            log.exception("recording a click failed", extra={"platform": "slack", "ref": ref[:64]})
+            recorded, message = None, NOT_RECORDED
+        await ack()  # only now: the click is in the database (or the clicker is told)
+        if recorded is None and message is None:  # an unknown request: nothing to store
+            async with self._slots:
+                message = await self._unknown(ref, token, who)
+        elif recorded is not None:
+            async with self._slots:
+                message = await self._decide(recorded)
+        if message:
+            await tell(client, user=who.user_id, channel=channel, text=message, respond=respond)
 
-    async def _answer(
-        self, ref: str, token: str, who: Identity, body: Mapping[str, Any]
-    ) -> str | None:
-        """Decide through the engine; returns the ephemeral text to show, if any."""
-        card = await self._engine.card(ref)
-        values: dict[str, JsonValue] = {}
-        action_id = token
-        if card is not None:
-            state_values = (body.get("state") or {}).get("values") or {}
-            values = render.read_values(state_values, card)
-            action = render.resolve_action(card.args, token)
-            action_id = action.id if action is not None else token
-        result = await self._engine.respond(ref, who, action_id, values)
+    async def _record(
+        self, ref: str, token: str, who: Identity, body: Mapping[str, Any],
+        channel: str | None, ts: str | None,
+    ) -> tuple[Recorded | None, str | None]:
+        """Store the click before the ack: ``(recorded, None)``, ``(None, text to tell)``
+        when it could not be stored, or ``(None, None)`` for an unknown request."""
+        started = time.monotonic()
+        card = await asyncio.wait_for(self._cards.get(ref), ACK_BUDGET - RECORD_MARGIN)
+        if card is None:
+            return None, None
+        state_values = (body.get("state") or {}).get("values") or {}
+        values = render.read_values(state_values, card)
+        action = render.resolve_action(card.args, token)
+        reply_to = {k: v for k, v in (("channel", channel), ("message", ts)) if v}
+        click = Click("slack", ref, who, action.id if action is not None else token, values,
+                      reply_to=reply_to)
+        try:
+            recorded = await self._engine.record_click(
+                click, budget=ACK_BUDGET - (time.monotonic() - started))
+        except ClickTooLarge as exc:
+            await audit_refusal(self._engine, ref, who, str(exc), check="click_too_large")
+            return None, safe_text(str(exc))
+        return recorded, None if recorded is not None else NOT_RECORDED
+
+    async def _decide(self, recorded: Recorded) -> str | None:
+        """Decide the stored click; returns the ephemeral text to show, if any."""
+        result = await self._engine.decide_click(recorded)
+        self._log(recorded.click.ref, recorded.click.responder, recorded.click.action_id, result)
+        if result.outcome == "accepted":
+            return None  # the updated card says it for everyone
+        return safe_text(result.message)
+
+    async def _unknown(self, ref: str, token: str, who: Identity) -> str:
+        """A click for a request we don't know: the engine audits and explains it."""
+        try:
+            result = await self._engine.respond(ref, who, token, {})
+        except Exception:
+            log.exception("answering a click failed", extra={"platform": "slack", "ref": ref[:64]})
+            return FAILED
+        self._log(ref, who, token, result)
+        return safe_text(result.message)
+
+    @staticmethod
+    def _log(ref: str, who: Identity, action_id: str, result: RespondResult) -> None:
         log.info(
             "slack click answered",
             extra={
@@ -116,9 +192,6 @@ class ActionListener:
                 "outcome": result.outcome,
             },
         )
-        if result.outcome == "accepted":
-            return None  # the updated card says it for everyone
-        return safe_text(result.message)
 
 
 class FileButtonListener:
