@@ -86,6 +86,13 @@ class ClicksMixin(DecisionsMixin):
             return None
         return Recorded(click, mark)
 
+    async def abandon_click(self, recorded: Recorded) -> None:
+        """The clicker was already told their click was not recorded (their reply could
+        not wait any longer): close the stored row unused, so nothing decides from it."""
+        done: asyncio.Future[inbox.Mark | None] = asyncio.get_running_loop().create_future()
+        done.set_result(recorded.mark)
+        await self._abandon(done)
+
     async def _abandon(self, task: asyncio.Future[inbox.Mark | None]) -> None:
         """The caller gave up waiting: if the insert still committed, close the row
         unused (the clicker was told to click again)."""
