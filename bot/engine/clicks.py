@@ -16,7 +16,9 @@ import asyncio
 import dataclasses
 import datetime as dt
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 from sqlalchemy.orm import Session
@@ -27,6 +29,7 @@ from bot.engine.decisions import DecisionsMixin
 from bot.engine.inbox import Click, Recorded
 from bot.engine.ports import Identity
 from bot.engine.results import RespondResult
+from storage import Database
 
 RECORD_BUDGET = 2.5
 """Seconds a listener may spend storing a click before it must ack (Slack allows 3)."""
@@ -59,52 +62,54 @@ class ClicksMixin(DecisionsMixin):
         """
         inbox.check_size(click)
         received = self.now()
+        token = uuid.uuid4().hex
         cutoff = time.monotonic() + max(0.0, budget - RECORD_MARGIN)
-        lease = self.click_lease
-
-        def insert(session: Session) -> inbox.Mark | None:
-            session.connection()  # SQLite: BEGIN IMMEDIATE; the write lock is ours from here
-            if time.monotonic() > cutoff:
-                return None
-            return inbox.insert(session, received, lease, click)
-
-        task = asyncio.ensure_future(self._batched(insert))
+        future = self._click_writer().submit(
+            inbox.new_row(click, received, self.click_lease, token), cutoff)
         extra = {"platform": click.platform, "ref": click.ref[:64], "user": click.responder.user_id}
         try:
-            mark = await asyncio.wait_for(asyncio.shield(task), max(budget, 0.0))
+            row_id = await asyncio.wait_for(asyncio.shield(future), max(budget, 0.0))
         except TimeoutError:
             log.warning("click not recorded within its budget; the clicker is told to retry",
                         extra={**extra, "budget_seconds": budget})
-            self._track(asyncio.ensure_future(self._abandon(task)))
+            self._track(asyncio.ensure_future(self._abandon(future, token, received)))
             return None
         except Exception:
             log.exception("recording a click failed; the clicker is told to retry", extra=extra)
             return None
-        if mark is None:
+        if row_id is None:
             log.warning("database too busy to record a click in time; the clicker is told "
                         "to retry", extra={**extra, "budget_seconds": budget})
             return None
-        return Recorded(click, mark)
+        return Recorded(click, inbox.Mark(row_id, token, received))
+
+    def _click_writer(self) -> ClickWriter:
+        writer: ClickWriter | None = self.__dict__.get("_clicks_writer")
+        if writer is None:
+            writer = self.__dict__["_clicks_writer"] = ClickWriter(self.db)
+        return writer
 
     async def abandon_click(self, recorded: Recorded) -> None:
         """The clicker was already told their click was not recorded (their reply could
         not wait any longer): close the stored row unused, so nothing decides from it."""
-        done: asyncio.Future[inbox.Mark | None] = asyncio.get_running_loop().create_future()
-        done.set_result(recorded.mark)
-        await self._abandon(done)
+        await self._close_unused(recorded.mark)
 
-    async def _abandon(self, task: asyncio.Future[inbox.Mark | None]) -> None:
+    async def _abandon(self, future: asyncio.Future[int | None], token: str,
+                       received: dt.datetime) -> None:
         """The caller gave up waiting: if the insert still committed, close the row
         unused (the clicker was told to click again)."""
         try:
-            mark = await task
+            row_id = await future
         except Exception:
             return
-        if mark is not None:
-            now = self.now()
-            await self._batched(lambda s: inbox.close(
-                s, mark, now, "failed", outcome="abandoned", message=NOT_RECORDED,
-                was=("running",)))
+        if row_id is not None:
+            await self._close_unused(inbox.Mark(row_id, token, received))
+
+    async def _close_unused(self, mark: inbox.Mark) -> None:
+        now = self.now()
+        await self._batched(lambda s: inbox.close(
+            s, mark, now, "failed", outcome="abandoned", message=NOT_RECORDED,
+            was=("running",)))
 
     def _track(self, task: asyncio.Future[Any]) -> None:
         """Keep a background task alive and let ``drain`` wait for it."""
@@ -134,7 +139,7 @@ class ClicksMixin(DecisionsMixin):
         if click.kind == "attach":
             return await self._attach(click.ref, click.responder, click.values, mark)
         return await self._respond(click.ref, click.responder, click.action_id, click.values,
-                                   mark)
+                                   mark, self._optional(click.platform, "read_click"))
 
     async def _release_click(self, mark: inbox.Mark, exc: BaseException, attempts: int,
                              state: str = "running") -> None:
@@ -215,6 +220,81 @@ class ClicksMixin(DecisionsMixin):
 
     def _teller(self, platform: str) -> Teller | None:
         """The adapter's optional ``tell_clicker(who, reply_to, text)``."""
+        return cast("Teller | None", self._optional(platform, "tell_clicker"))
+
+    def _optional(self, platform: str, name: str) -> Any:
+        """An optional method of ``platform``'s adapter (None if absent)."""
         entry = self._adapters.get(platform)
-        teller = getattr(entry[0], "tell_clicker", None) if entry else None
-        return cast("Teller | None", teller)
+        return getattr(entry[0], name, None) if entry else None
+
+
+class ClickWriter:
+    """Group commit for stored clicks: whatever arrived while the previous batch was
+    committing goes in with one INSERT, on a thread of its own, so a burst of clicks
+    costs a few short transactions and never waits for the shared thread pool.
+
+    ``submit`` answers the row id, or None when the write lock came only after the
+    click's ``cutoff`` (``time.monotonic``): such a click is not stored at all.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._queue: list[tuple[dict[str, Any], float, asyncio.Future[int | None]]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="askhuman-clicks")
+
+    def submit(self, row: dict[str, Any], cutoff: float) -> asyncio.Future[int | None]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[int | None] = loop.create_future()
+        self._queue.append((row, cutoff, future))
+        task = self._task
+        if task is None or task.done() or task.get_loop() is not loop:
+            self._task = loop.create_task(self._flush())
+        return future
+
+    async def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._queue:
+            batch, self._queue = self._queue, []
+            items = [(row, cutoff) for row, cutoff, _ in batch]
+            try:
+                ids = await loop.run_in_executor(self._thread, self._commit_each, items)
+            except Exception as exc:  # pragma: no cover - _commit_each reports per row
+                ids = [exc] * len(batch)
+            for (_, _, future), outcome in zip(batch, ids, strict=True):
+                if future.done() or future.get_loop() is not loop:
+                    continue
+                if isinstance(outcome, BaseException):
+                    future.set_exception(outcome)
+                else:
+                    future.set_result(outcome)
+
+    def _commit_each(self, items: list[tuple[dict[str, Any], float]]
+                     ) -> list[int | BaseException | None]:
+        """One transaction for the batch; if it fails, one per row (a bad row fails alone)."""
+        try:
+            return list(self._commit(items))
+        except Exception as exc:
+            if len(items) == 1:
+                return [exc]
+            log.warning("a batch of stored clicks failed; storing them one by one",
+                        exc_info=True)
+        alone: list[int | BaseException | None] = []
+        for item in items:
+            try:
+                alone.extend(self._commit([item]))
+            except Exception as exc:
+                alone.append(exc)
+        return alone
+
+    def _commit(self, items: list[tuple[dict[str, Any], float]]) -> list[int | None]:
+        with self._db.transaction() as session:
+            session.connection()  # SQLite: BEGIN IMMEDIATE; the write lock is ours from here
+            now = time.monotonic()
+            keep = [i for i, (_, cutoff) in enumerate(items) if now <= cutoff]
+            ids: list[int | None] = [None] * len(items)
+            if keep:
+                stored = inbox.insert_many(session, [items[i][0] for i in keep])
+                for i, row_id in zip(keep, stored, strict=True):
+                    ids[i] = row_id
+        return ids

@@ -18,7 +18,7 @@ A click decided from the inbox closes its row in the decision's own transaction.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import JsonValue
@@ -41,6 +41,9 @@ from bot.engine.values import FILE_KEYS, InvalidValues, check_answer, check_valu
 from renderers.card import RequestCard
 from storage import HumanRequest, Run, StagedFile
 
+ClickReader = Callable[[RequestCard, str, Mapping[str, Any]], tuple[str, dict[str, JsonValue]]]
+"""A platform's ``read_click``: its raw click values → (action id, contract values)."""
+
 SYSTEM = Identity("system", "askhuman", "askhuman")
 """The actor of system resolutions; may always cancel."""
 
@@ -56,10 +59,14 @@ class DecisionsMixin(AccessMixin):
 
     async def _respond(
         self, ref: str, responder: Identity, action_id: str, values: Mapping[str, JsonValue],
-        mark: inbox.Mark | None,
+        mark: inbox.Mark | None, read: ClickReader | None = None,
     ) -> RespondResult:
         """``respond`` for a click stored in the inbox (``mark``) or a direct call (None:
-        received now). Every outcome closes the stored click in its own transaction."""
+        received now). Every outcome closes the stored click in its own transaction.
+
+        ``read(card, action_id, values)`` turns values as the platform sent them into
+        ``(action id, contract values)`` once the card is loaded (a Slack click is
+        stored before the ack with its raw ``state.values``)."""
         received = mark.received_at if mark is not None else self.now()
         checked = await self._authorize(ref, responder, "respond", mark)
         if isinstance(checked, RespondResult):
@@ -69,6 +76,13 @@ class DecisionsMixin(AccessMixin):
             answer = await self._tx(lambda s: self._late_in(s, ref, responder, received, mark))
             self._poke()
             return RespondResult(answer.outcome, answer.message, await self.card(ref))
+        if read is not None:
+            try:
+                action_id, values = read(card, action_id, values)
+            except ValueError as exc:
+                return await self._refuse("rejected", f"Your answer could not be read: {exc}",
+                                          ref, responder, "respond_invalid", card, run.id,
+                                          {"action_id": action_id[:200]}, mark=mark)
         args = card.args
         merged: dict[str, Any] = dict(values)
         for name, files in staged.items():

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import JsonValue
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from bot.engine.ports import Identity
@@ -31,7 +31,7 @@ from bot.engine.results import EngineError
 from bot.engine.store import MAX_REF_CHARS, rowcount
 from storage import ClickInbox, HumanRequest
 
-MAX_VALUES_BYTES = 64 * 1024
+MAX_VALUES_BYTES = 256 * 1024
 """Values bigger than this (as JSON) are refused before anything is stored."""
 RECORDED = ("running", "queued")
 """States of a click that is stored but not decided yet."""
@@ -49,8 +49,10 @@ class ClickTakenOver(Exception):
 class Click:
     """A click (or a form submit) as a platform delivered it, signature-checked.
 
-    ``kind`` is ``respond`` (a button: ``action_id`` with ``values``) or ``attach``
-    (files for file fields: ``values`` maps field names to file references).
+    ``kind`` is ``respond`` (a button: ``action_id`` with ``values``, either contract
+    values or, for adapters with ``read_click``, what the platform sent, read with the
+    card when deciding) or ``attach`` (``values`` maps file field names to file
+    references).
     ``reply_to`` says where the clicker can be told the outcome later (Slack:
     ``channel``; Feishu: ``message``); it is platform-specific and never a secret.
     """
@@ -107,22 +109,26 @@ def check_size(click: Click) -> None:
                             f"limit is {MAX_VALUES_BYTES // 1024} KB).")
 
 
-def insert(session: Session, received_at: dt.datetime, lease: dt.timedelta,
-           click: Click) -> Mark:
-    """Store ``click``, claimed by the caller until ``received_at + lease``."""
-    token = uuid.uuid4().hex
+def new_row(click: Click, received_at: dt.datetime, lease: dt.timedelta,
+            token: str) -> dict[str, Any]:
+    """The row storing ``click``, claimed (``token``) until ``received_at + lease``."""
     who = click.responder
-    row = ClickInbox(
-        platform=click.platform[:32], kind=click.kind, ref=click.ref[:MAX_REF_CHARS],
-        user_id=who.user_id[:200],
-        display_name=who.display_name[:200] if who.display_name else None,
-        action_id=click.action_id[:200], values=dict(click.values),
-        reply_to={k: str(v)[:200] for k, v in click.reply_to.items()},
-        received_at=received_at, state="running", attempts=1, next_attempt_at=received_at,
-        lease_until=received_at + lease, claim_token=token, updated_at=received_at)
-    session.add(row)
-    session.flush()
-    return Mark(row.id, token, received_at)
+    return {
+        "platform": click.platform[:32], "kind": click.kind, "ref": click.ref[:MAX_REF_CHARS],
+        "user_id": who.user_id[:200],
+        "display_name": who.display_name[:200] if who.display_name else None,
+        "action_id": click.action_id[:200], "values": dict(click.values),
+        "reply_to": {k: str(v)[:200] for k, v in click.reply_to.items()},
+        "received_at": received_at, "state": "running", "attempts": 1,
+        "next_attempt_at": received_at, "lease_until": received_at + lease,
+        "claim_token": token, "updated_at": received_at,
+    }
+
+
+def insert_many(session: Session, rows: list[dict[str, Any]]) -> list[int]:
+    """Store several clicks with one INSERT; their ids, in the order of ``rows``."""
+    statement = insert(ClickInbox).returning(ClickInbox.id, sort_by_parameter_order=True)
+    return [int(row_id) for row_id in session.execute(statement, rows).scalars()]
 
 
 def _ours(mark: Mark, *states: str) -> Any:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import Any
 
+from pydantic import JsonValue
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -19,7 +21,7 @@ from bot.engine.ports import DeliveryError, DeliveryRef, DeliveryTarget, Identit
 from bot.platforms.slack.client import error_code
 from renderers.card import RequestCard
 from renderers.markdown import slack_escape, truncate
-from renderers.slack import render_request
+from renderers.slack import read_values, render_request, resolve_action
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +142,15 @@ class SlackAdapter:
             "slack reminder posted",
             extra={"platform": PLATFORM, "ref": card.ref, "ts": ref.message_id},
         )
+
+    @staticmethod
+    def read_click(
+        card: RequestCard, action_id: str, values: Mapping[str, Any]
+    ) -> tuple[str, dict[str, JsonValue]]:
+        """A stored click's button token and raw ``state.values`` → ``(action id, values)``
+        (the listener stores clicks before the ack, without reading the card)."""
+        action = resolve_action(card.args, action_id)
+        return (action.id if action is not None else action_id), read_values(values, card)
 
     async def tell_clicker(self, who: Identity, reply_to: Mapping[str, str], text: str) -> None:
         """Tell one person, ephemerally where they clicked, what became of a click the

@@ -1,20 +1,20 @@
 """Button clicks on request cards (``block_actions``).
 
 Slack gives us 3 seconds to ack and never resends an acknowledged click, so the click
-is stored first: its values are read with the card's arguments (cached per request),
-the engine records it in the click inbox (one group-committed insert, bounded by
-``ACK_BUDGET``), and only then do we ack. If it could not be stored in time, the
-clicker is told to click again (an ack alone would look like success). Then the
-engine decides from the stored row and updates the shared card itself; everything
-else is explained to the clicker ephemerally, outside the slots decisions wait for.
+is stored first, as Slack sent it: the engine records it in the click inbox (one
+group-committed insert, bounded by ``ACK_BUDGET``, no read), and only then do we ack.
+If it could not be stored in time, the clicker is told to click again (an ack alone
+would look like success). Then the engine decides from the stored row and updates
+the shared card itself; everything else is explained to the clicker ephemerally,
+outside the slots decisions wait for.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,7 +22,7 @@ from slack_bolt.async_app import AsyncAck, AsyncRespond
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.engine.clicks import NOT_RECORDED, RECORD_MARGIN
+from bot.engine.clicks import NOT_RECORDED
 from bot.engine.inbox import Click, ClickTooLarge, Recorded
 from bot.engine.ports import Identity
 from bot.engine.results import RespondResult
@@ -55,36 +55,51 @@ def message_location(body: Mapping[str, Any]) -> tuple[str | None, str | None]:
     return (str(channel) if channel else None, str(ts) if ts else None)
 
 
-class CardCache:
-    """Cards by ref, for reading a click's values before the ack without a database
-    read per click: what the values depend on (the card's arguments) never changes
-    after the request is created. Concurrent misses share one read."""
+class AcksFirst:
+    """Work after an ack waits while other clicks are still being stored and acked.
 
-    def __init__(self, engine: SlackEngine, size: int = 512) -> None:
-        self._engine = engine
-        self._size = size
-        self._cards: OrderedDict[str, RequestCard] = OrderedDict()
-        self._loading: dict[str, asyncio.Future[RequestCard | None]] = {}
+    Acks have a deadline (3 s) and decisions do not: in a burst, the event loop and the
+    database's write lock go to storing and acking every click first, and the decisions
+    follow once no click has arrived for ``quiet`` seconds (or after ``patience``).
+    """
 
-    async def get(self, ref: str) -> RequestCard | None:
-        card = self._cards.get(ref)
-        if card is not None:
-            self._cards.move_to_end(ref)
-            return card
-        pending = self._loading.get(ref)
-        if pending is None or pending.get_loop() is not asyncio.get_running_loop():
-            pending = self._loading[ref] = asyncio.ensure_future(self._engine.card(ref))
-            pending.add_done_callback(lambda done: self._loaded(ref, done))
-        return await asyncio.shield(pending)
+    def __init__(self, quiet: float = 0.02, patience: float = 1.0) -> None:
+        self._quiet = quiet
+        self._patience = patience
+        self._acking = 0
+        self._last_arrival = 0.0
+        self._idle: asyncio.Event | None = None
+        self._idle_loop: asyncio.AbstractEventLoop | None = None
 
-    def _loaded(self, ref: str, done: asyncio.Future[RequestCard | None]) -> None:
-        if self._loading.get(ref) is done:
-            del self._loading[ref]
-        if done.cancelled() or done.exception() is not None or done.result() is None:
-            return  # unknown refs are not remembered: nothing to read values with
-        self._cards[ref] = done.result()  # type: ignore[assignment]
-        while len(self._cards) > self._size:
-            self._cards.popitem(last=False)
+    def arrived(self) -> None:
+        self._acking += 1
+        self._last_arrival = time.monotonic()
+        if self._idle is not None:
+            self._idle.clear()
+
+    def acked(self) -> None:
+        self._acking -= 1
+        if self._acking == 0:
+            asyncio.get_running_loop().call_later(self._quiet, self._check)
+
+    def _check(self) -> None:
+        if self._idle is None or self._acking > 0:
+            return
+        left = self._quiet - (time.monotonic() - self._last_arrival)
+        if left > 0:
+            asyncio.get_running_loop().call_later(left, self._check)
+        else:
+            self._idle.set()
+
+    async def wait(self) -> None:
+        if self._acking == 0 and time.monotonic() - self._last_arrival >= self._quiet:
+            return
+        loop = asyncio.get_running_loop()
+        if self._idle is None or self._idle_loop is not loop:
+            self._idle, self._idle_loop = asyncio.Event(), loop
+            self._check()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), self._patience)
 
 
 class ActionListener:
@@ -93,13 +108,16 @@ class ActionListener:
     Decisions run at most ``concurrency`` at a time after the ack: a burst of clicks (a
     double-click storm, a busy channel) then spends the event loop on storing and
     acking everyone first. Replies to the clicker are sent after a decision has left
-    its slot, so a slow ``chat.postEphemeral`` never holds back someone else's decision.
+    its slot, so a slow ``chat.postEphemeral`` never holds back someone else's
+    decision; they have slots of their own (``replies``), so a burst of refusals does
+    not crowd out the acks either.
     """
 
-    def __init__(self, engine: SlackEngine, *, concurrency: int = 4) -> None:
+    def __init__(self, engine: SlackEngine, *, concurrency: int = 4, replies: int = 4) -> None:
         self._engine = engine
         self._slots = asyncio.Semaphore(concurrency)
-        self._cards = CardCache(engine)
+        self._reply_slots = asyncio.Semaphore(replies)
+        self._acks_first = AcksFirst()
 
     async def __call__(
         self,
@@ -123,40 +141,37 @@ class ActionListener:
             )
             return
         ref, token = parsed
+        self._acks_first.arrived()
         try:
             recorded, message = await self._record(ref, token, who, body, channel, ts)
         except Exception:
             log.exception("recording a click failed", extra={"platform": "slack", "ref": ref[:64]})
             recorded, message = None, NOT_RECORDED
+        finally:
+            self._acks_first.acked()
         await ack()  # only now: the click is in the database (or the clicker is told)
-        if recorded is None and message is None:  # an unknown request: nothing to store
-            async with self._slots:
-                message = await self._unknown(ref, token, who)
-        elif recorded is not None:
+        if recorded is not None:
+            await self._acks_first.wait()
             async with self._slots:
                 message = await self._decide(recorded)
         if message:
-            await tell(client, user=who.user_id, channel=channel, text=message, respond=respond)
+            async with self._reply_slots:
+                await tell(client, user=who.user_id, channel=channel, text=message,
+                           respond=respond)
 
     async def _record(
         self, ref: str, token: str, who: Identity, body: Mapping[str, Any],
         channel: str | None, ts: str | None,
     ) -> tuple[Recorded | None, str | None]:
-        """Store the click before the ack: ``(recorded, None)``, ``(None, text to tell)``
-        when it could not be stored, or ``(None, None)`` for an unknown request."""
-        started = time.monotonic()
-        card = await asyncio.wait_for(self._cards.get(ref), ACK_BUDGET - RECORD_MARGIN)
-        if card is None:
-            return None, None
+        """Store the click before the ack: ``(recorded, None)``, or ``(None, text to tell)``
+        when it could not be stored. No database read on this path: the values are
+        stored as Slack sent them and read with the card when deciding
+        (``SlackAdapter.read_click``)."""
         state_values = (body.get("state") or {}).get("values") or {}
-        values = render.read_values(state_values, card)
-        action = render.resolve_action(card.args, token)
         reply_to = {k: v for k, v in (("channel", channel), ("message", ts)) if v}
-        click = Click("slack", ref, who, action.id if action is not None else token, values,
-                      reply_to=reply_to)
+        click = Click("slack", ref, who, token, state_values, reply_to=reply_to)
         try:
-            recorded = await self._engine.record_click(
-                click, budget=ACK_BUDGET - (time.monotonic() - started))
+            recorded = await self._engine.record_click(click, budget=ACK_BUDGET)
         except ClickTooLarge as exc:
             await audit_refusal(self._engine, ref, who, str(exc), check="click_too_large")
             return None, safe_text(str(exc))
@@ -168,16 +183,6 @@ class ActionListener:
         self._log(recorded.click.ref, recorded.click.responder, recorded.click.action_id, result)
         if result.outcome == "accepted":
             return None  # the updated card says it for everyone
-        return safe_text(result.message)
-
-    async def _unknown(self, ref: str, token: str, who: Identity) -> str:
-        """A click for a request we don't know: the engine audits and explains it."""
-        try:
-            result = await self._engine.respond(ref, who, token, {})
-        except Exception:
-            log.exception("answering a click failed", extra={"platform": "slack", "ref": ref[:64]})
-            return FAILED
-        self._log(ref, who, token, result)
         return safe_text(result.message)
 
     @staticmethod
