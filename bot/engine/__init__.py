@@ -43,7 +43,20 @@ Public API (all coroutines are safe to call concurrently, from several processes
   due escalations (``deliver_request`` of the same card to the route's
   ``escalation.route``, whose approvers may answer from then on); each claim is a
   compare-and-set on the pending row, audited ``reminded`` / ``escalated``.
-  ``serve_forever`` runs it after ``expire_due``.
+  ``serve_forever`` runs it in a loop of its own.
+- ``await record_click(click: Click, budget=2.5) -> Recorded | None`` — store a click
+  (``Click(platform, ref, responder, action_id, values, kind="respond"|"attach",
+  reply_to)``) in the click inbox *before* the platform gets its ack; None if it could
+  not be stored within ``budget`` seconds (then nothing will ever be decided from it:
+  tell the clicker to click again). ``ClickTooLarge`` for values over 256 KB.
+  ``await decide_click(recorded) -> RespondResult`` decides it (``respond`` or, for
+  ``attach``, staging files), closing the stored row in the decision's transaction;
+  never raises (on trouble the row goes to the worker and the answer says so).
+  ``await abandon_click(recorded)`` closes a stored row unused. ``await
+  recover_clicks(limit=50) -> int`` (worker) decides rows left behind by a crash or an
+  error and tells each clicker through the adapter's optional ``tell_clicker``.
+  Answers received at or after the deadline are refused ("This request timed out at
+  …") and resolve the request ``timeout`` in the same transaction.
 - ``await card(ref) -> RequestCard | None``; ``await pending_for(identity) ->
   list[RequestCard]``; ``await find_by_message(platform, message_id) -> str | None``;
   ``await card_for_message(platform, message_id) -> (ref, card) | None`` (both in one read).
@@ -56,9 +69,11 @@ Public API (all coroutines are safe to call concurrently, from several processes
   row (outcome ``refused``) for refusals an adapter decides on an authenticated
   request (duplicate or stale callbacks, a card/ref mismatch, an unknown message).
 - ``await run_worker_once() -> int`` and ``await serve_forever(stop, poll_interval=2.0)``
-  — the durable resume queue, outbox retries and timeout sweeps; ``run_worker_once``
-  returns how many resumes ran. ``await job_states()`` / ``await outbox_states()`` count
-  resume jobs / outbox rows by state (health checks).
+  — the durable resume queue, outbox retries, stored clicks and timeout sweeps;
+  ``run_worker_once`` runs outbox, clicks and resumes once and returns how many resumes
+  ran; ``serve_forever`` runs timeouts, reminders, the outbox, stored clicks and resumes
+  as independent loops, so a slow resume never delays a timeout. ``await job_states()``
+  / ``await outbox_states()`` count resume jobs / outbox rows by state (health checks).
 
 Where things live (each ``Engine`` concern is a mixin over ``base.EngineBase``):
 
@@ -70,11 +85,13 @@ Where things live (each ``Engine`` concern is a mixin over ``base.EngineBase``):
   writes: refusal audits, dedupe keys).
 - ``runs`` — starting runs, storing each leg's outcome, the resume queue loop.
 - ``access`` — who may act on a request (routes, escalation, channels); audited refusals.
-- ``decisions`` — respond, attach_files, cancel, expire_due: the compare-and-set decide.
+- ``decisions`` — respond, attach_files, cancel, expire_due: the compare-and-set decide
+  (deadline included).
+- ``clicks`` — the click inbox: record before the ack, decide from the row, recover.
 - ``delivery`` — the platform calls behind each outbox kind, idempotent under retries.
 - ``dispatch`` — run one claimed outbox item; settle, retry with backoff, or give up.
 - ``sweeps`` — claiming due reminders and escalations.
-- helpers without engine state: ``outbox`` / ``worker`` (durable queues), ``store``
+- helpers without engine state: ``outbox`` / ``worker`` / ``inbox`` (durable queues), ``store``
   (row helpers), ``cards`` (rows → ``RequestCard``), ``authz`` (approver checks),
   ``values`` (answer validation), ``housekeeping`` (dedupe and pruning), ``ports`` /
   ``results`` (the types adapters see).
@@ -89,6 +106,7 @@ adds an audit row.
 """
 
 from bot.engine.core import Engine, RuntimeFactory, registry_runtimes, targets_for, utc_now
+from bot.engine.inbox import Click, ClickTooLarge, Recorded
 from bot.engine.ports import (
     DeliveryError,
     DeliveryRef,
@@ -102,6 +120,8 @@ from bot.engine.results import EngineError, RespondResult, UnknownAgentError
 from bot.engine.values import InvalidValues, check_answer, check_values
 
 __all__ = [
+    "Click",
+    "ClickTooLarge",
     "DeliveryError",
     "DeliveryRef",
     "DeliveryTarget",
@@ -112,6 +132,7 @@ __all__ = [
     "InvalidValues",
     "Origin",
     "PlatformAdapter",
+    "Recorded",
     "RespondResult",
     "RuntimeFactory",
     "UnknownAgentError",

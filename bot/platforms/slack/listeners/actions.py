@@ -35,7 +35,6 @@ from renderers.card import RequestCard, index_token
 log = logging.getLogger(__name__)
 
 UNKNOWN_BUTTON = "I don't recognise this button; the message may be outdated."
-FAILED = "Something went wrong while recording your answer; please try again."
 ACK_BUDGET = 2.5
 """Seconds a click may take to be stored before we must ack (Slack allows 3)."""
 
