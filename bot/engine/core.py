@@ -15,7 +15,7 @@ from pydantic import JsonValue
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bot.engine import housekeeping, store
+from bot.engine import housekeeping, inbox, store
 from bot.engine.base import Clock, RuntimeFactory, log, registry_runtimes, targets_for, utc_now
 from bot.engine.clicks import ClicksMixin
 from bot.engine.dispatch import DispatchMixin
@@ -158,12 +158,15 @@ class Engine(RunsMixin, ClicksMixin, DispatchMixin, SweepsMixin):
     # ------------------------------------------------------------------ housekeeping
 
     async def prune_old(self) -> dict[str, int]:
-        """Delete ``seen_events`` past ``seen_retention_seconds`` and ``done`` outbox rows
-        past ``outbox_retention_seconds``; returns how many rows of each went."""
+        """Delete ``seen_events`` past ``seen_retention_seconds``, and ``done`` outbox rows
+        and closed stored clicks past ``outbox_retention_seconds``; returns how many rows
+        of each went."""
         now = self.now()
         self._last_housekeeping = now
         pruned = await asyncio.to_thread(housekeeping.prune, self.db, now, self.seen_retention,
                                          self.outbox_retention)
+        pruned["click_inbox"] = await self._tx(  # closed clicks: as long as done outbox rows
+            lambda s: inbox.prune(s, now - self.outbox_retention))
         if any(pruned.values()):
             log.info("old rows pruned", extra=pruned)
         return pruned

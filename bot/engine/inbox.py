@@ -23,12 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import JsonValue
-from sqlalchemy import and_, insert, or_, select, update
+from sqlalchemy import and_, delete, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from bot.engine.ports import Identity
 from bot.engine.results import EngineError
 from bot.engine.store import MAX_REF_CHARS, rowcount
+from bot.logs import scrub
 from storage import ClickInbox, HumanRequest
 
 MAX_VALUES_BYTES = 256 * 1024
@@ -151,8 +152,8 @@ def release(session: Session, mark: Mark, now: dt.datetime, delay: dt.timedelta,
             error: str, *, state: str = "running") -> None:
     """Give the row back for a retry after ``delay`` (deciding or telling failed)."""
     back = "telling" if state == "telling" else "queued"
-    values: dict[str, Any] = {"next_attempt_at": now + delay, "last_error": error[:2000],
-                              "updated_at": now}
+    values: dict[str, Any] = {"next_attempt_at": now + delay,
+                              "last_error": scrub(error)[:2000], "updated_at": now}
     if back == "queued":
         values.update(state="queued", lease_until=None, claim_token=None)
     else:
@@ -208,6 +209,14 @@ def claim_next(session: Session, now: dt.datetime, lease: dt.timedelta,
                   reply_to=dict(row.reply_to or {}))
     return Claimed(click, Mark(row.id, token, row.received_at), state, row.attempts + 1,
                    row.outcome, row.message)
+
+
+def prune(session: Session, before: dt.datetime) -> int:
+    """Delete closed rows (done, failed) last touched before ``before``; how many went."""
+    return rowcount(session.execute(
+        delete(ClickInbox).where(ClickInbox.state.in_(("done", "failed")),
+                                 ClickInbox.updated_at < before)
+        .execution_options(synchronize_session=False)))
 
 
 def undecided_before_deadline() -> Any:

@@ -350,3 +350,16 @@ async def test_a_slow_resume_does_not_delay_timeouts(sqlite_url: str) -> None:
     with pytest.raises(asyncio.CancelledError):
         await worker
 
+
+
+async def test_closed_clicks_are_pruned_after_the_retention(db_url: str) -> None:
+    engine, adapter, clock = _engine(db_url, outbox_retention_seconds=86400)
+    ref = await _request(engine, adapter)
+    recorded = await engine.record_click(_click(ref))
+    assert recorded is not None
+    await engine.decide_click(recorded)
+    other = await _request(engine, adapter)
+    assert await engine.record_click(_click(other)) is not None  # never decided (yet)
+    clock.advance(86400 + 1)
+    assert (await engine.prune_old())["click_inbox"] == 1
+    assert _rows(engine) == [("running", None)]  # an open click is never pruned

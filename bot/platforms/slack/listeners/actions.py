@@ -166,7 +166,10 @@ class ActionListener:
         when it could not be stored. No database read on this path: the values are
         stored as Slack sent them and read with the card when deciding
         (``SlackAdapter.read_click``)."""
-        state_values = (body.get("state") or {}).get("values") or {}
+        state = body.get("state")
+        state_values = state.get("values") if isinstance(state, dict) else None
+        if not isinstance(state_values, dict):
+            state_values = {}
         reply_to = {k: v for k, v in (("channel", channel), ("message", ts)) if v}
         click = Click("slack", ref, who, token, state_values, reply_to=reply_to)
         try:
