@@ -242,7 +242,7 @@ async def test_a_click_the_database_cannot_take_in_time_is_not_stored(tmp_path: 
     held.wait(5)
     started = time.monotonic()
     assert await engine.record_click(_click(ref), budget=0.8) is None
-    assert time.monotonic() - started < 1.2  # the caller is answered within its budget
+    assert time.monotonic() - started < 2.0  # the caller is answered within its budget
     await asyncio.to_thread(locker.join)
     await asyncio.sleep(0.2)
     await engine.drain()

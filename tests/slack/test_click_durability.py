@@ -172,7 +172,7 @@ async def test_a_click_the_database_cannot_store_in_time_gets_an_error(slack: Sl
 async def test_a_briefly_busy_database_only_delays_the_click(slack: Slack) -> None:
     ts = await _new_card(slack)
     response, elapsed = await _with_lock_held(slack, 1.0, ts)
-    assert response.status_code == 200 and 0.9 < elapsed < 3.0
+    assert response.status_code == 200 and 0.5 < elapsed < 3.0
     await slack.wait_until(lambda: slack.request_row().status == "submitted", what="decided")
     assert slack.request_row().decided_by_user == ALICE
     assert NOT_RECORDED not in slack.ephemerals_to(ALICE)
@@ -211,7 +211,7 @@ async def test_refused_clicks_with_slow_replies_do_not_delay_a_valid_decision(
 ) -> None:
     refused_card = await _new_card(slack, "v1.0.0")
     valid_card = await _new_card(slack, "v2.0.0")
-    slack.fake.delays["chat.postEphemeral"] = 1.0
+    slack.fake.delays["chat.postEphemeral"] = 1.5
     strangers = [slack.interact(slack.click_payload(refused_card, "Approve", MALLORY))
                  for _ in range(12)]
     assert all(r.status_code == 200 for r in await asyncio.gather(*strangers))
@@ -225,7 +225,8 @@ async def test_refused_clicks_with_slow_replies_do_not_delay_a_valid_decision(
                                  .where(HumanRequest.status == "submitted")))
 
     await slack.wait_until(decided, timeout=10, what="the valid decision")
-    assert time.monotonic() - started < 0.9  # not behind 12 slow "not allowed" replies
+    # Not behind 12 slow "not allowed" replies (12 x 1.5 s over 4 slots was 4.5 s).
+    assert time.monotonic() - started < 1.5
     # ...and every stranger is still told why, just later.
     await slack.wait_until(lambda: len(slack.ephemerals_to(MALLORY)) >= 12, timeout=15,
                            what="12 refusals")
