@@ -54,7 +54,9 @@ Public API (all coroutines are safe to call concurrently, from several processes
   never raises (on trouble the row goes to the worker and the answer says so).
   ``await abandon_click(recorded)`` closes a stored row unused. ``await
   recover_clicks(limit=50) -> int`` (worker) decides rows left behind by a crash or an
-  error and tells each clicker through the adapter's optional ``tell_clicker``.
+  error and tells each clicker through the adapter's optional ``tell_clicker``; a stored
+  click stays with the process that stored it for ``Engine.click_lease`` (30 s) and is
+  given up after ``Engine.click_max_attempts`` (5) tries.
   Answers received at or after the deadline are refused ("This request timed out at
   …") and resolve the request ``timeout`` in the same transaction.
 - ``await card(ref) -> RequestCard | None``; ``await pending_for(identity) ->
