@@ -5,8 +5,8 @@ Alembic and the standard library), so the engine can own the business rules whil
 storage owns the tables and the transaction mechanics:
 
 - :mod:`storage.models` — the tables (runs, human requests, deliveries, responses,
-  staged files, resume jobs, the side-effect outbox, audit log; API clients,
-  external requests and run triggers).
+  staged files, resume jobs, the side-effect outbox, audit log, click inbox; API
+  clients, external requests and run triggers).
 - :mod:`storage.db` — :class:`Database` (sync engine + session factory, SQLite
   ``BEGIN IMMEDIATE`` and pragmas) and :func:`upgrade` (Alembic to ``head``).
 
@@ -18,6 +18,7 @@ from storage.models import (
     ApiClient,
     AuditLog,
     Base,
+    ClickInbox,
     Delivery,
     ExternalRequest,
     HumanRequest,
@@ -34,6 +35,7 @@ __all__ = [
     "ApiClient",
     "AuditLog",
     "Base",
+    "ClickInbox",
     "Database",
     "Delivery",
     "ExternalRequest",

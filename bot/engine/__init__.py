@@ -54,7 +54,22 @@ Public API (all coroutines are safe to call concurrently, from several processes
   due escalations (``deliver_request`` of the same card to the route's
   ``escalation.route``, whose approvers may answer from then on); each claim is a
   compare-and-set on the pending row, audited ``reminded`` / ``escalated``.
-  ``serve_forever`` runs it after ``expire_due``.
+  ``serve_forever`` runs it in a loop of its own.
+- ``await record_click(click: Click, budget=2.5) -> Recorded | None`` — store a click
+  (``Click(platform, ref, responder, action_id, values, kind="respond"|"attach",
+  reply_to)``) in the click inbox *before* the platform gets its ack; None if it could
+  not be stored within ``budget`` seconds (then nothing will ever be decided from it:
+  tell the clicker to click again). ``ClickTooLarge`` for values over 256 KB.
+  ``await decide_click(recorded) -> RespondResult`` decides it (``respond`` or, for
+  ``attach``, staging files), closing the stored row in the decision's transaction;
+  never raises (on trouble the row goes to the worker and the answer says so).
+  ``await abandon_click(recorded)`` closes a stored row unused. ``await
+  recover_clicks(limit=50) -> int`` (worker) decides rows left behind by a crash or an
+  error and tells each clicker through the adapter's optional ``tell_clicker``; a stored
+  click stays with the process that stored it for ``Engine.click_lease`` (30 s) and is
+  given up after ``Engine.click_max_attempts`` (5) tries.
+  Answers received at or after the deadline are refused ("This request timed out at
+  …") and resolve the request ``timeout`` in the same transaction.
 - ``await card(ref) -> RequestCard | None``; ``await pending_page(identity, page=1,
   per_page=10) -> PendingPage`` (``cards``, ``total``, ``page``, ``pages``: the open
   requests that person may answer, oldest first, filtered in the query and authorized
@@ -70,9 +85,11 @@ Public API (all coroutines are safe to call concurrently, from several processes
   entry (outcome ``refused``) for refusals an adapter decides on an authenticated
   request (duplicate or stale callbacks, a card/ref mismatch, an unknown message).
 - ``await run_worker_once() -> int`` and ``await serve_forever(stop, poll_interval=2.0)``
-  — the durable resume queue, outbox retries and timeout sweeps; ``run_worker_once``
-  returns how many resumes ran. ``await job_states()`` / ``await outbox_states()`` count
-  resume jobs / outbox rows by state (health checks).
+  — the durable resume queue, outbox retries, stored clicks and timeout sweeps;
+  ``run_worker_once`` runs outbox, clicks and resumes once and returns how many resumes
+  ran; ``serve_forever`` runs timeouts, reminders, the outbox, stored clicks and resumes
+  as independent loops, so a slow resume never delays a timeout. ``await job_states()``
+  / ``await outbox_states()`` count resume jobs / outbox rows by state (health checks).
 
 For the door (``bot.api``, ``bot.mcp``; ``external`` and ``triggers``):
 
@@ -97,13 +114,15 @@ Where things live (each ``Engine`` concern is a mixin over ``base.EngineBase``):
 - ``access`` — who may act on a request (routes, escalation, channels) and who may start
   an agent (``starters``); audited refusals.
 - ``pending`` — the open requests one person may answer, paginated.
-- ``decisions`` — respond, attach_files, cancel, expire_due: the compare-and-set decide.
+- ``decisions`` — respond, attach_files, cancel, expire_due: the compare-and-set decide
+  (deadline included).
+- ``clicks`` — the click inbox: record before the ack, decide from the row, recover.
 - ``delivery`` — the platform calls behind each outbox kind, idempotent under retries.
 - ``dispatch`` — run one claimed outbox item; settle, retry with backoff, or give up.
 - ``sweeps`` — claiming due reminders and escalations.
 - ``external`` — API/MCP requests: the resume seam that settles them without a runtime,
   and webhooks; ``triggers`` — runs from events and schedules; ``waiters`` — wake-ups.
-- helpers without engine state: ``outbox`` / ``worker`` (durable queues), ``store``
+- helpers without engine state: ``outbox`` / ``worker`` / ``inbox`` (durable queues), ``store``
   (row helpers), ``cards`` (rows → ``RequestCard``), ``authz`` (approver and starter checks),
   ``health`` (the ``/readyz`` database probe, and "database down" words for people),
   ``values`` (answer validation), ``housekeeping`` (dedupe and pruning), ``ports`` /
@@ -121,6 +140,7 @@ Everything stored from an error text is scrubbed first (``bot.logs.scrub``).
 """
 
 from bot.engine.core import Engine, RuntimeFactory, registry_runtimes, targets_for, utc_now
+from bot.engine.inbox import Click, ClickTooLarge, Recorded
 from bot.engine.ports import (
     DeliveryError,
     DeliveryRef,
@@ -142,6 +162,8 @@ from bot.engine.results import (
 from bot.engine.values import InvalidValues, check_answer, check_values
 
 __all__ = [
+    "Click",
+    "ClickTooLarge",
     "DeliveryError",
     "DeliveryRef",
     "DeliveryTarget",
@@ -155,6 +177,7 @@ __all__ = [
     "PendingPage",
     "PlatformAdapter",
     "PostKey",
+    "Recorded",
     "RespondResult",
     "RuntimeFactory",
     "StartRefusedError",

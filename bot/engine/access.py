@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bot.engine import authz, store
+from bot.engine import authz, inbox, store
 from bot.engine.base import EngineBase, log, targets_for
 from bot.engine.cards import already_decided_message
 from bot.engine.ports import Identity
@@ -45,17 +45,23 @@ class AccessMixin(EngineBase):
     async def _refuse(
         self, outcome: Outcome, message: str, ref: str, actor: Identity, event: str,
         card: RequestCard | None = None, run_id: str | None = None,
-        details: dict[str, Any] | None = None,
+        details: dict[str, Any] | None = None, mark: inbox.Mark | None = None,
     ) -> RespondResult:
         """Audit a refused attempt (the request itself is left untouched).
 
         The audit row is group-committed with other refusals (``_batched``): a burst of
         late clicks costs a few commits, and each is answered once its row is stored.
+        A stored click (``mark``) is closed in that same transaction.
         """
         now = self.now()
-        await self._batched(lambda s: store.audit(
-            s, now, event, outcome="refused", run_id=run_id, ref=ref[:64], actor=actor,
-            reason=message, details=details))
+
+        def write(session: Session) -> None:
+            store.audit(session, now, event, outcome="refused", run_id=run_id, ref=ref[:64],
+                        actor=actor, reason=message, details=details)
+            if mark is not None:
+                inbox.finish(session, mark, now, outcome, message)
+
+        await self._batched(write)
         log.info("attempt refused", extra={"ref": ref[:64], "event": event,
                                            "reason": message[:500]})
         return RespondResult(outcome, message, card)
@@ -92,7 +98,7 @@ class AccessMixin(EngineBase):
         return reason
 
     async def _authorize(
-        self, ref: str, who: Identity, event: str
+        self, ref: str, who: Identity, event: str, mark: inbox.Mark | None = None
     ) -> tuple[HumanRequest, Run, RequestCard, Staged] | RespondResult:
         """Load the request and check the person may act on it (before any values)."""
 
@@ -108,11 +114,12 @@ class AccessMixin(EngineBase):
 
         found = await self._read(load)  # no write lock: most late clicks end right here
         if found is None:
-            return await self._refuse("not_found", NOT_FOUND, ref, who, f"{event}_unknown_ref")
+            return await self._refuse("not_found", NOT_FOUND, ref, who, f"{event}_unknown_ref",
+                                      mark=mark)
         request, run, card, channels, staged = found
         if request.status != store.OPEN:
             return await self._refuse("already_decided", already_decided_message(request), ref,
-                                      who, f"{event}_already_decided", card, run.id)
+                                      who, f"{event}_already_decided", card, run.id, mark=mark)
         route = self.settings.routes.get(request.route)
         reason: str | None
         if route is None:
@@ -121,7 +128,7 @@ class AccessMixin(EngineBase):
             reason = await self._refusal(request, route, who, store.starter(run), channels)
         if reason is not None:
             return await self._refuse("rejected", reason, ref, who, f"{event}_unauthorized",
-                                      card, run.id)
+                                      card, run.id, mark=mark)
         return request, run, card, staged
 
     # ------------------------------------------------------------------ starting runs

@@ -9,15 +9,15 @@ module adds the worker loop that drives them and the small health/housekeeping c
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from pydantic import JsonValue
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bot.engine import housekeeping, store
+from bot.engine import housekeeping, inbox, store
 from bot.engine.base import Clock, RuntimeFactory, log, registry_runtimes, targets_for, utc_now
-from bot.engine.decisions import DecisionsMixin
+from bot.engine.clicks import ClicksMixin
 from bot.engine.dispatch import DispatchMixin
 from bot.engine.external import ExternalMixin
 from bot.engine.pending import PendingMixin
@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 
-class Engine(ExternalMixin, TriggersMixin, RunsMixin, DecisionsMixin, PendingMixin,
+class Engine(ExternalMixin, TriggersMixin, RunsMixin, ClicksMixin, PendingMixin,
              DispatchMixin, SweepsMixin):
     """Platform-agnostic approval lifecycle. All methods are safe to call concurrently."""
 
@@ -52,25 +52,54 @@ class Engine(ExternalMixin, TriggersMixin, RunsMixin, DecisionsMixin, PendingMix
 
         First it retries due outbox side effects (up to ``limit``; not counted in the
         return value), so a delivery that gave up resolves ``unavailable`` and its resume
-        runs in the same sweep.
+        runs in the same sweep, then decides stored clicks left behind (``recover_clicks``).
         """
         await self._sweep_outbox(limit)
         await self._maybe_prune()
+        await self.recover_clicks(limit)
         return await self._resume_due(limit)
 
     async def serve_forever(self, stop: asyncio.Event, poll_interval: float = 2.0) -> None:
-        """Loop timeouts and resume jobs until ``stop`` is set; decisions wake it early."""
+        """Run the worker loops until ``stop`` is set: timeouts, reminders, the outbox,
+        stored clicks and resumes, each in its own loop so none waits behind another
+        (a resume stuck behind a slow model call never delays a timeout). Decisions wake
+        the resume loop early."""
         self._wake = asyncio.Event()
+        loops: list[tuple[str, Callable[[], Awaitable[object]], asyncio.Event | None]] = [
+            ("timeouts", self.expire_due, None),
+            ("reminders", self.remind_and_escalate_due, None),
+            ("outbox", self._outbox_round, None),
+            ("clicks", self.recover_clicks, None),
+            ("resumes", self._resume_round, self._wake),
+        ]
+        await asyncio.gather(*(self._loop(name, step, stop, poll_interval, wake)
+                               for name, step, wake in loops))
+
+    async def _outbox_round(self) -> None:
+        await self._sweep_outbox(50)
+        await self._maybe_prune()
+
+    async def _resume_round(self) -> int:
+        return await self._resume_due(50)
+
+    @staticmethod
+    async def _loop(
+        name: str, step: Callable[[], Awaitable[object]], stop: asyncio.Event,
+        poll_interval: float, wake: asyncio.Event | None,
+    ) -> None:
+        """Run ``step`` every ``poll_interval`` seconds (or when ``wake`` is set) until
+        ``stop``; a failing round is logged and retried at the next interval."""
         while not stop.is_set():
-            self._wake.clear()
+            if wake is not None:
+                wake.clear()
             try:
-                await self.expire_due()
-                await self.remind_and_escalate_due()
-                await self.run_worker_once()
+                await step()
             except Exception:
-                log.exception("worker sweep failed; retrying after the poll interval")
-            waiters = {asyncio.ensure_future(stop.wait()),
-                       asyncio.ensure_future(self._wake.wait())}
+                log.exception("worker loop failed; retrying after the poll interval",
+                              extra={"loop": name})
+            waiters = {asyncio.ensure_future(stop.wait())}
+            if wake is not None:
+                waiters.add(asyncio.ensure_future(wake.wait()))
             await asyncio.wait(waiters, timeout=poll_interval,
                                return_when=asyncio.FIRST_COMPLETED)
             for task in waiters:
@@ -133,15 +162,18 @@ class Engine(ExternalMixin, TriggersMixin, RunsMixin, DecisionsMixin, PendingMix
     # ------------------------------------------------------------------ housekeeping
 
     async def prune_old(self) -> dict[str, int]:
-        """Delete ``seen_events`` past ``seen_retention_seconds`` and ``done`` outbox rows
-        past ``outbox_retention_seconds``, and apply the admin's ``retention:`` settings
-        (answers, transcripts, audit rows); returns how many rows of each went."""
+        """Delete ``seen_events`` past ``seen_retention_seconds``, and ``done`` outbox rows
+        and closed stored clicks past ``outbox_retention_seconds``, and apply the admin's
+        ``retention:`` settings (answers, transcripts, audit rows); returns how many rows
+        of each went."""
         now = self.now()
         self._last_housekeeping = now
         pruned = await asyncio.to_thread(housekeeping.prune, self.db, now, self.seen_retention,
                                          self.outbox_retention)
         pruned |= await asyncio.to_thread(housekeeping.apply_retention, self.db, now,
                                           self.settings.retention)
+        pruned["click_inbox"] = await self._tx(  # closed clicks: as long as done outbox rows
+            lambda s: inbox.prune(s, now - self.outbox_retention))
         if any(pruned.values()):
             log.info("old rows pruned", extra=pruned)
         return pruned

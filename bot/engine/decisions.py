@@ -6,15 +6,23 @@ times out (``expire_due``) or cannot be delivered (``_resolve_in``, from ``dispa
 The write locks the row, re-checks it is still pending and commits the vote or
 decision together with its audit row, resume job and card update, so concurrent
 clicks on several copies, replicas or platforms decide exactly once.
+
+The deadline is part of that compare-and-set: an answer received at or after it is
+refused ("This request timed out at …") and, if the sweep has not got there yet, the
+same transaction resolves the request as ``timeout``. "Received" is when the click
+was stored in the inbox (``bot.engine.inbox``), so a click recorded before the
+deadline still counts, and the timeout sweep waits for such clicks to be decided.
+A click decided from the inbox closes its row in the decision's own transaction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import JsonValue
-from sqlalchemy import select
+from sqlalchemy import not_, select
 from sqlalchemy.orm import Session
 
 from bot.askhuman.schema import (
@@ -23,15 +31,18 @@ from bot.askhuman.schema import (
     cancelled_result,
     timeout_result,
 )
-from bot.engine import authz, store
+from bot.engine import authz, inbox, store
 from bot.engine.access import NOT_FOUND, AccessMixin, Copies, copies_on
 from bot.engine.base import log
-from bot.engine.cards import already_decided_message
+from bot.engine.cards import already_decided_message, as_utc
 from bot.engine.ports import Identity
 from bot.engine.results import RespondResult
 from bot.engine.values import FILE_KEYS, InvalidValues, check_answer, check_values, quoted
 from renderers.card import RequestCard
 from storage import HumanRequest, Run, StagedFile
+
+ClickReader = Callable[[RequestCard, str, Mapping[str, Any]], tuple[str, dict[str, JsonValue]]]
+"""A platform's ``read_click``: its raw click values → (action id, contract values)."""
 
 SYSTEM = Identity("system", "askhuman", "askhuman")
 """The actor of system resolutions; may always cancel."""
@@ -44,10 +55,34 @@ class DecisionsMixin(AccessMixin):
         self, ref: str, responder: Identity, action_id: str, values: Mapping[str, JsonValue]
     ) -> RespondResult:
         """A person answered: authorize, validate, then compare-and-set the decision."""
-        checked = await self._authorize(ref, responder, "respond")
+        return await self._respond(ref, responder, action_id, values, None)
+
+    async def _respond(
+        self, ref: str, responder: Identity, action_id: str, values: Mapping[str, JsonValue],
+        mark: inbox.Mark | None, read: ClickReader | None = None,
+    ) -> RespondResult:
+        """``respond`` for a click stored in the inbox (``mark``) or a direct call (None:
+        received now). Every outcome closes the stored click in its own transaction.
+
+        ``read(card, action_id, values)`` turns values as the platform sent them into
+        ``(action id, contract values)`` once the card is loaded (a Slack click is
+        stored before the ack with its raw ``state.values``)."""
+        received = mark.received_at if mark is not None else self.now()
+        checked = await self._authorize(ref, responder, "respond", mark)
         if isinstance(checked, RespondResult):
             return checked
-        _request, run, card, staged = checked
+        request, run, card, staged = checked
+        if _late(request, received):  # refuse before judging values it no longer needs
+            answer = await self._tx(lambda s: self._late_in(s, ref, responder, received, mark))
+            self._poke()
+            return RespondResult(answer.outcome, answer.message, await self.card(ref))
+        if read is not None:
+            try:
+                action_id, values = read(card, action_id, values)
+            except ValueError as exc:
+                return await self._refuse("rejected", f"Your answer could not be read: {exc}",
+                                          ref, responder, "respond_invalid", card, run.id,
+                                          {"action_id": action_id[:200]}, mark=mark)
         args = card.args
         merged: dict[str, Any] = dict(values)
         for name, files in staged.items():
@@ -58,83 +93,127 @@ class DecisionsMixin(AccessMixin):
         except InvalidValues as exc:
             return await self._refuse("rejected", str(exc), ref, responder,
                                       "respond_invalid", card, run.id,
-                                      {"action_id": action_id[:200]})
+                                      {"action_id": action_id[:200]}, mark=mark)
         selected = AskHumanSelectedAction(id=action.id, label=action.label)
         result = AskHumanToolResult(status="submitted", action=selected, values=clean)
-        answer = await self._tx(lambda s: self._decide(s, ref, responder, result))
+        answer = await self._tx(
+            lambda s: self._decide(s, ref, responder, result, received, mark))
         if answer.outcome in ("accepted", "recorded"):
             self._poke()  # the card update was already tried right after the commit
             answer = RespondResult(answer.outcome, answer.message, await self.card(ref))
         return answer
 
     def _decide(
-        self, session: Session, ref: str, who: Identity, result: AskHumanToolResult
+        self, session: Session, ref: str, who: Identity, result: AskHumanToolResult,
+        received: dt.datetime, mark: inbox.Mark | None = None,
     ) -> RespondResult:
-        """One transaction: lock, re-check, vote, and decide when the quorum is met."""
+        """One transaction: lock, re-check (deadline too), vote, and decide when the
+        quorum is met; a stored click is closed with the outcome."""
         now = self.now()
         request = store.get_request(session, ref, lock=self.db.is_postgres)
         assert request is not None and result.action is not None
         action = result.action
+        if request.status == store.OPEN and _late(request, received):
+            return self._late_in(session, ref, who, received, mark)
         if request.status != store.OPEN:
             message = already_decided_message(request)
             store.audit(session, now, "respond_already_decided", outcome="refused",
                         run_id=request.run_id, ref=ref, actor=who, reason=message)
-            return RespondResult("already_decided", message)
+            return _closed(session, now, mark, RespondResult("already_decided", message))
         previous = store.existing_vote(session, request.id, who)
         if previous is not None:
             message = (f"Your answer ({previous.action_id}) is already recorded; "
                        "waiting for the other approvers.")
             store.audit(session, now, "respond_duplicate_vote", outcome="refused",
                         run_id=request.run_id, ref=ref, actor=who, reason=message)
-            return RespondResult("rejected", message)
+            return _closed(session, now, mark, RespondResult("rejected", message))
         votes = store.record_vote(session, now, request, who, action.id, result.values)
         if votes < request.quorum:
             store.bump_version(session, now, request)
             store.audit(session, now, "vote_recorded", run_id=request.run_id, ref=ref,
                         actor=who, details={"action_id": action.id, "votes": votes})
             self._enqueue_update(session, request)
-            return RespondResult("recorded", f"Recorded, {votes} of {request.quorum} "
-                                 f"needed for {quoted(action.label)}.")
+            return _closed(session, now, mark, RespondResult(
+                "recorded", f"Recorded, {votes} of {request.quorum} needed for "
+                f"{quoted(action.label)}."))
         if not store.resolve(session, now, request, result, who):
             raise RuntimeError("compare-and-set lost under a row lock")  # rolls back the vote
         store.audit(session, now, "decided", run_id=request.run_id, ref=ref, actor=who,
                     details={"action_id": action.id, "values": result.values})
         self._enqueue_update(session, request)
         log.info("request decided", extra={"ref": ref, "action_id": action.id})
-        return RespondResult("accepted", f"Thanks, your answer ({action.label}) was recorded.")
+        return _closed(session, now, mark, RespondResult(
+            "accepted", f"Thanks, your answer ({action.label}) was recorded."))
+
+    def _late_in(
+        self, session: Session, ref: str, who: Identity, received: dt.datetime,
+        mark: inbox.Mark | None,
+    ) -> RespondResult:
+        """Refuse an answer received at or after the deadline, in the caller's transaction,
+        and resolve the request as ``timeout`` there too if the sweep has not yet."""
+        now = self.now()
+        request = store.get_request(session, ref, lock=self.db.is_postgres)
+        if request is None:
+            return _closed(session, now, mark, RespondResult("not_found", NOT_FOUND))
+        if request.status == store.OPEN:
+            self._resolve_in(session, ref, timeout_result(), "timed_out")
+        if request.status in (store.OPEN, "timeout") and request.deadline is not None:
+            message = f"This request timed out at {as_utc(request.deadline):%Y-%m-%d %H:%M UTC}."
+        else:
+            message = already_decided_message(request)
+        store.audit(session, now, "respond_too_late", outcome="refused",
+                    run_id=request.run_id, ref=ref, actor=who, reason=message,
+                    details={"received_at": received.isoformat()})
+        return _closed(session, now, mark, RespondResult("already_decided", message))
 
     async def attach_files(
         self, ref: str, responder: Identity, field_name: str, files: Sequence[Mapping[str, Any]]
     ) -> RespondResult:
         """Stage file references for a file field until the person submits the form."""
-        checked = await self._authorize(ref, responder, "attach")
+        return await self._attach(ref, responder, {field_name: list(files)}, None)
+
+    async def _attach(
+        self, ref: str, responder: Identity, wanted: Mapping[str, Any],
+        mark: inbox.Mark | None,
+    ) -> RespondResult:
+        """Stage files for one or more file fields in one transaction (all or none);
+        ``wanted`` maps field names to lists of file references."""
+        checked = await self._authorize(ref, responder, "attach", mark)
         if isinstance(checked, RespondResult):
             return checked
         request, run, card, staged = checked
-        field = next((f for f in card.args.fields if f.name == field_name), None)
+        batch: list[tuple[str, str, list[dict[str, Any]]]] = []
         try:
-            if field is None or field.type not in ("file", "file-list"):
-                raise InvalidValues(f"This request has no file field {quoted(field_name)}")
-            cleaned = [{k: f.get(k) for k in FILE_KEYS} for f in files]
-            combined = staged.get(field_name, []) + cleaned
-            check_values(card.args.model_copy(update={"fields": [field]}),
-                         {field_name: combined})
+            for field_name, files in wanted.items():
+                field = next((f for f in card.args.fields if f.name == field_name), None)
+                if field is None or field.type not in ("file", "file-list"):
+                    raise InvalidValues(f"This request has no file field {quoted(field_name)}")
+                if not isinstance(files, list) or not all(isinstance(f, Mapping) for f in files):
+                    raise InvalidValues(f"Unreadable files for {quoted(field.label)}")
+                cleaned = [{k: f.get(k) for k in FILE_KEYS} for f in files]
+                combined = staged.get(field_name, []) + cleaned
+                check_values(card.args.model_copy(update={"fields": [field]}),
+                             {field_name: combined})
+                batch.append((field_name, field.label, cleaned))
         except InvalidValues as exc:
             return await self._refuse("rejected", str(exc), ref, responder, "attach_invalid",
-                                      card, run.id)
+                                      card, run.id, mark=mark)
         now = self.now()
+        message = "; ".join(f"Attached {len(cleaned)} file(s) to {quoted(label)}"
+                            for _, label, cleaned in batch) + "; submit the form to send them."
 
         def stage(session: Session) -> None:
-            session.add(StagedFile(request_id=request.id, platform=responder.platform,
-                                   user_id=responder.user_id, field_name=field_name,
-                                   files=cleaned, created_at=now))
-            store.audit(session, now, "files_attached", run_id=run.id, ref=ref, actor=responder,
-                        details={"field": field_name, "count": len(cleaned)})
+            for field_name, _label, cleaned in batch:
+                session.add(StagedFile(request_id=request.id, platform=responder.platform,
+                                       user_id=responder.user_id, field_name=field_name,
+                                       files=cleaned, created_at=now))
+                store.audit(session, now, "files_attached", run_id=run.id, ref=ref,
+                            actor=responder,
+                            details={"field": field_name, "count": len(cleaned)})
+            _closed(session, now, mark, RespondResult("recorded", message))
 
         await self._tx(stage)
-        label = field.label if field else field_name
-        return RespondResult("recorded", f"Attached {len(cleaned)} file(s) to {quoted(label)}; "
-                             "submit the form to send them.", card)
+        return RespondResult("recorded", message, card)
 
     async def cancel(self, ref: str, actor: Identity, reason: str) -> RespondResult:
         """Withdraw a pending request; the agent is resumed with a ``cancelled`` result."""
@@ -173,8 +252,10 @@ class DecisionsMixin(AccessMixin):
         now = self.now()
 
         def due(session: Session) -> list[str]:
+            # A click stored before the deadline but not decided yet is decided first.
             query = (select(HumanRequest.ref)
-                     .where(HumanRequest.status == store.OPEN, HumanRequest.deadline <= now)
+                     .where(HumanRequest.status == store.OPEN, HumanRequest.deadline <= now,
+                            not_(inbox.undecided_before_deadline()))
                      .order_by(HumanRequest.deadline).limit(200))
             return list(session.scalars(query))
 
@@ -213,3 +294,17 @@ class DecisionsMixin(AccessMixin):
         self._enqueue_update(session, request)
         log.info("request resolved", extra={"ref": ref, "status": result.status})
         return RespondResult("accepted", result.message or event)
+
+
+def _late(request: HumanRequest, received: dt.datetime) -> bool:
+    """Whether an answer received at ``received`` comes at or after the deadline."""
+    return request.deadline is not None and received >= request.deadline
+
+
+def _closed(
+    session: Session, now: dt.datetime, mark: inbox.Mark | None, answer: RespondResult
+) -> RespondResult:
+    """Close the stored click (if any) with ``answer``, in the caller's transaction."""
+    if mark is not None:
+        inbox.finish(session, mark, now, answer.outcome, answer.message)
+    return answer

@@ -156,6 +156,18 @@ class PlatformAdapter(Protocol):
     #     still escape it as plain text. Raise ``DeliveryError`` when the platform
     #     refused for good; any other error is retried by the outbox. ``key`` makes
     #     the reminder idempotent like ``post_run_result``'s."""
+    #
+    # def read_click(self, card: RequestCard, action_id: str, values: Mapping[str, Any]
+    #                ) -> tuple[str, dict[str, JsonValue]]:
+    #     """A stored click's values as the platform sent them (stored before the ack,
+    #     without reading the card) → ``(action id, contract values)``; raise
+    #     ``ValueError`` if unreadable. Without it, stored values are contract values."""
+    #
+    # async def tell_clicker(self, who: Identity, reply_to: Mapping[str, str],
+    #                        text: str) -> None:
+    #     """Tell one person what became of their click when the worker decided it
+    #     (after a restart): ``reply_to`` is what the listener stored (e.g. the channel).
+    #     Raise to have it retried."""
 
 
 class Reminding(Protocol):

@@ -176,7 +176,8 @@ async def test_update_rows_skip_versions_a_copy_already_shows(db_url: str) -> No
 
 async def test_done_outbox_rows_are_pruned_after_their_retention(db_url: str) -> None:
     clock = FakeClock()
-    engine, adapter, _ = make_engine(db_url, clock=clock, route=QUORUM,
+    # The request must still be open six days later (answers after the deadline are refused).
+    engine, adapter, _ = make_engine(db_url, clock=clock, route={**QUORUM, "timeout": "30d"},
                                      fake=AskingRuntime(FORM_ARGS),
                                      outbox_retention_seconds=7 * 86400)
     await engine.start_run("form", "go", STARTER, ORIGIN)

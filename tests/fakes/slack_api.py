@@ -137,6 +137,9 @@ class FakeSlackAPI:
         self.hung = threading.Event()
         """Set once a ``hang_after_accept`` call took effect (and now hangs)."""
         self._release: asyncio.Event | None = None
+        self.delays: dict[str, float] = {}
+        """Seconds to wait before answering a method (a slow Slack), e.g.
+        ``{"chat.postEphemeral": 3.0}``."""
         self._lock = threading.Lock()
         self._ts = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -301,6 +304,9 @@ class FakeSlackAPI:
         with self._lock:
             self.calls.append(Call(method=method, body=body, headers=headers))
             fault = self._take_fault(method)
+        delay = self.delays.get(method)
+        if delay:
+            await asyncio.sleep(delay)
         if fault is not None:
             return _fault_response(fault)
         token = headers.get("authorization", "").removeprefix("Bearer ").strip()

@@ -146,3 +146,50 @@ async def test_slack_connect_guest_upload_is_refused_inline(upload: Slack) -> No
     assert body["response_action"] == "errors"
     assert "another organisation" in next(iter(body["errors"].values()))
     assert slack.request_row().status == "pending"
+
+
+async def test_an_upload_the_database_cannot_store_in_time_stays_open_with_an_error(
+    upload: Slack,
+) -> None:
+    import asyncio
+    import sqlite3
+    import threading
+    from pathlib import Path
+
+    from bot.platforms.slack.listeners.views import UNAVAILABLE
+
+    slack = upload
+    await slack.command("run deploy please sign")
+    ts = await slack.wait_for_card()
+    button = _file_button(slack, ts)
+    payload = slack.click_payload(ts, "Approve", ALICE, action_id=button["action_id"])
+    payload["actions"][0]["value"] = button["value"]
+    await slack.interact(payload)
+    await slack.wait_until(lambda: slack.fake.views, what="views.open")
+    held, done = threading.Event(), threading.Event()
+
+    def hold() -> None:  # another process holds the write lock for 4 s
+        connection = sqlite3.connect(Path(slack.database.url.removeprefix("sqlite:///")),
+                                     timeout=30, isolation_level=None)
+        connection.execute("BEGIN IMMEDIATE")
+        held.set()
+        done.wait(4)
+        connection.execute("COMMIT")
+        connection.close()
+
+    locker = threading.Thread(target=hold)
+    locker.start()
+    held.wait(5)
+    t0 = time.perf_counter()
+    response = await slack.interact(_view_submission(slack.fake.views[0], ALICE, [FILE]))
+    assert time.perf_counter() - t0 < 3
+    body = response.json()
+    assert body["response_action"] == "errors"
+    assert list(body["errors"].values()) == [UNAVAILABLE]
+    done.set()
+    await asyncio.to_thread(locker.join)
+    # Nothing was staged: approving now is refused for the missing file.
+    await slack.interact(slack.click_payload(ts, "Approve", ALICE))
+    await slack.wait_until(lambda: slack.ephemerals_to(ALICE), what="refusal")
+    assert "Contract" in slack.ephemerals_to(ALICE)[-1]
+    assert slack.request_row().status == "pending"

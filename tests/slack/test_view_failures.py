@@ -20,12 +20,12 @@ CARD = RequestCard(
 
 
 class BrokenEngine:
-    """Finds the card, then fails while staging files (e.g. the database went away)."""
+    """Finds the card, then fails while storing the files (e.g. the database went away)."""
 
     async def card(self, ref: str) -> RequestCard | None:
         return CARD if ref == CARD.ref else None
 
-    async def attach_files(self, *args: Any) -> Any:
+    async def record_click(self, *args: Any, **kwargs: Any) -> Any:
         raise ConnectionError("database is unavailable")
 
     async def audit_refusal(self, *args: Any) -> None:

@@ -12,9 +12,17 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from bot.engine.ports import DeliveryError, DeliveryRef, DeliveryTarget, Origin, PostKey
+from bot.engine.ports import (
+    DeliveryError,
+    DeliveryRef,
+    DeliveryTarget,
+    Identity,
+    Origin,
+    PostKey,
+)
 from bot.platforms.feishu.client import FeishuApi, FeishuApiError, dumps
 from bot.platforms.feishu.errors import feishu_words
 from renderers.card import RequestCard
@@ -184,6 +192,20 @@ class FeishuAdapter:
                 raise refused(str(exc), exc) from exc
             raise
         log.info("feishu reminder posted", extra={"ref": card.ref, "message_id": ref.message_id})
+
+    async def tell_clicker(self, who: Identity, reply_to: Mapping[str, str], text: str) -> None:
+        """Tell one person, in their chat with the bot, what became of a card click the
+        engine decided later (after a restart); the card itself shows it to everyone.
+        The uuid makes a retried send a no-op on Feishu's side."""
+        content = dumps({"text": plain_text(f"About your answer on an askhuman card: {text}")})
+        key = f"tell|{who.user_id}|{reply_to.get('message', '')}|{text}"
+        uuid = hashlib.sha256(key.encode()).hexdigest()[:32]
+        try:
+            await self._api.send_message("open_id", who.user_id, "text", content, uuid)
+        except FeishuApiError as exc:
+            log.warning("could not tell the clicker", extra={"code": exc.code})
+            if exc.retryable:
+                raise
 
     # -- callback holds (used by the event handlers) ------------------------------------
 

@@ -3,9 +3,16 @@
 The SDK's ``EventDispatcherHandler`` calls these handlers synchronously, on a thread
 that is *not* the application's event loop (a ``to_thread`` worker for HTTP, the
 long-connection thread for WS). They hand work to the main loop with
-``run_coroutine_threadsafe``: a card click waits (at most ``reply_budget``) for the
-engine's decision so the toast can say what happened; a message starts a run in the
-background so Feishu gets its acknowledgement at once.
+``run_coroutine_threadsafe``: a card click waits (at most ``reply_budget``, counted
+from the callback's arrival) for the engine's decision so the toast can say what
+happened; a message starts a run in the background so Feishu gets its acknowledgement
+at once.
+
+The toast is the click's acknowledgement, and Feishu never resends an acknowledged
+click, so the click is stored in the engine's click inbox before any toast other than
+an error: if the decision is not ready in time the toast says "received" only when the
+click is already in the database (the worker finishes it and the card shows the
+outcome); if it could not even be stored, the toast is an error asking to click again.
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ import json
 import logging
 import mimetypes
 import re
+import threading
+import time
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -28,7 +37,9 @@ from lark_oapi.event.callback.model.p2_card_action_trigger import (
 )
 from pydantic import JsonValue
 
+from bot.engine.clicks import NOT_RECORDED
 from bot.engine.health import DATABASE_DOWN, database_unreachable
+from bot.engine.inbox import Click, ClickTooLarge, Recorded
 from bot.engine.ports import Identity, Origin
 from bot.engine.results import EngineError, RespondResult
 from bot.platforms.feishu.adapter import FeishuAdapter, plain_text
@@ -47,6 +58,7 @@ HELP_TEXT = "To start a run, write `<agent>: <what to do>`, for example `deploy:
 FILE_MESSAGE_TYPES = ("file", "image", "media", "audio")
 DUPLICATE = "duplicate"
 """``_decide``'s verdict for a callback already handled (answered with ``{}``)."""
+WORKING = "Received; working on it. The card will show the outcome."
 
 
 class EngineApi(Protocol):
@@ -61,6 +73,12 @@ class EngineApi(Protocol):
     async def respond(
         self, ref: str, responder: Identity, action_id: str, values: Mapping[str, Any]
     ) -> RespondResult: ...
+
+    async def record_click(self, click: Click, budget: float = ...) -> Recorded | None: ...
+
+    async def decide_click(self, recorded: Recorded) -> RespondResult: ...
+
+    async def abandon_click(self, recorded: Recorded) -> None: ...
 
     async def card(self, ref: str) -> RequestCard | None: ...
 
@@ -91,6 +109,34 @@ class ReplyContext:
 
     held_refs: list[str] = field(default_factory=list)
     shared_events: dict[str, bool] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
+    """When the request arrived (``time.monotonic``): the reply budget counts from here."""
+
+
+class Handoff:
+    """Who got there first, the SDK thread that must reply or the coroutine storing the
+    click: a click stored after its reply gave up (and asked to click again) is dropped,
+    and a "received" toast is only sent for a click that is stored."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state = "waiting"
+
+    def stored(self) -> bool:
+        """From the coroutine: the click is stored; False if the reply already gave up."""
+        with self._lock:
+            if self._state == "gave_up":
+                return False
+            self._state = "stored"
+            return True
+
+    def give_up(self) -> bool:
+        """From the SDK thread, out of time: True if the click is stored by now."""
+        with self._lock:
+            if self._state == "stored":
+                return True
+            self._state = "gave_up"
+            return False
 
 
 current_reply: contextvars.ContextVar[ReplyContext | None] = contextvars.ContextVar(
@@ -242,19 +288,27 @@ class FeishuEventHandlers:
             return toast("error", "This button is not valid.")
         ref, action_id = parsed
         form_value = getattr(action, "form_value", None) or {}
+        ctx = current_reply.get()
+        deadline = (ctx.started if ctx is not None else time.monotonic()) + self._budget
+        handoff = Handoff()
         # One hand-off to the loop: the coroutine holds the ref before deciding (before
         # its first await), so the engine's card update is parked until our reply has
         # been sent; released by the transport (always queued after this coroutine).
         future = asyncio.run_coroutine_threadsafe(
             self._held_decide(ref, action_id, Identity(PLATFORM, operator), form_value,
-                              message_id, event_id, self._shared_verdict(event_id)),
+                              message_id, event_id, self._shared_verdict(event_id),
+                              deadline, handoff),
             loop,
         )
         try:
-            kind, text = future.result(timeout=self._budget)
+            kind, text = future.result(timeout=max(deadline - time.monotonic(), 0.0))
         except concurrent.futures.TimeoutError:
-            log.warning("feishu decision slower than the reply budget", extra={"ref": ref})
-            return toast("info", "Received; working on it.")
+            if handoff.give_up():
+                log.warning("feishu decision slower than the reply budget; the click is "
+                            "stored and will be decided", extra={"ref": ref})
+                return toast("info", WORKING)
+            log.warning("feishu click not stored within the reply budget", extra={"ref": ref})
+            return toast("error", NOT_RECORDED)
         finally:
             self._schedule_release(loop, ref)
         if kind == DUPLICATE:
@@ -274,10 +328,12 @@ class FeishuEventHandlers:
         message_id: str | None,
         event_id: str = "",
         shared_new: bool | None = None,
+        deadline: float | None = None,
+        handoff: Handoff | None = None,
     ) -> tuple[str, str]:
         self._adapter.hold(ref)
         return await self._decide(ref, action_id, who, form_value, message_id, event_id,
-                                  shared_new)
+                                  shared_new, deadline, handoff)
 
     async def _decide(
         self,
@@ -288,9 +344,12 @@ class FeishuEventHandlers:
         message_id: str | None,
         event_id: str = "",
         shared_new: bool | None = None,
+        deadline: float | None = None,
+        handoff: Handoff | None = None,
     ) -> tuple[str, str]:
         """``shared_new``: the endpoint's verdict on ``event:{event_id}`` (None: record
-        it here)."""
+        it here). ``deadline`` (``time.monotonic``) bounds storing the click, and
+        ``handoff`` says whether the reply is still waiting for it."""
         if shared_new is None and event_id:
             shared_new = await self.first_seen(f"event:{event_id}")
         if shared_new is False:
@@ -334,7 +393,27 @@ class FeishuEventHandlers:
             log.info("feishu form values unreadable", extra={"ref": ref, "error": str(exc)})
             # Let the engine authorize first and audit the refusal with the raw values.
             values = {k: v for k, v in form_value.items() if isinstance(k, str)}
-        result = await self._engine.respond(ref, who, action_id, values)
+        return await self._store_and_decide(
+            Click(PLATFORM, ref, who, action_id, values,
+                  reply_to={"message": message_id} if message_id else {}),
+            deadline, handoff)
+
+    async def _store_and_decide(
+        self, click: Click, deadline: float | None, handoff: Handoff | None
+    ) -> tuple[str, str]:
+        """Store the click (before any reply but an error), then decide from it."""
+        budget = (deadline - time.monotonic()) if deadline is not None else self._budget
+        try:
+            recorded = await self._engine.record_click(click, budget=budget)
+        except ClickTooLarge as exc:
+            await self.audit(click.ref, click.responder, str(exc), check="click_too_large")
+            return "error", str(exc)
+        if recorded is None:
+            return "error", NOT_RECORDED
+        if handoff is not None and not handoff.stored():
+            await self._engine.abandon_click(recorded)  # the clicker was asked to retry
+            return "error", NOT_RECORDED
+        result = await self._engine.decide_click(recorded)
         return _TOAST_KIND.get(result.outcome, "error"), await self._humanize(result.message)
 
     async def _humanize(self, text: str) -> str:

@@ -18,17 +18,26 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Mapping
 from typing import Any
 
+from pydantic import JsonValue
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.engine.ports import DeliveryError, DeliveryRef, DeliveryTarget, Origin, PostKey
+from bot.engine.ports import (
+    DeliveryError,
+    DeliveryRef,
+    DeliveryTarget,
+    Identity,
+    Origin,
+    PostKey,
+)
 from bot.platforms.slack.client import error_code
 from bot.platforms.slack.errors import slack_words
 from renderers.card import RequestCard
 from renderers.markdown import slack_escape, truncate
-from renderers.slack import render_request
+from renderers.slack import read_values, render_request, resolve_action
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +62,7 @@ def is_post(message: dict[str, Any], key: PostKey) -> bool:
     metadata = message.get("metadata") or {}
     payload = metadata.get("event_payload") or {}
     return bool(metadata.get("event_type") == POST_EVENT and payload.get("key") == key.id)
+MAX_EPHEMERAL_CHARS = 2900
 
 
 class SlackAdapter:
@@ -189,6 +199,31 @@ class SlackAdapter:
             "slack reminder posted",
             extra={"platform": PLATFORM, "ref": card.ref, "message_ts": ref.message_id},
         )
+
+    @staticmethod
+    def read_click(
+        card: RequestCard, action_id: str, values: Mapping[str, Any]
+    ) -> tuple[str, dict[str, JsonValue]]:
+        """A stored click's button token and raw ``state.values`` → ``(action id, values)``
+        (the listener stores clicks before the ack, without reading the card)."""
+        action = resolve_action(card.args, action_id)
+        return (action.id if action is not None else action_id), read_values(values, card)
+
+    async def tell_clicker(self, who: Identity, reply_to: Mapping[str, str], text: str) -> None:
+        """Tell one person, ephemerally where they clicked, what became of a click the
+        engine decided later (after a restart). Slack refusing (they left the channel,
+        say) is logged, not retried; a transport error is raised for a retry."""
+        channel = reply_to.get("channel")
+        if not channel:
+            log.info("no channel to tell the clicker in", extra={"platform": PLATFORM})
+            return
+        try:
+            await self._client.chat_postEphemeral(
+                channel=channel, user=who.user_id,
+                text=truncate(slack_escape(text), MAX_EPHEMERAL_CHARS) or "Done.")
+        except SlackApiError as exc:
+            log.warning("could not tell the clicker", extra={
+                "platform": PLATFORM, "channel": channel, "error": error_code(exc)})
 
     async def _post_in_thread(
         self, channel: str, thread: str | None, text: str, if_empty: str,

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from pydantic import JsonValue
 
+from bot.engine.inbox import Click, Recorded
 from bot.engine.ports import Identity, Origin
 from bot.engine.results import PendingPage, RespondResult
 from renderers.card import RequestCard
@@ -34,6 +35,10 @@ class SlackEngine(Protocol):
     async def attach_files(
         self, ref: str, responder: Identity, field_name: str, files: Sequence[Mapping[str, Any]]
     ) -> RespondResult: ...
+
+    async def record_click(self, click: Click, budget: float = ...) -> Recorded | None: ...
+
+    async def decide_click(self, recorded: Recorded) -> RespondResult: ...
 
     async def card(self, ref: str) -> RequestCard | None: ...
 

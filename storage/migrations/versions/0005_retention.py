@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0005_retention"
-down_revision: str | None = "0003_reminders_seen_events"
+down_revision: str | None = "0004_click_inbox"
 branch_labels: str | None = None
 depends_on: str | None = None
 

@@ -1,25 +1,31 @@
 """Button clicks on request cards (``block_actions``).
 
-Ack first, always: Slack gives us 3 seconds and a click must never show the
-"this app did not respond" warning. Then, in order: find the request, read the
-typed values with the renderer, and let the engine authorize, validate and
-compare-and-set. The engine updates the shared card itself (``chat.update`` through
-``SlackAdapter.update``); every refusal is explained to the clicker ephemerally.
+Slack gives us 3 seconds to ack and never resends an acknowledged click, so the click
+is stored first, as Slack sent it: the engine records it in the click inbox (one
+group-committed insert, bounded by ``ACK_BUDGET``, no read), and only then do we ack.
+If it could not be stored in time, the clicker is told to click again (an ack alone
+would look like success). Then the engine decides from the stored row and updates
+the shared card itself; everything else is explained to the clicker ephemerally,
+outside the slots decisions wait for.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import JsonValue
 from slack_bolt.async_app import AsyncAck, AsyncRespond
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.engine.clicks import NOT_RECORDED
+from bot.engine.inbox import Click, ClickTooLarge, Recorded
 from bot.engine.ports import Identity
+from bot.engine.results import RespondResult
 from bot.platforms.slack.client import error_code
 from bot.platforms.slack.engine_api import SlackEngine
 from bot.platforms.slack.identity import from_interaction
@@ -30,7 +36,8 @@ from renderers.card import RequestCard, index_token
 log = logging.getLogger(__name__)
 
 UNKNOWN_BUTTON = "I don't recognise this button; the message may be outdated."
-FAILED = "Something went wrong while recording your answer; please try again."
+ACK_BUDGET = 2.5
+"""Seconds a click may take to be stored before we must ack (Slack allows 3)."""
 
 
 def responder(body: Mapping[str, Any]) -> Identity:
@@ -47,18 +54,69 @@ def message_location(body: Mapping[str, Any]) -> tuple[str | None, str | None]:
     return (str(channel) if channel else None, str(ts) if ts else None)
 
 
+class AcksFirst:
+    """Work after an ack waits while other clicks are still being stored and acked.
+
+    Acks have a deadline (3 s) and decisions do not: in a burst, the event loop and the
+    database's write lock go to storing and acking every click first, and the decisions
+    follow once no click has arrived for ``quiet`` seconds (or after ``patience``).
+    """
+
+    def __init__(self, quiet: float = 0.02, patience: float = 1.0) -> None:
+        self._quiet = quiet
+        self._patience = patience
+        self._acking = 0
+        self._last_arrival = 0.0
+        self._idle: asyncio.Event | None = None
+        self._idle_loop: asyncio.AbstractEventLoop | None = None
+
+    def arrived(self) -> None:
+        self._acking += 1
+        self._last_arrival = time.monotonic()
+        if self._idle is not None:
+            self._idle.clear()
+
+    def acked(self) -> None:
+        self._acking -= 1
+        if self._acking == 0:
+            asyncio.get_running_loop().call_later(self._quiet, self._check)
+
+    def _check(self) -> None:
+        if self._idle is None or self._acking > 0:
+            return
+        left = self._quiet - (time.monotonic() - self._last_arrival)
+        if left > 0:
+            asyncio.get_running_loop().call_later(left, self._check)
+        else:
+            self._idle.set()
+
+    async def wait(self) -> None:
+        if self._acking == 0 and time.monotonic() - self._last_arrival >= self._quiet:
+            return
+        loop = asyncio.get_running_loop()
+        if self._idle is None or self._idle_loop is not loop:
+            self._idle, self._idle_loop = asyncio.Event(), loop
+            self._check()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), self._patience)
+
+
 class ActionListener:
     """Approve / Reject / any action button of a request card.
 
-    The work after the ack runs at most ``concurrency`` clicks at a time: a burst of
-    clicks (a double-click storm, a busy channel) then spends the event loop on
-    acking everyone first instead of on database calls that mostly end in
-    "already decided".
+    Decisions run at most ``concurrency`` at a time after the ack: a burst of clicks (a
+    double-click storm, a busy channel) then spends the event loop on storing and
+    acking everyone first. Replies to the clicker are sent after a decision has left
+    its slot, so a slow ``chat.postEphemeral`` never holds back someone else's
+    decision; they have slots of their own (``replies``), so a burst of refusals does
+    not crowd out the acks either.
     """
 
-    def __init__(self, engine: SlackEngine, *, concurrency: int = 4) -> None:
+    def __init__(self, engine: SlackEngine, *, concurrency: int = 4, replies: int = 4) -> None:
         self._engine = engine
         self._slots = asyncio.Semaphore(concurrency)
+        self._reply_slots = asyncio.Semaphore(replies)
+        self._acks_first = AcksFirst()
 
     async def __call__(
         self,
@@ -68,13 +126,13 @@ class ActionListener:
         client: AsyncWebClient,
         respond: AsyncRespond,
     ) -> None:
-        await ack()
         who = responder(body)
-        channel, _ts = message_location(body)
+        channel, ts = message_location(body)
         parsed = render.parse_action_id(action.get("action_id")) or render.parse_action_id(
             action.get("value")
         )
         if parsed is None:
+            await ack()
             await audit_refusal(self._engine, None, who, UNKNOWN_BUTTON, check="unknown_button",
                                 action_id=str(action.get("action_id") or "")[:200])
             await tell(
@@ -82,30 +140,55 @@ class ActionListener:
             )
             return
         ref, token = parsed
-        async with self._slots:
-            try:
-                message = await self._answer(ref, token, who, body)
-            except Exception:
-                log.exception(
-                    "answering a click failed", extra={"platform": "slack", "ref": ref[:64]}
-                )
-                message = FAILED
-            if message:
-                await tell(client, user=who.user_id, channel=channel, text=message, respond=respond)
+        self._acks_first.arrived()
+        try:
+            recorded, message = await self._record(ref, token, who, body, channel, ts)
+        except Exception:
+            log.exception("recording a click failed", extra={"platform": "slack", "ref": ref[:64]})
+            recorded, message = None, NOT_RECORDED
+        finally:
+            self._acks_first.acked()
+        await ack()  # only now: the click is in the database (or the clicker is told)
+        if recorded is not None:
+            await self._acks_first.wait()
+            async with self._slots:
+                message = await self._decide(recorded)
+        if message:
+            async with self._reply_slots:
+                await tell(client, user=who.user_id, channel=channel, text=message,
+                           respond=respond)
 
-    async def _answer(
-        self, ref: str, token: str, who: Identity, body: Mapping[str, Any]
-    ) -> str | None:
-        """Decide through the engine; returns the ephemeral text to show, if any."""
-        card = await self._engine.card(ref)
-        values: dict[str, JsonValue] = {}
-        action_id = token
-        if card is not None:
-            state_values = (body.get("state") or {}).get("values") or {}
-            values = render.read_values(state_values, card)
-            action = render.resolve_action(card.args, token)
-            action_id = action.id if action is not None else token
-        result = await self._engine.respond(ref, who, action_id, values)
+    async def _record(
+        self, ref: str, token: str, who: Identity, body: Mapping[str, Any],
+        channel: str | None, ts: str | None,
+    ) -> tuple[Recorded | None, str | None]:
+        """Store the click before the ack: ``(recorded, None)``, or ``(None, text to tell)``
+        when it could not be stored. No database read on this path: the values are
+        stored as Slack sent them and read with the card when deciding
+        (``SlackAdapter.read_click``)."""
+        state = body.get("state")
+        state_values = state.get("values") if isinstance(state, dict) else None
+        if not isinstance(state_values, dict):
+            state_values = {}
+        reply_to = {k: v for k, v in (("channel", channel), ("message", ts)) if v}
+        click = Click("slack", ref, who, token, state_values, reply_to=reply_to)
+        try:
+            recorded = await self._engine.record_click(click, budget=ACK_BUDGET)
+        except ClickTooLarge as exc:
+            await audit_refusal(self._engine, ref, who, str(exc), check="click_too_large")
+            return None, safe_text(str(exc))
+        return recorded, None if recorded is not None else NOT_RECORDED
+
+    async def _decide(self, recorded: Recorded) -> str | None:
+        """Decide the stored click; returns the ephemeral text to show, if any."""
+        result = await self._engine.decide_click(recorded)
+        self._log(recorded.click.ref, recorded.click.responder, recorded.click.action_id, result)
+        if result.outcome == "accepted":
+            return None  # the updated card says it for everyone
+        return safe_text(result.message)
+
+    @staticmethod
+    def _log(ref: str, who: Identity, action_id: str, result: RespondResult) -> None:
         log.info(
             "slack click answered",
             extra={
@@ -116,9 +199,6 @@ class ActionListener:
                 "outcome": result.outcome,
             },
         )
-        if result.outcome == "accepted":
-            return None  # the updated card says it for everyone
-        return safe_text(result.message)
 
 
 class FileButtonListener:

@@ -1,16 +1,19 @@
 """The file-upload modal's ``view_submission``.
 
 Unlike a message, a modal can show errors inline (``response_action: errors``, keyed
-by the input block id), so the engine is asked *before* acking. The engine call is a
-short database transaction; if it ever takes longer than ``ACK_BUDGET`` seconds the
-modal is closed and the outcome is sent ephemerally instead, so Slack never times
-out.
+by the input block id), so the engine is asked *before* acking. The submission is
+first stored in the click inbox (bounded by ``ACK_BUDGET``): if it cannot be stored
+in time the modal shows that nothing was recorded. Then the engine stages the files
+from the stored row; if that takes longer than what is left of the budget the modal
+is closed (the submission is safe in the database) and the outcome is sent
+ephemerally instead, so Slack never times out and nothing acked is lost.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,8 +21,8 @@ from slack_bolt.async_app import AsyncAck
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.askhuman.schema import AskHumanField
+from bot.engine.inbox import Click, Recorded
 from bot.engine.ports import Identity
-from bot.engine.results import RespondResult
 from bot.platforms.slack.engine_api import SlackEngine
 from bot.platforms.slack.listeners.actions import responder
 from bot.platforms.slack.replies import audit_refusal, safe_text, tell
@@ -27,8 +30,8 @@ from renderers import slack as render
 
 log = logging.getLogger(__name__)
 
-ACK_BUDGET = 2.0
-"""Seconds we wait for the engine before acking a view_submission without it."""
+ACK_BUDGET = 2.5
+"""Seconds we may spend storing (and, if quick, staging) the files before acking."""
 GONE = "This upload form no longer matches a request; it may be outdated."
 UNAVAILABLE = "askhuman could not save your files just now; nothing was recorded. Please try again."
 
@@ -40,10 +43,16 @@ class FileSubmissionListener:
         self._engine = engine
 
     async def __call__(self, ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
+        started = time.monotonic()
         view = body.get("view") or {}
         who = responder(body)
         context = render.parse_private_metadata(view.get("private_metadata"))
-        card = await self._engine.card(context.ref) if context else None
+        try:
+            card = await self._engine.card(context.ref) if context else None
+        except Exception:
+            log.exception("reading the upload form's request failed", extra={"platform": "slack"})
+            await _ack_error(ack, view, UNAVAILABLE)
+            return
         if context is None or card is None:
             await ack(response_action="errors", errors=_errors_everywhere(view, GONE))
             await audit_refusal(self._engine, context.ref if context else None, who, GONE,
@@ -55,48 +64,57 @@ class FileSubmissionListener:
             for f in card.args.fields
             if f.type in ("file", "file-list") and f.name in (context.field_name, *values)
         ]
-        work = asyncio.ensure_future(self._attach(context.ref, who, fields, values))
-        done, _ = await asyncio.wait({work}, timeout=ACK_BUDGET)
-        if not done:
+        if not fields:
             await ack()
+            return
+        recorded = await self._record(context.ref, who, fields, values, context.channel,
+                                      context.ts, ACK_BUDGET - (time.monotonic() - started))
+        if recorded is None:
+            await _ack_error(ack, view, UNAVAILABLE)
+            return
+        work = asyncio.ensure_future(self._engine.decide_click(recorded))
+        left = ACK_BUDGET - (time.monotonic() - started)
+        done, _ = await asyncio.wait({work}, timeout=max(left, 0.0))
+        if not done:
+            await ack()  # stored: the engine finishes it, and the outcome is sent below
             result = await work
-            if result is not None and not result.ok:
-                await tell(
-                    client,
-                    user=who.user_id,
-                    channel=context.channel,
-                    text=safe_text(result.message),
-                )
+            if not result.ok:
+                await tell(client, user=who.user_id, channel=context.channel,
+                           text=safe_text(result.message))
             return
         result = work.result()
-        if result is not None and not result.ok and _input_block_ids(view):
+        if not result.ok and _input_block_ids(view):
             await ack(response_action="errors", errors=_errors_for(view, result.message))
             return
         await ack()
-        if result is not None:
-            await tell(
-                client, user=who.user_id, channel=context.channel, text=safe_text(result.message)
-            )
+        await tell(client, user=who.user_id, channel=context.channel,
+                   text=safe_text(result.message))
 
-    async def _attach(
-        self, ref: str, who: Identity, fields: Sequence[AskHumanField], values: dict[str, Any]
-    ) -> RespondResult | None:
-        """Stage each field's files; the first refusal (or the last success) is returned.
+    async def _record(
+        self, ref: str, who: Identity, fields: Sequence[AskHumanField], values: dict[str, Any],
+        channel: str, ts: str, budget: float,
+    ) -> Recorded | None:
+        """Store the submission (every field's files at once); None if it could not be.
 
-        A failure (the database is down, say) becomes a refusal the person can read:
-        the modal must always be acked, or Slack shows only a generic error.
+        A failure (the database is down, say) must still be acked with a reason the
+        person can read, or Slack shows only a generic error.
         """
-        result: RespondResult | None = None
+        files = {f.name: values.get(f.name) or [] for f in fields}
+        click = Click("slack", ref, who, "", files, kind="attach",
+                      reply_to={"channel": channel, "message": ts})
         try:
-            for field in fields:
-                files = values.get(field.name) or []
-                result = await self._engine.attach_files(ref, who, field.name, files)
-                if not result.ok:
-                    return result
+            return await self._engine.record_click(click, budget=budget)
         except Exception:
-            log.exception("staging uploaded files failed", extra={"platform": "slack"})
-            return RespondResult(outcome="rejected", message=UNAVAILABLE)
-        return result
+            log.exception("storing uploaded files failed", extra={"platform": "slack"})
+            return None
+
+
+async def _ack_error(ack: AsyncAck, view: dict[str, Any], message: str) -> None:
+    """Keep the modal open with ``message`` on its inputs (or just close it if it has none)."""
+    if _input_block_ids(view):
+        await ack(response_action="errors", errors=_errors_everywhere(view, message))
+    else:
+        await ack()
 
 
 def _input_block_ids(view: dict[str, Any]) -> list[str]:

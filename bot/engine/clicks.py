@@ -1,0 +1,300 @@
+"""Clicks: stored before the platform is told "got it", then decided from the stored row.
+
+Slack never resends an acknowledged click, and a Feishu toast is the acknowledgement,
+so an adapter calls ``record_click`` first (one group-committed insert, bounded by a
+time budget), acks only once it returns a ``Recorded``, then calls ``decide_click``.
+If the database cannot take the click within the budget, ``record_click`` returns None
+and guarantees nothing will be decided from it: the adapter shows an error instead of
+a silent ack. Clicks left behind (a crash right after the ack, an error while deciding)
+are claimed by ``recover_clicks`` in the worker, decided, and the clicker is told
+through the adapter's optional ``tell_clicker``. See ``bot.engine.inbox`` for the rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, cast
+
+from sqlalchemy.orm import Session
+
+from bot.engine import inbox, store, worker
+from bot.engine.base import log
+from bot.engine.decisions import DecisionsMixin
+from bot.engine.inbox import Click, Recorded
+from bot.engine.ports import Identity
+from bot.engine.results import RespondResult
+from storage import Database
+
+RECORD_BUDGET = 2.5
+"""Seconds a listener may spend storing a click before it must ack (Slack allows 3)."""
+RECORD_MARGIN = 0.3
+"""The insert is skipped if it only gets the write lock this close to the budget's end,
+so a click the caller gave up on is (almost) never stored; see ``_abandon``."""
+NOT_RECORDED = ("I couldn't record your answer just now (the database is busy); "
+                "nothing was changed. Please click again.")
+DEFERRED = ("Your answer was received, but askhuman couldn't finish processing it yet; "
+            "it will retry and tell you the outcome.")
+GAVE_UP = ("askhuman received your answer but couldn't process it after several tries; "
+           "nothing was changed. Please click again.")
+
+Teller = Callable[[Identity, Mapping[str, str], str], Awaitable[None]]
+
+
+class ClicksMixin(DecisionsMixin):
+    """The click inbox: record before the ack, decide exactly once, recover after a crash."""
+
+    click_lease = dt.timedelta(seconds=30)
+    """How long a stored click stays with the process that stored it before a worker
+    may take it over (the live decision normally needs milliseconds)."""
+    click_max_attempts = 5
+
+    async def record_click(self, click: Click, budget: float = RECORD_BUDGET) -> Recorded | None:
+        """Store ``click`` durably within ``budget`` seconds; None if that was not possible.
+
+        None means nothing was (or will be) decided from this click: tell the clicker
+        to try again. Raises ``ClickTooLarge`` for oversize values (nothing stored).
+        """
+        inbox.check_size(click)
+        received = self.now()
+        token = uuid.uuid4().hex
+        cutoff = time.monotonic() + max(0.0, budget - RECORD_MARGIN)
+        future = self._click_writer().submit(
+            inbox.new_row(click, received, self.click_lease, token), cutoff)
+        extra = {"platform": click.platform, "ref": click.ref[:64], "user": click.responder.user_id}
+        try:
+            row_id = await asyncio.wait_for(asyncio.shield(future), max(budget, 0.0))
+        except TimeoutError:
+            log.warning("click not recorded within its budget; the clicker is told to retry",
+                        extra={**extra, "budget_seconds": budget})
+            self._track(asyncio.ensure_future(self._abandon(future, token, received)))
+            return None
+        except Exception:
+            log.exception("recording a click failed; the clicker is told to retry", extra=extra)
+            return None
+        if row_id is None:
+            log.warning("database too busy to record a click in time; the clicker is told "
+                        "to retry", extra={**extra, "budget_seconds": budget})
+            return None
+        return Recorded(click, inbox.Mark(row_id, token, received))
+
+    def _click_writer(self) -> ClickWriter:
+        writer: ClickWriter | None = self.__dict__.get("_clicks_writer")
+        if writer is None:
+            writer = self.__dict__["_clicks_writer"] = ClickWriter(self.db)
+        return writer
+
+    async def abandon_click(self, recorded: Recorded) -> None:
+        """The clicker was already told their click was not recorded (their reply could
+        not wait any longer): close the stored row unused, so nothing decides from it."""
+        await self._close_unused(recorded.mark)
+
+    async def _abandon(self, future: asyncio.Future[int | None], token: str,
+                       received: dt.datetime) -> None:
+        """The caller gave up waiting: if the insert still committed, close the row
+        unused (the clicker was told to click again)."""
+        try:
+            row_id = await future
+        except Exception:
+            return
+        if row_id is not None:
+            await self._close_unused(inbox.Mark(row_id, token, received))
+
+    async def _close_unused(self, mark: inbox.Mark) -> None:
+        now = self.now()
+        await self._batched(lambda s: inbox.close(
+            s, mark, now, "failed", outcome="abandoned", message=NOT_RECORDED,
+            was=("running",)))
+
+    def _track(self, task: asyncio.Future[Any]) -> None:
+        """Keep a background task alive and let ``drain`` wait for it."""
+        self._background.add(cast("asyncio.Task[None]", task))
+        task.add_done_callback(self._background.discard)
+
+    async def decide_click(self, recorded: Recorded) -> RespondResult:
+        """Decide a click ``record_click`` stored; never raises.
+
+        The stored row is closed in the decision's (or refusal's) own transaction. If
+        deciding fails, the row is handed to the worker, which retries and tells the
+        clicker; the answer then says so (outcome ``recorded``, message ``DEFERRED``).
+        """
+        click, mark = recorded.click, recorded.mark
+        try:
+            return await self._decide_click(click, mark)
+        except inbox.ClickTakenOver:
+            log.warning("a worker took the click over; it tells the clicker",
+                        extra={"ref": click.ref[:64], "inbox_id": mark.id})
+        except Exception as exc:
+            log.exception("deciding a stored click failed; the worker retries it",
+                          extra={"ref": click.ref[:64], "inbox_id": mark.id})
+            await self._release_click(mark, exc, 1)
+        return RespondResult("recorded", DEFERRED)
+
+    async def _decide_click(self, click: Click, mark: inbox.Mark) -> RespondResult:
+        if click.kind == "attach":
+            return await self._attach(click.ref, click.responder, click.values, mark)
+        return await self._respond(click.ref, click.responder, click.action_id, click.values,
+                                   mark, self._optional(click.platform, "read_click"))
+
+    async def _release_click(self, mark: inbox.Mark, exc: BaseException, attempts: int,
+                             state: str = "running") -> None:
+        """Give the row back for a retry with backoff (if that fails too, its lease runs
+        out and a worker takes it anyway)."""
+        delay = worker.backoff(attempts, self.backoff_base, self.backoff_cap)
+        error = str(exc) or type(exc).__name__
+        try:
+            await self._tx(lambda s: inbox.release(s, mark, self.now(), delay, error,
+                                                   state=state))
+        except Exception:
+            log.exception("could not release a stored click; its lease will run out",
+                          extra={"inbox_id": mark.id})
+
+    # ------------------------------------------------------------------ the worker
+
+    async def recover_clicks(self, limit: int = 50) -> int:
+        """Decide stored clicks nobody finished (their holder died, or deciding failed)
+        and tell each clicker the outcome; returns how many rows were handled."""
+        handled = 0
+        while handled < limit:
+            claimed = await self._tx(lambda s: inbox.claim_next(
+                s, self.now(), self.click_lease, self.db.is_postgres))
+            if claimed is None:
+                break
+            await self._recover(claimed)
+            handled += 1
+        return handled
+
+    async def _recover(self, claimed: inbox.Claimed) -> None:
+        click = claimed.click
+        teller = self._teller(click.platform)
+        mark = dataclasses.replace(claimed.mark, then="telling" if teller else "done")
+        extra = {"ref": click.ref[:64], "inbox_id": mark.id, "attempt": claimed.attempts}
+        outcome, message = claimed.outcome or "", claimed.message or ""
+        if claimed.state != "telling":
+            if claimed.attempts > self.click_max_attempts:
+                outcome, message = "failed", GAVE_UP
+                await self._tx(lambda s: self._give_up_click(s, claimed, mark, teller))
+            else:
+                try:
+                    answer = await self._decide_click(click, mark)
+                except inbox.ClickTakenOver:
+                    return
+                except Exception as exc:
+                    log.warning("deciding a stored click failed; retrying later",
+                                extra={**extra, "error": str(exc)[:500]})
+                    await self._release_click(mark, exc, claimed.attempts)
+                    return
+                outcome, message = answer.outcome, answer.message
+            log.info("stored click decided by the worker", extra={**extra, "outcome": outcome})
+        if teller is not None:
+            await self._tell(teller, claimed, mark, outcome, message)
+
+    def _give_up_click(self, session: Session, claimed: inbox.Claimed, mark: inbox.Mark,
+                       teller: Teller | None) -> None:
+        now = self.now()
+        inbox.close(session, mark, now, "telling" if teller else "failed", outcome="failed",
+                    message=GAVE_UP, was=("running",))
+        store.audit(session, now, "click_failed", outcome="error", ref=claimed.click.ref[:64],
+                    actor=claimed.click.responder, reason=GAVE_UP,
+                    details={"inbox_id": mark.id, "attempts": claimed.attempts - 1})
+
+    async def _tell(self, teller: Teller, claimed: inbox.Claimed, mark: inbox.Mark,
+                    outcome: str, message: str) -> None:
+        """Tell the clicker what became of their click, then close the row."""
+        click = claimed.click
+        try:
+            await teller(click.responder, click.reply_to, message)
+        except Exception as exc:
+            log.warning("telling a clicker failed", extra={
+                "ref": click.ref[:64], "inbox_id": mark.id, "error": str(exc)[:500]})
+            if claimed.attempts < self.click_max_attempts:
+                await self._release_click(mark, exc, claimed.attempts, state="telling")
+                return
+        final = "failed" if outcome == "failed" else "done"
+        await self._tx(lambda s: inbox.close(s, mark, self.now(), final, was=("telling",)))
+
+    def _teller(self, platform: str) -> Teller | None:
+        """The adapter's optional ``tell_clicker(who, reply_to, text)``."""
+        return cast("Teller | None", self._optional(platform, "tell_clicker"))
+
+    def _optional(self, platform: str, name: str) -> Any:
+        """An optional method of ``platform``'s adapter (None if absent)."""
+        entry = self._adapters.get(platform)
+        return getattr(entry[0], name, None) if entry else None
+
+
+class ClickWriter:
+    """Group commit for stored clicks: whatever arrived while the previous batch was
+    committing goes in with one INSERT, on a thread of its own, so a burst of clicks
+    costs a few short transactions and never waits for the shared thread pool.
+
+    ``submit`` answers the row id, or None when the write lock came only after the
+    click's ``cutoff`` (``time.monotonic``): such a click is not stored at all.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._queue: list[tuple[dict[str, Any], float, asyncio.Future[int | None]]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="askhuman-clicks")
+
+    def submit(self, row: dict[str, Any], cutoff: float) -> asyncio.Future[int | None]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[int | None] = loop.create_future()
+        self._queue.append((row, cutoff, future))
+        task = self._task
+        if task is None or task.done() or task.get_loop() is not loop:
+            self._task = loop.create_task(self._flush())
+        return future
+
+    async def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._queue:
+            batch, self._queue = self._queue, []
+            items = [(row, cutoff) for row, cutoff, _ in batch]
+            try:
+                ids = await loop.run_in_executor(self._thread, self._commit_each, items)
+            except Exception as exc:  # pragma: no cover - _commit_each reports per row
+                ids = [exc] * len(batch)
+            for (_, _, future), outcome in zip(batch, ids, strict=True):
+                if future.done() or future.get_loop() is not loop:
+                    continue
+                if isinstance(outcome, BaseException):
+                    future.set_exception(outcome)
+                else:
+                    future.set_result(outcome)
+
+    def _commit_each(self, items: list[tuple[dict[str, Any], float]]
+                     ) -> list[int | BaseException | None]:
+        """One transaction for the batch; if it fails, one per row (a bad row fails alone)."""
+        try:
+            return list(self._commit(items))
+        except Exception as exc:
+            if len(items) == 1:
+                return [exc]
+            log.warning("a batch of stored clicks failed; storing them one by one",
+                        exc_info=True)
+        alone: list[int | BaseException | None] = []
+        for item in items:
+            try:
+                alone.extend(self._commit([item]))
+            except Exception as exc:
+                alone.append(exc)
+        return alone
+
+    def _commit(self, items: list[tuple[dict[str, Any], float]]) -> list[int | None]:
+        with self._db.transaction() as session:
+            session.connection()  # SQLite: BEGIN IMMEDIATE; the write lock is ours from here
+            now = time.monotonic()
+            keep = [i for i, (_, cutoff) in enumerate(items) if now <= cutoff]
+            ids: list[int | None] = [None] * len(items)
+            if keep:
+                stored = inbox.insert_many(session, [items[i][0] for i in keep])
+                for i, row_id in zip(keep, stored, strict=True):
+                    ids[i] = row_id
+        return ids

@@ -1,0 +1,232 @@
+"""The click inbox: a click is stored before it is acknowledged, and decided from the row.
+
+Slack and Feishu never resend a click they got an acknowledgement for, so the listener
+first inserts the click here (``record``, group-committed), then acks, then decides.
+The row is born claimed by the listener (``running`` with a lease and a claim token).
+Deciding ends with ``finish``, a compare-and-set on that token committed in the *same*
+transaction as the decision (or the refusal's audit row), so each row is decided
+exactly once. A row left behind by a crash, or released after an error, is claimed
+again by the worker (``claim_next``: queued and due, or its lease ran out), which
+decides it and then tells the clicker (state ``telling`` until that message went out).
+
+States: running → done, or → telling → done (decided by a worker), or → queued
+(retry later) → running…, or → failed (gave up; the clicker is told to click again).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import JsonValue
+from sqlalchemy import and_, delete, insert, or_, select, update
+from sqlalchemy.orm import Session
+
+from bot.engine.ports import Identity
+from bot.engine.results import EngineError
+from bot.engine.store import MAX_REF_CHARS, rowcount
+from bot.logs import scrub
+from storage import ClickInbox, HumanRequest
+
+MAX_VALUES_BYTES = 256 * 1024
+"""Values bigger than this (as JSON) are refused before anything is stored."""
+RECORDED = ("running", "queued")
+"""States of a click that is stored but not decided yet."""
+
+
+class ClickTooLarge(EngineError):
+    """The click's values exceed ``MAX_VALUES_BYTES``: refused, nothing is stored."""
+
+
+class ClickTakenOver(Exception):
+    """The row is no longer ours (its lease ran out and a worker claimed it): roll back."""
+
+
+@dataclass(frozen=True)
+class Click:
+    """A click (or a form submit) as a platform delivered it, signature-checked.
+
+    ``kind`` is ``respond`` (a button: ``action_id`` with ``values``, either contract
+    values or, for adapters with ``read_click``, what the platform sent, read with the
+    card when deciding) or ``attach`` (``values`` maps file field names to file
+    references).
+    ``reply_to`` says where the clicker can be told the outcome later (Slack:
+    ``channel``; Feishu: ``message``); it is platform-specific and never a secret.
+    """
+
+    platform: str
+    ref: str
+    responder: Identity
+    action_id: str
+    values: Mapping[str, JsonValue]
+    kind: str = "respond"
+    reply_to: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Mark:
+    """The right to decide one stored click: its row, claim token and received time.
+
+    ``then`` is the state the decision leaves the row in: ``done``, or ``telling``
+    when a worker still has to tell the clicker what happened.
+    """
+
+    id: int
+    token: str
+    received_at: dt.datetime
+    then: str = "done"
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A click stored in the inbox (what ``Engine.record_click`` hands back)."""
+
+    click: Click
+    mark: Mark
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A row a worker claimed: the click, the claim, and what was decided so far."""
+
+    click: Click
+    mark: Mark
+    state: str
+    """The state it was claimed in (``telling``: decided, only the message is left)."""
+    attempts: int
+    outcome: str | None
+    message: str | None
+
+
+def check_size(click: Click) -> None:
+    """Refuse oversize values before they reach the database."""
+    size = len(json.dumps(click.values, default=str, ensure_ascii=False).encode())
+    if size > MAX_VALUES_BYTES:
+        raise ClickTooLarge(f"Your answer is too large to record ({size // 1024} KB; the "
+                            f"limit is {MAX_VALUES_BYTES // 1024} KB).")
+
+
+def new_row(click: Click, received_at: dt.datetime, lease: dt.timedelta,
+            token: str) -> dict[str, Any]:
+    """The row storing ``click``, claimed (``token``) until ``received_at + lease``."""
+    who = click.responder
+    return {
+        "platform": click.platform[:32], "kind": click.kind, "ref": click.ref[:MAX_REF_CHARS],
+        "user_id": who.user_id[:200],
+        "display_name": who.display_name[:200] if who.display_name else None,
+        "team": who.team[:64] if who.team else None,
+        "enterprise": who.enterprise[:64] if who.enterprise else None,
+        "action_id": click.action_id[:200], "values": dict(click.values),
+        "reply_to": {k: str(v)[:200] for k, v in click.reply_to.items()},
+        "received_at": received_at, "state": "running", "attempts": 1,
+        "next_attempt_at": received_at, "lease_until": received_at + lease,
+        "claim_token": token, "updated_at": received_at,
+    }
+
+
+def insert_many(session: Session, rows: list[dict[str, Any]]) -> list[int]:
+    """Store several clicks with one INSERT; their ids, in the order of ``rows``."""
+    statement = insert(ClickInbox).returning(ClickInbox.id, sort_by_parameter_order=True)
+    return [int(row_id) for row_id in session.execute(statement, rows).scalars()]
+
+
+def _ours(mark: Mark, *states: str) -> Any:
+    return and_(ClickInbox.id == mark.id, ClickInbox.claim_token == mark.token,
+                ClickInbox.state.in_(states or ("running",)))
+
+
+def finish(session: Session, mark: Mark, now: dt.datetime, outcome: str, message: str) -> None:
+    """Close the row with the decision's outcome, in the decision's own transaction.
+
+    Raises ``ClickTakenOver`` when the row is no longer ours, which rolls the whole
+    transaction back: the worker that took it over decides instead.
+    """
+    if not close(session, mark, now, mark.then, outcome=outcome, message=message,
+                 was=("running",)):
+        raise ClickTakenOver(f"click {mark.id} was taken over by another worker")
+
+
+def release(session: Session, mark: Mark, now: dt.datetime, delay: dt.timedelta,
+            error: str, *, state: str = "running") -> None:
+    """Give the row back for a retry after ``delay`` (deciding or telling failed)."""
+    back = "telling" if state == "telling" else "queued"
+    values: dict[str, Any] = {"next_attempt_at": now + delay,
+                              "last_error": scrub(error)[:2000], "updated_at": now}
+    if back == "queued":
+        values.update(state="queued", lease_until=None, claim_token=None)
+    else:
+        values.update(lease_until=now + delay)
+    session.execute(update(ClickInbox).where(_ours(mark, state)).values(**values)
+                    .execution_options(synchronize_session=False))
+
+
+def close(session: Session, mark: Mark, now: dt.datetime, state: str, *,
+          outcome: str | None = None, message: str | None = None,
+          was: tuple[str, ...] = ("running", "telling")) -> bool:
+    """Set the row's final (or telling) state if it is still ours; True if it was."""
+    values: dict[str, Any] = {"state": state, "updated_at": now, "last_error": None}
+    if state != "telling":  # telling keeps its lease: the holder tells, then closes
+        values["lease_until"] = None
+    if outcome is not None:
+        values["outcome"] = outcome
+    if message is not None:
+        values["message"] = message[:4000]
+    return rowcount(session.execute(
+        update(ClickInbox).where(_ours(mark, *was)).values(**values)
+        .execution_options(synchronize_session=False))) == 1
+
+
+def claim_next(session: Session, now: dt.datetime, lease: dt.timedelta,
+               postgres: bool) -> Claimed | None:
+    """Claim the oldest row a worker should handle: queued and due, or running/telling
+    with an expired lease (its holder died or gave it back)."""
+    runnable = or_(
+        and_(ClickInbox.state == "queued", ClickInbox.next_attempt_at <= now),
+        and_(ClickInbox.state.in_(("running", "telling")), ClickInbox.lease_until < now),
+    )
+    query = select(ClickInbox).where(runnable).order_by(ClickInbox.id).limit(1)
+    if postgres:
+        query = query.with_for_update(skip_locked=True)
+    row = session.scalars(query).first()
+    if row is None:
+        return None
+    token = uuid.uuid4().hex
+    state = "telling" if row.state == "telling" else "running"
+    claimed = rowcount(session.execute(
+        update(ClickInbox)
+        .where(ClickInbox.id == row.id, ClickInbox.state == row.state,
+               ClickInbox.attempts == row.attempts)
+        .values(state=state, claim_token=token, lease_until=now + lease,
+                attempts=row.attempts + 1, updated_at=now)
+        .execution_options(synchronize_session=False)))
+    if claimed != 1:
+        return None
+    click = Click(platform=row.platform, ref=row.ref,
+                  responder=Identity(row.platform, row.user_id, row.display_name,
+                                     team=row.team, enterprise=row.enterprise),
+                  action_id=row.action_id, values=dict(row.values or {}), kind=row.kind,
+                  reply_to=dict(row.reply_to or {}))
+    return Claimed(click, Mark(row.id, token, row.received_at), state, row.attempts + 1,
+                   row.outcome, row.message)
+
+
+def prune(session: Session, before: dt.datetime) -> int:
+    """Delete closed rows (done, failed) last touched before ``before``; how many went."""
+    return rowcount(session.execute(
+        delete(ClickInbox).where(ClickInbox.state.in_(("done", "failed")),
+                                 ClickInbox.updated_at < before)
+        .execution_options(synchronize_session=False)))
+
+
+def undecided_before_deadline() -> Any:
+    """A correlated condition for ``human_requests`` queries: the request has a stored,
+    undecided click received before its deadline (so the timeout must wait for it)."""
+    return (select(ClickInbox.id)
+            .where(ClickInbox.ref == HumanRequest.ref, ClickInbox.kind == "respond",
+                   ClickInbox.state.in_(RECORDED),
+                   ClickInbox.received_at <= HumanRequest.deadline)
+            .exists())

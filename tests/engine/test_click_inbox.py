@@ -1,0 +1,365 @@
+"""The click inbox: stored before the ack, decided exactly once, recovered after a crash;
+the deadline checked inside the compare-and-set; worker loops that never wait on
+each other (``bot.engine.clicks``, ``bot.engine.inbox``)."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import sqlite3
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+
+from bot.agents.base import Outcome
+from bot.askhuman.schema import AskHumanToolResult
+from bot.engine import Engine, Identity
+from bot.engine.clicks import DEFERRED, GAVE_UP
+from bot.engine.inbox import Click, ClickTooLarge
+from storage import AuditLog, ClickInbox, HumanRequest, ResumeJob, Vote
+from tests.engine.helpers import (
+    ORIGIN,
+    STARTER,
+    FakeAdapter,
+    FakeClock,
+    FakeDirectory,
+    alice,
+    make_engine,
+    scripted_runtimes,
+)
+
+VALUES = {"environment": "staging"}
+CROWD = [f"U{i}" for i in range(20)]
+CROWD_ROUTE: dict[str, Any] = {
+    "timeout": "1h", "slack": {"channel": "C_OPS", "approvers": {"users": CROWD}}}
+
+
+@dataclass
+class TellingAdapter(FakeAdapter):
+    """The fake adapter plus ``tell_clicker``, recording what each clicker was told."""
+
+    told: list[tuple[str, dict[str, str], str]] = field(default_factory=list)
+    tell_failures: int = 0
+
+    async def tell_clicker(self, who: Identity, reply_to: Mapping[str, str], text: str) -> None:
+        if self.tell_failures:
+            self.tell_failures -= 1
+            raise ConnectionError("slack is down")
+        self.told.append((who.user_id, dict(reply_to), text))
+
+
+def _engine(db_url: str, **kw: Any) -> tuple[Engine, TellingAdapter, FakeClock]:
+    engine, _, clock = make_engine(db_url, **kw)
+    adapter = TellingAdapter()
+    engine.register_adapter(adapter, FakeDirectory())
+    return engine, adapter, clock
+
+
+def _click(ref: str, who: Identity | None = None, action: str = "approve") -> Click:
+    return Click("slack", ref, who or alice(), action, VALUES, reply_to={"channel": "C_OPS"})
+
+
+def _count(engine: Engine, model: Any, *where: Any) -> int:
+    with engine.db.transaction() as s:
+        return int(s.scalar(select(func.count()).select_from(model).where(*where)) or 0)
+
+
+def _rows(engine: Engine) -> list[tuple[str, str | None]]:
+    with engine.db.transaction() as s:
+        return [(r.state, r.outcome) for r in s.scalars(select(ClickInbox).order_by(ClickInbox.id))]
+
+
+def _status(engine: Engine, ref: str) -> str:
+    with engine.db.transaction() as s:
+        return str(s.scalars(select(HumanRequest.status).where(HumanRequest.ref == ref)).one())
+
+
+async def _request(engine: Engine, adapter: FakeAdapter) -> str:
+    await engine.start_run("deploy", "Deploy v1", STARTER, ORIGIN)
+    return adapter.delivered[-1][0].ref
+
+
+# ---------------------------------------------------------------- record, then decide
+
+
+async def test_a_stored_click_is_decided_once_and_closed_with_its_decision(db_url: str) -> None:
+    engine, adapter, _ = _engine(db_url)
+    ref = await _request(engine, adapter)
+    recorded = await engine.record_click(_click(ref))
+    assert recorded is not None
+    assert _rows(engine) == [("running", None)]  # stored before anything was decided
+    answer = await engine.decide_click(recorded)
+    assert answer.outcome == "accepted"
+    assert _rows(engine) == [("done", "accepted")]
+    assert _status(engine, ref) == "submitted"
+    assert _count(engine, AuditLog, AuditLog.event == "decided") == 1
+    # Deciding the same stored click again changes nothing: its row is no longer ours.
+    again = await engine.decide_click(recorded)
+    assert again.outcome == "recorded" and again.message == DEFERRED
+    assert _count(engine, Vote) == 1 and _count(engine, ResumeJob) == 1
+    assert await engine.recover_clicks() == 0
+    assert adapter.told == []  # the live path tells its clicker itself
+
+
+async def test_a_refused_click_closes_its_row_with_the_refusal(db_url: str) -> None:
+    engine, adapter, _ = _engine(db_url)
+    ref = await _request(engine, adapter)
+    stranger = Identity("slack", "U_MALLORY", "Mallory")
+    recorded = await engine.record_click(_click(ref, stranger))
+    assert recorded is not None
+    answer = await engine.decide_click(recorded)
+    assert answer.outcome == "rejected"
+    assert _rows(engine) == [("done", "rejected")]
+    assert _count(engine, AuditLog, AuditLog.event == "respond_unauthorized") == 1
+    assert _status(engine, ref) == "pending"
+
+
+async def test_oversize_values_are_refused_before_anything_is_stored(db_url: str) -> None:
+    engine, adapter, _ = _engine(db_url)
+    ref = await _request(engine, adapter)
+    huge = Click("slack", ref, alice(), "approve", {"comment": "x" * 300_000})
+    with pytest.raises(ClickTooLarge, match="too large"):
+        await engine.record_click(huge)
+    assert _rows(engine) == []
+
+
+async def test_concurrent_stored_clicks_still_give_one_decision(db_url: str) -> None:
+    engine, adapter, _ = _engine(db_url, route=CROWD_ROUTE)
+    ref = await _request(engine, adapter)
+    people = [Identity("slack", u, u) for u in CROWD]
+
+    async def click(who: Identity) -> str:
+        recorded = await engine.record_click(_click(ref, who))
+        assert recorded is not None
+        return (await engine.decide_click(recorded)).outcome
+
+    outcomes = collections.Counter(await asyncio.gather(*(click(p) for p in people)))
+    assert outcomes == {"accepted": 1, "already_decided": 19}
+    assert collections.Counter(_rows(engine)) == {
+        ("done", "accepted"): 1, ("done", "already_decided"): 19}
+    assert _count(engine, Vote) == 1 and _count(engine, ResumeJob) == 1
+
+
+# ---------------------------------------------------------------- crash recovery
+
+
+async def test_a_click_left_behind_is_decided_by_the_worker_and_the_clicker_told(
+    db_url: str,
+) -> None:
+    engine, adapter, clock = _engine(db_url)
+    ref = await _request(engine, adapter)
+    assert await engine.record_click(_click(ref)) is not None  # ...and then the process died
+    assert await engine.recover_clicks() == 0  # its holder's lease still runs
+    assert _status(engine, ref) == "pending"
+    clock.advance(engine.click_lease.total_seconds() + 1)
+    assert await engine.recover_clicks() == 1
+    assert _status(engine, ref) == "submitted"
+    assert _rows(engine) == [("done", "accepted")]
+    assert _count(engine, AuditLog, AuditLog.event == "decided") == 1
+    assert adapter.told == [("U_ALICE", {"channel": "C_OPS"}, "Thanks, your answer (Approve) "
+                             "was recorded.")]
+    assert await engine.run_worker_once() == 1  # the agent resumes with the answer
+    clock.advance(3600)
+    assert await engine.recover_clicks() == 0
+    assert len(adapter.told) == 1 and _count(engine, Vote) == 1
+
+
+async def test_a_live_decision_after_a_takeover_rolls_back(db_url: str) -> None:
+    """The listener stalled past its lease: the worker decides, the late live attempt
+    changes nothing (the decision and the row's closing commit together or not at all)."""
+    engine, adapter, clock = _engine(db_url)
+    ref = await _request(engine, adapter)
+    recorded = await engine.record_click(_click(ref))
+    assert recorded is not None
+    clock.advance(engine.click_lease.total_seconds() + 1)
+    assert await engine.recover_clicks() == 1
+    late = await engine.decide_click(recorded)
+    assert late.outcome == "recorded" and late.message == DEFERRED
+    assert _count(engine, AuditLog, AuditLog.event == "decided") == 1
+    assert _count(engine, AuditLog, AuditLog.event == "respond_already_decided") == 0
+    assert _rows(engine) == [("done", "accepted")]
+
+
+async def test_telling_is_retried_and_deciding_gives_up_after_max_attempts(
+    db_url: str,
+) -> None:
+    engine, adapter, clock = _engine(db_url)
+    ref = await _request(engine, adapter)
+    adapter.tell_failures = 1
+    assert await engine.record_click(_click(ref)) is not None
+    clock.advance(engine.click_lease.total_seconds() + 1)
+    assert await engine.recover_clicks() == 1
+    assert _rows(engine) == [("telling", "accepted")] and adapter.told == []
+    clock.advance(60)
+    assert await engine.recover_clicks() == 1
+    assert _rows(engine) == [("done", "accepted")] and len(adapter.told) == 1
+    assert _count(engine, AuditLog, AuditLog.event == "decided") == 1  # decided once
+
+    # A click whose decision keeps failing is given up, audited, and its clicker told.
+    other = await _request(engine, adapter)
+    assert await engine.record_click(_click(other)) is not None
+
+    async def broken(*_args: Any) -> Any:
+        raise ConnectionError("directory unavailable")
+
+    engine._respond = broken  # type: ignore[method-assign]
+    for _ in range(engine.click_max_attempts + 1):
+        clock.advance(3600)
+        await engine.recover_clicks()
+    assert _rows(engine)[-1] == ("failed", "failed")
+    assert adapter.told[-1] == ("U_ALICE", {"channel": "C_OPS"}, GAVE_UP)
+    assert _count(engine, AuditLog, AuditLog.event == "click_failed") == 1
+    assert _status(engine, other) == "pending"
+
+
+# ---------------------------------------------------------------- a busy database
+
+
+def _hold_write_lock(path: Path, seconds: float, held: threading.Event) -> None:
+    connection = sqlite3.connect(path, timeout=30, isolation_level=None)
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+        held.set()
+        time.sleep(seconds)
+        connection.execute("COMMIT")
+    finally:
+        connection.close()
+
+
+async def test_a_click_the_database_cannot_take_in_time_is_not_stored(tmp_path: Path) -> None:
+    path = tmp_path / "askhuman.db"
+    engine, adapter, _ = _engine(f"sqlite:///{path}")
+    ref = await _request(engine, adapter)
+    held = threading.Event()
+    locker = threading.Thread(target=_hold_write_lock, args=(path, 2.0, held))
+    locker.start()
+    held.wait(5)
+    started = time.monotonic()
+    assert await engine.record_click(_click(ref), budget=0.8) is None
+    assert time.monotonic() - started < 2.0  # the caller is answered within its budget
+    await asyncio.to_thread(locker.join)
+    await asyncio.sleep(0.2)
+    await engine.drain()
+    # Nothing was stored late (or what was is closed unused): nothing decides from it.
+    assert all(state == "failed" for state, _ in _rows(engine))
+    assert await engine.recover_clicks() == 0
+    assert _status(engine, ref) == "pending" and _count(engine, Vote) == 0
+
+    # A lock held for less than the budget only delays the click.
+    held.clear()
+    locker = threading.Thread(target=_hold_write_lock, args=(path, 0.5, held))
+    locker.start()
+    held.wait(5)
+    recorded = await engine.record_click(_click(ref), budget=2.5)
+    await asyncio.to_thread(locker.join)
+    assert recorded is not None
+    assert (await engine.decide_click(recorded)).outcome == "accepted"
+    engine.db.dispose()
+
+
+# ---------------------------------------------------------------- the deadline
+
+
+async def test_a_late_answer_is_refused_and_times_the_request_out(db_url: str) -> None:
+    engine, adapter, clock = _engine(db_url)
+    ref = await _request(engine, adapter)
+    clock.advance(30 * 60 + 2)  # 2 s after the deadline; the sweep has not run
+    answer = await engine.respond(ref, alice(), "approve", VALUES)
+    assert answer.outcome == "already_decided"
+    assert answer.message == "This request timed out at 2025-03-01 12:30 UTC."
+    assert _status(engine, ref) == "timeout"
+    with engine.db.transaction() as s:
+        request = s.scalars(select(HumanRequest).where(HumanRequest.ref == ref)).one()
+        assert request.result is not None and request.result["status"] == "timeout"
+        events = list(s.scalars(select(AuditLog.event).order_by(AuditLog.id)))
+    assert events[-2:] == ["timed_out", "respond_too_late"]
+    assert _count(engine, ResumeJob) == 1 and _count(engine, Vote) == 0
+    assert adapter.updates and adapter.updates[-1][0].status == "timeout"
+    assert await engine.expire_due() == 0  # nothing left for the sweep
+    # The agent gets Dify's timeout result.
+    assert await engine.run_worker_once() == 1
+
+
+async def test_a_late_stored_click_is_refused_in_the_compare_and_set(db_url: str) -> None:
+    engine, adapter, clock = _engine(db_url)
+    ref = await _request(engine, adapter)
+    clock.advance(30 * 60)  # exactly at the deadline
+    recorded = await engine.record_click(_click(ref))
+    assert recorded is not None
+    answer = await engine.decide_click(recorded)
+    assert answer.outcome == "already_decided" and "timed out at" in answer.message
+    assert _rows(engine) == [("done", "already_decided")]
+    assert _status(engine, ref) == "timeout"
+
+
+async def test_a_click_stored_before_the_deadline_counts(db_url: str) -> None:
+    engine, adapter, clock = _engine(db_url)
+    ref = await _request(engine, adapter)
+    clock.advance(30 * 60 - 1)  # one second before the deadline
+    assert await engine.record_click(_click(ref)) is not None  # ...then the process died
+    clock.advance(engine.click_lease.total_seconds() + 1)
+    assert await engine.expire_due() == 0  # the stored click is decided first
+    assert await engine.recover_clicks() == 1
+    assert _status(engine, ref) == "submitted"
+    assert adapter.told[-1][2] == "Thanks, your answer (Approve) was recorded."
+
+
+class HangingResume:
+    """Asks like the scripted agent; its resume hangs (a slow model call)."""
+
+    name = "deploy"
+
+    def __init__(self) -> None:
+        self.inner = scripted_runtimes()("deploy")
+        self.resuming = asyncio.Event()
+
+    async def run(self, prompt: str) -> Outcome:
+        return await self.inner.run(prompt)
+
+    async def resume(self, snapshot: Any, results: dict[str, AskHumanToolResult]) -> Outcome:
+        self.resuming.set()
+        await asyncio.sleep(3600)
+        raise AssertionError("unreachable")
+
+
+async def test_a_slow_resume_does_not_delay_timeouts(sqlite_url: str) -> None:
+    engine, adapter, clock = _engine(sqlite_url)
+    slow = HangingResume()
+    engine._runtimes["deploy"] = slow
+    first = await _request(engine, adapter)
+    assert (await engine.respond(first, alice(), "approve", VALUES)).outcome == "accepted"
+    stop = asyncio.Event()
+    worker = asyncio.create_task(engine.serve_forever(stop, poll_interval=0.05))
+    await asyncio.wait_for(slow.resuming.wait(), 5)  # the worker is stuck in that resume
+    second = await _request(engine, adapter)
+    clock.advance(30 * 60 + 1)
+    started = time.monotonic()
+    while _status(engine, second) != "timeout":
+        assert time.monotonic() - started < 2.0, "the timeout waited behind the resume"
+        await asyncio.sleep(0.02)
+    # The first resume is still stuck; the timed-out request waits for its turn.
+    assert await engine.job_states() == {"running": 1, "queued": 1}
+    stop.set()
+    worker.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await worker
+
+
+
+async def test_closed_clicks_are_pruned_after_the_retention(db_url: str) -> None:
+    engine, adapter, clock = _engine(db_url, outbox_retention_seconds=86400)
+    ref = await _request(engine, adapter)
+    recorded = await engine.record_click(_click(ref))
+    assert recorded is not None
+    await engine.decide_click(recorded)
+    other = await _request(engine, adapter)
+    assert await engine.record_click(_click(other)) is not None  # never decided (yet)
+    clock.advance(86400 + 1)
+    assert (await engine.prune_old())["click_inbox"] == 1
+    assert _rows(engine) == [("running", None)]  # an open click is never pruned
