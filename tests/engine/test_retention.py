@@ -105,7 +105,10 @@ async def test_answers_and_transcripts_are_redacted_after_their_retention(
 
 
 async def test_live_requests_and_runs_are_never_redacted(db_url: str) -> None:
-    engine, adapter, clock = make_engine(db_url, fake=AskingRuntime(FORM_ARGS))
+    # A deadline far enough out that the answer 10 days in is still on time.
+    route = {"timeout": "30d",
+             "slack": {"channel": "C_OPS", "approvers": {"users": ["U_ALICE", "U_BOB"]}}}
+    engine, adapter, clock = make_engine(db_url, fake=AskingRuntime(FORM_ARGS), route=route)
     retain(engine, answers=1, transcripts=1)
     await engine.start_run("form", SECRET_NOTE, STARTER, ORIGIN)  # waiting for a human
     ref = adapter.delivered[0][0].ref
