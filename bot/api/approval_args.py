@@ -1,9 +1,10 @@
-"""A tool-call approval as an ordinary ask_human request (Approve / Reject).
+"""A tool-call approval from the API or MCP: its checks and what its answer means.
 
-This is the one place that decides how an approval looks and what its answer means,
-so the tool-approval card can replace ``approval_request`` later without touching
-the API or the MCP server. The tool's arguments are untrusted: they are shown as a
-sanitized JSON listing (long values cut), never interpreted.
+``approval_request`` checks an approval body against the same guardrails as an ask;
+the engine then stores it with the tool-approval card that embedded agents' tool
+calls get (``bot.engine.external``: tool name, description, sanitized arguments,
+binding hash), so approvers see one kind of card whoever asks. ``approval_decision``
+maps the answer to ``{approved, reason}``.
 """
 
 from __future__ import annotations

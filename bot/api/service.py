@@ -182,7 +182,8 @@ class Door:
         ask = ExternalAsk(client=client, route=body.route, args=args, kind="approval",
                           fingerprint=fingerprint(data), agent_name=body.agent_name,
                           idempotency_key=key, callback_url=body.callback_url,
-                          context=body.context, tool_name=body.tool_name, tool_input=body.args)
+                          context=body.context, tool_name=body.tool_name, tool_input=body.args,
+                          reason=body.reason)
         return await self._create(ask)
 
     async def _create(self, ask: ExternalAsk) -> tuple[ExternalView, bool]:

@@ -40,6 +40,8 @@ from bot.engine.ports import DeliveryError, Identity
 from bot.engine.results import RespondResult
 from bot.engine.runs import RunsMixin
 from bot.engine.values import InvalidValues, check_answer
+from bot.tools.binding import binding_hash
+from renderers.tool_card import tool_approval_args, tool_approval_view, view_to_json
 from storage import ApiClient, ExternalRequest, HumanRequest, Run
 
 EXTERNAL_PLATFORM = "api"
@@ -83,6 +85,8 @@ class ExternalAsk:
     context: dict[str, Any] | None = None
     tool_name: str | None = None
     tool_input: dict[str, Any] | None = None
+    reason: str | None = None
+    """Why the caller asks approval (``POST /api/v1/approvals``), shown on the card."""
 
 
 @dataclass(frozen=True)
@@ -252,8 +256,12 @@ class ExternalMixin(RunsMixin, DecisionsMixin, DispatchMixin):
         session.add(run)
         session.flush()
         deadline = now + dt.timedelta(seconds=route.timeout)
+        approval = _approval_card(ask, display)
         request = store.create_request(session, now, run, f"api_{uuid.uuid4().hex[:16]}",
-                                       ask.args, ask.route, route.quorum, deadline)
+                                       approval[0] if approval else ask.args, ask.route,
+                                       route.quorum, deadline)
+        if approval is not None:  # the same tool-approval card embedded agents get
+            request.kind, request.tool, request.binding = "tool_approval", *approval[1:]
         if route.reminder is not None:
             request.next_reminder_at = now + dt.timedelta(seconds=route.reminder)
         request.reminders_sent = 0
@@ -463,3 +471,17 @@ class ExternalMixin(RunsMixin, DecisionsMixin, DispatchMixin):
             return Attempt(str(exc)[:2000] or type(exc).__name__)
         log.info("webhook delivered", extra={"ref": ref, "attempt": claim.attempts})
         return Attempt()
+
+
+def _approval_card(
+    ask: ExternalAsk, agent: str
+) -> tuple[AskHumanToolArgs, dict[str, JsonValue], str] | None:
+    """For ``POST /api/v1/approvals``: the tool-approval card's args, its stored view and
+    the binding hash of ``tool_name(tool_input)`` (None for ordinary asks)."""
+    if ask.kind != "approval" or not ask.tool_name:
+        return None
+    tool_input = ask.tool_input or {}
+    binding = binding_hash(ask.tool_name, tool_input, {})
+    why = f"Reason given: {ask.reason[:600]}" if ask.reason else ""
+    view = tool_approval_view(ask.tool_name, why, tool_input, {}, binding)
+    return tool_approval_args(view, agent), view_to_json(view), binding

@@ -202,6 +202,11 @@ async def test_approval_request_and_decision(door: Door, ci: Client) -> None:
     blocks = str(door.slack.card_message(ts, "C0FIN").blocks)
     assert "Approve" in blocks and "Reject" in blocks and "rm -rf /tmp/build" in blocks
     assert "<!channel>" not in blocks  # untrusted args are escaped
+    # The same tool-approval card embedded agents' tool calls get: tool, why, binding.
+    assert "Approve tool call: Bash" in blocks and "clean the build dir" in blocks
+    with door.database.transaction() as session:
+        row = session.scalars(select(HumanRequest).where(HumanRequest.ref == ref)).one()
+        assert row.kind == "tool_approval" and row.binding and len(row.binding) == 64
     payload = door.slack.click_payload(ts, "Reject", ALICE, environment=None, channel="C0FIN")
     assert (await door.slack.interact(payload)).status_code == 200
     view = (await door.get(ci, ref, wait=10)).json()
