@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import JsonValue
-from sqlalchemy import and_, delete, insert, or_, select, update
+from sqlalchemy import and_, delete, insert, select, update
 from sqlalchemy.orm import Session
 
+from bot.engine import leases
 from bot.engine.ports import Identity
 from bot.engine.results import EngineError
 from bot.engine.store import MAX_REF_CHARS, rowcount
@@ -184,33 +184,18 @@ def claim_next(session: Session, now: dt.datetime, lease: dt.timedelta,
                postgres: bool) -> Claimed | None:
     """Claim the oldest row a worker should handle: queued and due, or running/telling
     with an expired lease (its holder died or gave it back)."""
-    runnable = or_(
-        and_(ClickInbox.state == "queued", ClickInbox.next_attempt_at <= now),
-        and_(ClickInbox.state.in_(("running", "telling")), ClickInbox.lease_until < now),
-    )
-    query = select(ClickInbox).where(runnable).order_by(ClickInbox.id).limit(1)
-    if postgres:
-        query = query.with_for_update(skip_locked=True)
-    row = session.scalars(query).first()
-    if row is None:
+    claimed = leases.claim_oldest(session, ClickInbox, now, lease, postgres,
+                                  held=("running", "telling"))
+    if claimed is None:
         return None
-    token = uuid.uuid4().hex
+    row, token, attempts = claimed
     state = "telling" if row.state == "telling" else "running"
-    claimed = rowcount(session.execute(
-        update(ClickInbox)
-        .where(ClickInbox.id == row.id, ClickInbox.state == row.state,
-               ClickInbox.attempts == row.attempts)
-        .values(state=state, claim_token=token, lease_until=now + lease,
-                attempts=row.attempts + 1, updated_at=now)
-        .execution_options(synchronize_session=False)))
-    if claimed != 1:
-        return None
     click = Click(platform=row.platform, ref=row.ref,
                   responder=Identity(row.platform, row.user_id, row.display_name,
                                      team=row.team, enterprise=row.enterprise),
                   action_id=row.action_id, values=dict(row.values or {}), kind=row.kind,
                   reply_to=dict(row.reply_to or {}))
-    return Claimed(click, Mark(row.id, token, row.received_at), state, row.attempts + 1,
+    return Claimed(click, Mark(row.id, token, row.received_at), state, attempts,
                    row.outcome, row.message)
 
 

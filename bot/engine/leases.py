@@ -25,11 +25,11 @@ from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session
 
 from bot.engine.store import rowcount
-from storage import Database, OutboxItem, ResumeJob
+from storage import ClickInbox, Database, OutboxItem, ResumeJob
 
 log = logging.getLogger("askhuman.engine")
 
-Leased = TypeVar("Leased", ResumeJob, OutboxItem)
+Leased = TypeVar("Leased", ResumeJob, OutboxItem, ClickInbox)
 T = TypeVar("T")
 
 
@@ -38,12 +38,18 @@ class LeaseLost(Exception):
 
 
 def claim_oldest(
-    session: Session, model: type[Leased], now: dt.datetime, lease: dt.timedelta, postgres: bool
+    session: Session, model: type[Leased], now: dt.datetime, lease: dt.timedelta, postgres: bool,
+    held: tuple[str, ...] = ("running",),
 ) -> tuple[Leased, str, int] | None:
-    """Claim the oldest runnable row: ``(row as read, claim token, attempts incl. this one)``."""
+    """Claim the oldest runnable row: ``(row as read, claim token, attempts incl. this one)``.
+
+    Runnable means queued and due, or in one of the ``held`` states with an expired
+    lease (its holder died). A queued row becomes ``running``; a held one keeps its
+    state (the click inbox's ``telling`` stays ``telling``).
+    """
     runnable = or_(
         and_(model.state == "queued", model.next_attempt_at <= now),
-        and_(model.state == "running", model.lease_until < now),
+        and_(model.state.in_(held), model.lease_until < now),
     )
     query = select(model).where(runnable).order_by(model.id).limit(1)
     if postgres:
@@ -55,8 +61,8 @@ def claim_oldest(
     claimed = rowcount(session.execute(
         update(model)
         .where(model.id == row.id, model.state == row.state, model.attempts == row.attempts)
-        .values(state="running", claim_token=token, lease_until=now + lease,
-                attempts=row.attempts + 1, updated_at=now)
+        .values(state=row.state if row.state in held else "running", claim_token=token,
+                lease_until=now + lease, attempts=row.attempts + 1, updated_at=now)
         .execution_options(synchronize_session=False)
     ))
     if claimed != 1:

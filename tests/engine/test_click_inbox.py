@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import sqlite3
 import threading
 import time
 from collections.abc import Mapping
@@ -33,6 +32,7 @@ from tests.engine.helpers import (
     make_engine,
     scripted_runtimes,
 )
+from tests.fakes.sqlite_lock import hold_write_lock
 
 VALUES = {"environment": "staging"}
 CROWD = [f"U{i}" for i in range(20)]
@@ -221,23 +221,13 @@ async def test_telling_is_retried_and_deciding_gives_up_after_max_attempts(
 # ---------------------------------------------------------------- a busy database
 
 
-def _hold_write_lock(path: Path, seconds: float, held: threading.Event) -> None:
-    connection = sqlite3.connect(path, timeout=30, isolation_level=None)
-    try:
-        connection.execute("BEGIN IMMEDIATE")
-        held.set()
-        time.sleep(seconds)
-        connection.execute("COMMIT")
-    finally:
-        connection.close()
-
 
 async def test_a_click_the_database_cannot_take_in_time_is_not_stored(tmp_path: Path) -> None:
     path = tmp_path / "askhuman.db"
     engine, adapter, _ = _engine(f"sqlite:///{path}")
     ref = await _request(engine, adapter)
     held = threading.Event()
-    locker = threading.Thread(target=_hold_write_lock, args=(path, 2.0, held))
+    locker = threading.Thread(target=hold_write_lock, args=(path, 2.0, held))
     locker.start()
     held.wait(5)
     started = time.monotonic()
@@ -253,7 +243,7 @@ async def test_a_click_the_database_cannot_take_in_time_is_not_stored(tmp_path: 
 
     # A lock held for less than the budget only delays the click.
     held.clear()
-    locker = threading.Thread(target=_hold_write_lock, args=(path, 0.5, held))
+    locker = threading.Thread(target=hold_write_lock, args=(path, 0.5, held))
     locker.start()
     held.wait(5)
     recorded = await engine.record_click(_click(ref), budget=2.5)

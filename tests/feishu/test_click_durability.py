@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ from sqlalchemy import select
 from bot.engine.clicks import NOT_RECORDED
 from bot.platforms.feishu.handlers import WORKING
 from storage import ClickInbox, Database
+from tests.fakes.sqlite_lock import hold_write_lock
 from tests.feishu.conftest import ALICE, Feishu
 from tests.feishu.test_ws import feed, start_run, toast_of
 
@@ -56,16 +56,6 @@ async def test_a_decided_toast_means_a_closed_inbox_row(feishu_http: Feishu) -> 
     assert _inbox(f.database) == [("done", "accepted")]
 
 
-def _hold_write_lock(path: Path, seconds: float, held: threading.Event) -> None:
-    connection = sqlite3.connect(path, timeout=30, isolation_level=None)
-    try:
-        connection.execute("BEGIN IMMEDIATE")
-        held.set()
-        time.sleep(seconds)
-        connection.execute("COMMIT")
-    finally:
-        connection.close()
-
 
 async def test_a_click_the_database_cannot_store_in_time_gets_an_error_toast(
     feishu_ws: Feishu,
@@ -75,7 +65,7 @@ async def test_a_click_the_database_cannot_store_in_time_gets_an_error_toast(
     card = await f.wait_card()
     held = threading.Event()
     path = Path(f.database.url.removeprefix("sqlite:///"))
-    locker = threading.Thread(target=_hold_write_lock, args=(path, 4.0, held))
+    locker = threading.Thread(target=hold_write_lock, args=(path, 4.0, held))
     locker.start()
     held.wait(5)
     started = time.monotonic()

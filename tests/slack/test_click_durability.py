@@ -7,7 +7,6 @@ import asyncio
 import datetime as dt
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -22,6 +21,7 @@ from bot.engine.clicks import NOT_RECORDED
 from storage import AuditLog, ClickInbox, Database, HumanRequest, Vote
 from tests.fakes.asgi_server import free_port
 from tests.fakes.slack_api import FakeSlackAPI
+from tests.fakes.sqlite_lock import hold_write_lock
 from tests.slack.conftest import ALICE, APPROVALS, MALLORY, ORIGIN, Slack
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,21 +129,11 @@ async def test_kill_9_right_after_the_ack_loses_nothing(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- a busy database
 
 
-def _hold_write_lock(path: Path, seconds: float, held: threading.Event) -> None:
-    connection = sqlite3.connect(path, timeout=30, isolation_level=None)
-    try:
-        connection.execute("BEGIN IMMEDIATE")
-        held.set()
-        time.sleep(seconds)
-        connection.execute("COMMIT")
-    finally:
-        connection.close()
-
 
 async def _with_lock_held(slack: Slack, seconds: float, ts: str) -> tuple[httpx.Response, float]:
     path = Path(slack.database.url.removeprefix("sqlite:///"))
     held = threading.Event()
-    locker = threading.Thread(target=_hold_write_lock, args=(path, seconds, held))
+    locker = threading.Thread(target=hold_write_lock, args=(path, seconds, held))
     locker.start()
     held.wait(5)
     started = time.monotonic()
