@@ -118,7 +118,8 @@ class AccessMixin(EngineBase):
                                       mark=mark)
         request, run, card, channels, staged = found
         if request.status != store.OPEN:
-            return await self._refuse("already_decided", already_decided_message(request), ref,
+            return await self._refuse("already_decided",
+                                      already_decided_message(request, who.platform), ref,
                                       who, f"{event}_already_decided", card, run.id, mark=mark)
         route = self.settings.routes.get(request.route)
         reason: str | None

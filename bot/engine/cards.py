@@ -58,20 +58,36 @@ def who(name: str | None, user: str | None) -> str:
     return name or user or "someone"
 
 
-def already_decided_message(request: HumanRequest) -> str:
-    """'Already decided by Alice (Approve) at 2025-01-31 12:00 UTC' and friends."""
+def _decider(request: HumanRequest, viewer: str | None) -> str:
+    platform = request.decided_by_platform
+    if not request.decided_by_name and viewer and platform and platform != viewer:
+        return f"someone on {PLATFORM_NAMES.get(platform, platform)}"
+    return who(request.decided_by_name, request.decided_by_user)
+
+
+PLATFORM_NAMES = {"slack": "Slack", "feishu": "Feishu", "console": "the console",
+                  "api": "an API client"}
+
+
+def already_decided_message(request: HumanRequest, viewer: str | None = None) -> str:
+    """'Already decided by Alice (Approve) at 2025-01-31 12:00 UTC' and friends.
+
+    ``viewer`` is the platform of the person told: a nameless decider from another
+    platform is "someone on Feishu", never a raw id that means nothing there (Feishu
+    swaps its own open_ids for names before showing them).
+    """
     at = as_utc(request.decided_at)
     when = f" at {at:%Y-%m-%d %H:%M UTC}" if at else ""
     result = request.result or {}
     if request.status == "submitted":
         label = (result.get("action") or {}).get("label")
         choice = f" ({label})" if label else ""
-        by = who(request.decided_by_name, request.decided_by_user)
+        by = _decider(request, viewer)
         return f"Already decided by {by}{choice}{when}."
     if request.status == "timeout":
         return f"This request already timed out{when}."
     if request.status == "cancelled":
-        by = who(request.decided_by_name, request.decided_by_user)
+        by = _decider(request, viewer)
         return f"This request was already cancelled by {by}{when}."
     return f"This request is closed: nobody could be reached{when}."
 

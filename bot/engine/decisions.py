@@ -116,7 +116,7 @@ class DecisionsMixin(AccessMixin):
         if request.status == store.OPEN and _late(request, received):
             return self._late_in(session, ref, who, received, mark)
         if request.status != store.OPEN:
-            message = already_decided_message(request)
+            message = already_decided_message(request, who.platform)
             store.audit(session, now, "respond_already_decided", outcome="refused",
                         run_id=request.run_id, ref=ref, actor=who, reason=message)
             return _closed(session, now, mark, RespondResult("already_decided", message))
@@ -160,7 +160,7 @@ class DecisionsMixin(AccessMixin):
         if request.status in (store.OPEN, "timeout") and request.deadline is not None:
             message = f"This request timed out at {as_utc(request.deadline):%Y-%m-%d %H:%M UTC}."
         else:
-            message = already_decided_message(request)
+            message = already_decided_message(request, who.platform)
         store.audit(session, now, "respond_too_late", outcome="refused",
                     run_id=request.run_id, ref=ref, actor=who, reason=message,
                     details={"received_at": received.isoformat()})

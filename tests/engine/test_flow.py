@@ -173,3 +173,20 @@ async def test_resume_recovers_after_a_transient_error(db_url: str) -> None:
     assert '"amount": 12.5' in adapter.results[0][1]
     with engine.db.transaction() as s:
         assert s.scalars(select(ResumeJob)).one().attempts == 2
+
+
+def test_a_nameless_decider_from_another_platform_is_not_shown_as_a_raw_id() -> None:
+    import datetime as dt
+
+    from bot.engine.cards import already_decided_message
+
+    request = HumanRequest(status="submitted", decided_by_platform="feishu",
+                           decided_by_user="ou_4f1c9a", decided_by_name=None,
+                           decided_at=dt.datetime(2025, 3, 1, 12, 0),
+                           result={"action": {"id": "approve", "label": "Approve"}})
+    on_slack = already_decided_message(request, "slack")
+    assert on_slack == "Already decided by someone on Feishu (Approve) at 2025-03-01 12:00 UTC."
+    # Feishu itself turns its own open_ids into names before showing the text.
+    assert "ou_4f1c9a" in already_decided_message(request, "feishu")
+    request.decided_by_name = "Alice Chen"
+    assert "Alice Chen" in already_decided_message(request, "slack")
