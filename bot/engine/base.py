@@ -141,6 +141,15 @@ class EngineBase(abc.ABC):
         self.waiters = waiters.Waiters()
         """Callers waiting for a request's outcome (``bot.engine.waiters``)."""
 
+    dispatch_here: bool = True
+    """False for a process without platforms (the admin CLI): side effects it queues are
+    handed to the running bot's outbox loop instead of being tried here."""
+
+    def _hand_over(self, claims: list[OutboxClaim]) -> None:
+        with self.db.transaction() as session:
+            for claim in claims:
+                outbox.hand_over(session, claim, self.now())
+
     def register_adapter(
         self, adapter: PlatformAdapter, directory: Directory | None = None
     ) -> None:
@@ -168,6 +177,9 @@ class EngineBase(abc.ABC):
 
         result, claims, resolved = await asyncio.to_thread(work)
         self.waiters.wake(resolved)  # long-polls of this replica, right after the commit
+        if not self.dispatch_here and claims:
+            await asyncio.to_thread(self._hand_over, claims)
+            claims = []
         for claim in claims:
             if self.background_card_updates and claim.kind == "update_card":
                 task = asyncio.create_task(self._dispatch(claim))

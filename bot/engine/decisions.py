@@ -245,6 +245,15 @@ class DecisionsMixin(AccessMixin):
                                   f"Cancelled by {who}.")
         return await self._resolve_system(ref, result, "cancelled", actor)
 
+    async def cancel_as_operator(self, ref: str, operator: Identity, reason: str) -> RespondResult:
+        """An operator (``askhuman requests cancel``) withdraws a request. The CLI runs
+        with the database's own credentials, so no approver check applies; the agent
+        gets ``cancelled`` and every card copy is updated through the outbox."""
+        who = operator.display_name or operator.user_id
+        result = cancelled_result(f"Cancelled by {who}: {reason}" if reason else
+                                  f"Cancelled by {who}.")
+        return await self._resolve_system(ref, result, "cancelled", operator)
+
     # ------------------------------------------------------------------ the system
 
     async def expire_due(self) -> int:
