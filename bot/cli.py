@@ -12,6 +12,7 @@ from bot.commands import (
     demo_cmd,
     mcp_cmd,
     preview_cmd,
+    receipt_cmd,
     requests_cmd,
     runs_cmd,
     serve_cmd,
@@ -31,7 +32,7 @@ def _root() -> None:
 
 
 for module in (demo_cmd, serve_cmd, db_cmd, config_cmd, preview_cmd, api_key_cmd, mcp_cmd,
-               requests_cmd, runs_cmd, audit_cmd):
+               requests_cmd, runs_cmd, audit_cmd, receipt_cmd):
     module.register(app)
 
 

@@ -1,8 +1,10 @@
-"""``askhuman audit export``: the audit log as JSON Lines or CSV."""
+"""``askhuman audit export | verify``: the audit log as JSON Lines or CSV, and its
+hash chain checked (``bot.engine.audit_chain``)."""
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime as dt
 import io
 import json
@@ -58,6 +60,40 @@ def export(
             writer.writerow({**row, "details": json.dumps(row["details"], ensure_ascii=False,
                                                           sort_keys=True)})
         typer.echo(out.getvalue(), nl=False)
+
+
+@audit_app.command("verify")
+def verify(
+    seal: Annotated[bool, typer.Option(help="Seal rows written since the bot's last "
+                                            "sealing round first.")] = True,
+    config: ConfigOpt = None,
+    database: DatabaseOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Walk the audit hash chain; name the first row that was changed or removed.
+    Exit status 1 if the chain is broken."""
+    from bot.engine import audit_chain
+
+    with served_database(config, database) as (_, db):
+        if seal:
+            now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+            with db.transaction() as session:
+                while audit_chain.seal(session, now) == audit_chain.SEAL_BATCH:
+                    pass
+        with db.read() as session:
+            verdict = audit_chain.verify(session)
+    data = dataclasses.asdict(verdict)
+    if as_json:
+        typer.echo(json.dumps(data, indent=2))
+    elif verdict.ok:
+        typer.echo(f"audit chain intact: {verdict.checked} rows checked, {verdict.gaps} "
+                   f"retention gap(s), {verdict.unsealed} row(s) not sealed yet")
+    else:
+        where = f"row {verdict.broken_id}" if verdict.broken_id is not None else "the end"
+        typer.echo(f"audit chain BROKEN at {where}: {verdict.problem} "
+                   f"({verdict.checked} rows before it are intact)")
+    if not verdict.ok:
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

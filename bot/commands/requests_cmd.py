@@ -27,7 +27,7 @@ from bot.commands.admin_common import (
     served_database,
     table,
 )
-from bot.engine import store
+from bot.engine import receipts, store
 from bot.engine.cards import build_card
 from bot.engine.ports import Identity
 from bot.settings import Settings
@@ -112,11 +112,14 @@ def details(session: Session, settings: Settings, ref: str) -> dict[str, Any] | 
     trail = session.scalars(select(AuditLog).where(AuditLog.request_ref == ref)
                             .order_by(AuditLog.id)).all()
     card = build_card(request, run.agent, len(votes))
+    key = receipts.key_from_env()
+    receipt = receipts.for_request(request, votes, key) if key else None
     return {
         **summary(request, run),
         "card": render_text(card),
         "policy": policy_of(settings, request),
         "result": request.result,
+        "receipt": receipt,
         "votes": [{"platform": v.platform, "user": v.user_id, "name": v.display_name,
                    "action": v.action_id, "at": iso(v.created_at)} for v in votes],
         "deliveries": [{"platform": d.platform, "channel": d.channel,
@@ -139,6 +142,8 @@ def show_words(data: dict[str, Any]) -> str:
     lines = [data["card"], "", f"Status: {data['status']}   route: {data['route']}   "
              f"agent: {data['agent']}   run: {data['run_id']}",
              f"Policy ({policy['source']}): quorum {policy['quorum']}"]
+    if data["receipt"]:
+        lines.append(f"Receipt: {data['receipt']}")
     lines += ["", "Votes:"] + ([f"  {v['at']}  {v['platform']}:{v['user']}  {v['action']}"
                                 for v in data["votes"]] or ["  (none)"])
     lines += ["", "Deliveries:"] + ([f"  {d['platform']}  channel {d['channel']}  "
