@@ -298,6 +298,16 @@ class ApiClientLimits(_Strict):
     """Guardrails for this client's requests (default: ``api.ask_human``)."""
 
 
+class MetricsSettings(_Strict):
+    """Prometheus ``/metrics`` (off by default)."""
+
+    enabled: bool = False
+    port: int | None = Field(default=None, ge=1, le=65535)
+    """Serve ``/metrics`` on its own port instead of the main app's."""
+    host: str = "127.0.0.1"
+    """Address of the separate metrics port (``0.0.0.0`` for a scraper elsewhere)."""
+
+
 class ApiSettings(_Strict):
     """The HTTP API and MCP server (``/api/v1``, ``/mcp``, ``askhuman mcp``)."""
 
@@ -369,6 +379,7 @@ class FileSettings(_Strict):
     agents: dict[str, AgentSettings] = Field(default_factory=dict)
     routes: dict[str, RouteSettings] = Field(default_factory=dict)
     http: HttpSettings = Field(default_factory=HttpSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     schedules: dict[str, ScheduleSettings] = Field(default_factory=dict)
@@ -485,6 +496,7 @@ class Settings(_Strict):
     schedules: dict[str, ScheduleSettings] = Field(default_factory=dict)
     source: str = "built-in default"
     http: HttpSettings = Field(default_factory=HttpSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
 
     def agent(self, name: str) -> AgentSettings | None:
         return self.agents.get(name)
@@ -562,5 +574,6 @@ def load_settings(path: str | Path | None = None) -> Settings:
     return Settings(
         database_url=url, agents=parsed.agents, routes=parsed.routes,
         retention=parsed.retention, source=source, http=parsed.http, api=parsed.api,
+        metrics=parsed.metrics,
         schedules=parsed.schedules,
     )

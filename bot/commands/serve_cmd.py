@@ -107,10 +107,15 @@ def start_platforms(
 def build_app(engine: Engine, runtimes: list[PlatformRuntime]) -> Starlette:
     """The ASGI app; its lifespan runs the engine worker and platform background tasks."""
 
+    metrics_routes, metrics_port = _metrics(engine)
+
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         stop = asyncio.Event()
         tasks = [asyncio.create_task(engine.serve_forever(stop), name="engine-worker")]
+        if metrics_port is not None:
+            tasks.append(asyncio.create_task(_until_stopped(metrics_port, stop),
+                                             name="metrics-port"))
         for runtime in runtimes:
             tasks += [
                 asyncio.create_task(_until_stopped(task, stop), name=f"{runtime.name}-background")
@@ -133,9 +138,40 @@ def build_app(engine: Engine, runtimes: list[PlatformRuntime]) -> Starlette:
                     )
 
     endpoints = [endpoint for runtime in runtimes for endpoint in runtime.endpoints]
-    extra = [route for runtime in runtimes for route in runtime.routes]
+    extra = [route for runtime in runtimes for route in runtime.routes] + metrics_routes
     return create_app(endpoints, lifespan, extra, ready=DatabaseProbe(engine.db).check,
                       max_body_bytes=engine.settings.http.max_body_bytes)
+
+
+def _metrics(engine: Engine) -> tuple[list[BaseRoute], BackgroundTask | None]:
+    """``/metrics`` on the main app, or a task serving it on its own port
+    (``metrics: {enabled: true, port: 9464}``); nothing when metrics are off."""
+    settings = engine.settings.metrics
+    if not settings.enabled:
+        return [], None
+    from starlette.routing import Route
+
+    from bot import metrics
+
+    registry = metrics.registry_for(engine.db)
+    endpoint = metrics.endpoint(registry)
+    if settings.port is None:
+        return [Route("/metrics", endpoint, methods=["GET"])], None
+
+    port = settings.port
+
+    async def serve_port(stop: asyncio.Event) -> None:
+        import uvicorn
+
+        app = Starlette(routes=[Route("/metrics", endpoint, methods=["GET"])])
+        server = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=port,
+                                               log_config=None, lifespan="off"))
+        serving = asyncio.create_task(server.serve())
+        await stop.wait()
+        server.should_exit = True
+        await serving
+
+    return [], serve_port
 
 
 async def _until_stopped(task: BackgroundTask, stop: asyncio.Event) -> None:
