@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import (
@@ -154,6 +154,11 @@ class RouteSettings(_Strict):
 
     timeout: float = Field(default=86400.0, description="seconds")
     quorum: int = Field(default=1, ge=1)
+    locale: Literal["en", "zh-CN"] = "en"
+    """Language of the card chrome askhuman writes (model-written text is never
+    translated)."""
+    timezone: str | None = None
+    """IANA time zone for dates on cards (``Asia/Shanghai``); None: UTC."""
     allow_self_approval: bool = False
     reminder: float | None = Field(default=None, description="seconds between reminders")
     """Remind the recipients (in the card's thread) every ``reminder`` while pending."""
@@ -174,6 +179,20 @@ class RouteSettings(_Strict):
     @classmethod
     def _reminder(cls, v: object) -> float | None:
         return None if v is None else parse_duration(v)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {v!r}; write an IANA name like "
+                             "Asia/Shanghai or Europe/Berlin") from None
+        return v
 
     @model_validator(mode="after")
     def _somewhere_to_go(self) -> RouteSettings:

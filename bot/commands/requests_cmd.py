@@ -28,7 +28,7 @@ from bot.commands.admin_common import (
     table,
 )
 from bot.engine import receipts, store
-from bot.engine.cards import build_card
+from bot.engine.cards import build_card, localized
 from bot.engine.ports import Identity
 from bot.settings import Settings
 from renderers.text import render_text
@@ -111,7 +111,8 @@ def details(session: Session, settings: Settings, ref: str) -> dict[str, Any] | 
     copies = store.deliveries(session, request.id)
     trail = session.scalars(select(AuditLog).where(AuditLog.request_ref == ref)
                             .order_by(AuditLog.id)).all()
-    card = build_card(request, run.agent, len(votes))
+    card = localized(build_card(request, run.agent, len(votes)),
+                     settings.routes.get(request.route))
     key = receipts.key_from_env()
     receipt = receipts.for_request(request, votes, key) if key else None
     return {

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from bot.agents.base import AgentRuntime
 from bot.askhuman.schema import AskHumanToolResult
 from bot.engine import outbox, store, waiters
-from bot.engine.cards import build_card, to_db_time
+from bot.engine.cards import build_card, localized, to_db_time
 from bot.engine.leases import Heartbeat, Leased
 from bot.engine.outbox import OutboxClaim
 from bot.engine.ports import DeliveryTarget, Directory, Identity, PlatformAdapter
@@ -308,7 +308,8 @@ class EngineBase(abc.ABC):
         run = session.get(Run, request.run_id)
         if run is None:
             return None
-        return request, run, build_card(request, run.agent, store.vote_count(session, request.id))
+        card = build_card(request, run.agent, store.vote_count(session, request.id))
+        return request, run, localized(card, self.settings.routes.get(request.route))
 
     async def card(self, ref: str) -> RequestCard | None:
         """The request as it should be shown now, or None for an unknown ref."""
