@@ -27,6 +27,7 @@ from starlette.routing import BaseRoute
 from bot.engine.core import Engine
 from bot.engine.health import DatabaseProbe
 from bot.logs import configure_logging
+from bot.reload import install_sighup
 from bot.settings import ConfigError, Settings, config_warnings, load_settings
 from bot.web import Endpoint, create_app
 
@@ -112,6 +113,7 @@ def build_app(engine: Engine, runtimes: list[PlatformRuntime]) -> Starlette:
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         stop = asyncio.Event()
+        uninstall_sighup = install_sighup(engine)
         tasks = [asyncio.create_task(engine.serve_forever(stop), name="engine-worker")]
         if metrics_port is not None:
             tasks.append(asyncio.create_task(_until_stopped(metrics_port, stop),
@@ -124,6 +126,7 @@ def build_app(engine: Engine, runtimes: list[PlatformRuntime]) -> Starlette:
         try:
             yield
         finally:
+            uninstall_sighup()
             stop.set()
             done, pending = await asyncio.wait(tasks, timeout=10)
             for task in pending:

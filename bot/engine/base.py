@@ -141,6 +141,15 @@ class EngineBase(abc.ABC):
         self.waiters = waiters.Waiters()
         """Callers waiting for a request's outcome (``bot.engine.waiters``)."""
 
+    def apply_settings(self, settings: Settings) -> None:
+        """Swap in a reloaded config (``bot.reload``): one assignment, so readers see
+        the old or the new one. Agents added by it are built on first use; runtimes
+        already built keep their definition until a restart."""
+        factory = self._runtime_factory
+        if getattr(factory, "__qualname__", "").startswith("registry_runtimes"):
+            self._runtime_factory = registry_runtimes(settings)
+        self.settings = settings
+
     dispatch_here: bool = True
     """False for a process without platforms (the admin CLI): side effects it queues are
     handed to the running bot's outbox loop instead of being tried here."""
