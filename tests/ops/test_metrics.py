@@ -50,7 +50,8 @@ async def test_metrics_move_as_clicks_arrive(
                             settings_with(tmp_path, {"enabled": True})) as ops:
         before = await scrape(ops.http, ops.url)
         clicks0 = sample(before, "askhuman_click_ack_seconds_count", platform="slack")
-        decided0 = sample(before, "askhuman_time_to_decision_seconds_count", route="ops")
+        decided0 = sample(before, "askhuman_time_to_decision_seconds_count", route="ops",
+                          outcome="submitted")
         resumed0 = sample(before, "askhuman_answer_to_resume_seconds_count")
         posts0 = sample(before, "askhuman_platform_api_calls_total", platform="slack",
                         method="chat.postMessage", status="ok")
