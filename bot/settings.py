@@ -317,6 +317,18 @@ class ApiClientLimits(_Strict):
     """Guardrails for this client's requests (default: ``api.ask_human``)."""
 
 
+class AdminSettings(_Strict):
+    """Who may use admin chat actions (withdraw any pending request), by platform user
+    id (Slack ``U…``, Feishu ``ou_…``, console names)."""
+
+    slack: list[str] = Field(default_factory=list)
+    feishu: list[str] = Field(default_factory=list)
+    console: list[str] = Field(default_factory=list)
+
+    def includes(self, platform: str, user_id: str) -> bool:
+        return user_id in (getattr(self, platform, None) or [])
+
+
 class MetricsSettings(_Strict):
     """Prometheus ``/metrics`` (off by default)."""
 
@@ -399,6 +411,7 @@ class FileSettings(_Strict):
     routes: dict[str, RouteSettings] = Field(default_factory=dict)
     http: HttpSettings = Field(default_factory=HttpSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    admins: AdminSettings = Field(default_factory=AdminSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     schedules: dict[str, ScheduleSettings] = Field(default_factory=dict)
@@ -516,6 +529,7 @@ class Settings(_Strict):
     source: str = "built-in default"
     http: HttpSettings = Field(default_factory=HttpSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    admins: AdminSettings = Field(default_factory=AdminSettings)
 
     def agent(self, name: str) -> AgentSettings | None:
         return self.agents.get(name)
@@ -593,6 +607,6 @@ def load_settings(path: str | Path | None = None) -> Settings:
     return Settings(
         database_url=url, agents=parsed.agents, routes=parsed.routes,
         retention=parsed.retention, source=source, http=parsed.http, api=parsed.api,
-        metrics=parsed.metrics,
+        metrics=parsed.metrics, admins=parsed.admins,
         schedules=parsed.schedules,
     )

@@ -232,7 +232,8 @@ class DecisionsMixin(AccessMixin):
         route = self.settings.routes.get(request.route)
         is_starter = (run.started_by_platform, run.started_by_user) == (
             actor.platform, actor.user_id)
-        if not is_starter and actor != SYSTEM:
+        is_admin = self.settings.admins.includes(actor.platform, actor.user_id)
+        if not is_starter and not is_admin and actor != SYSTEM:
             refusal = authz.NOT_ALLOWED if route is None else await self._refusal(
                 request, route.model_copy(update={"allow_self_approval": True}), actor,
                 store.starter(run), channels)
