@@ -140,3 +140,38 @@ async def test_served_audit_verifies_and_receipts_sign_the_decision(
     nokey = await cli("receipt", "verify", receipt)
     assert nokey.exit_code == 2 and receipts.KEY_ENV in nokey.output
     await asyncio.sleep(0)
+
+
+def test_concurrent_sealers_and_writers_never_fork_the_chain(database: Database) -> None:
+    """Replicas seal at the same time as others write: one chain, every row once."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def writer(n: int) -> None:
+        try:
+            for i in range(15):
+                write(database, T0, f"w{n}-{i}")
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    def sealer() -> None:
+        try:
+            for _ in range(15):
+                with database.transaction() as session:
+                    audit_chain.seal(session, T0)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(3)]
+    threads += [threading.Thread(target=sealer) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors
+    result = verdict(database)
+    assert result.ok and result.checked == 45 and result.unsealed == 0, result
+    with database.read() as session:
+        seqs = sorted(s for s in session.scalars(select(AuditLog.chain_seq)) if s)
+    assert seqs == list(range(1, 46))
