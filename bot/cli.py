@@ -6,11 +6,15 @@ import typer
 
 from bot.commands import (
     api_key_cmd,
+    audit_cmd,
     config_cmd,
     db_cmd,
     demo_cmd,
     mcp_cmd,
     preview_cmd,
+    receipt_cmd,
+    requests_cmd,
+    runs_cmd,
     serve_cmd,
 )
 
@@ -27,7 +31,8 @@ def _root() -> None:
     """askhuman: human approvals for AI agents, in Slack and Feishu/Lark."""
 
 
-for module in (demo_cmd, serve_cmd, db_cmd, config_cmd, preview_cmd, api_key_cmd, mcp_cmd):
+for module in (demo_cmd, serve_cmd, db_cmd, config_cmd, preview_cmd, api_key_cmd, mcp_cmd,
+               requests_cmd, runs_cmd, audit_cmd, receipt_cmd):
     module.register(app)
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import (
@@ -154,6 +154,11 @@ class RouteSettings(_Strict):
 
     timeout: float = Field(default=86400.0, description="seconds")
     quorum: int = Field(default=1, ge=1)
+    locale: Literal["en", "zh-CN"] = "en"
+    """Language of the card chrome askhuman writes (model-written text is never
+    translated)."""
+    timezone: str | None = None
+    """IANA time zone for dates on cards (``Asia/Shanghai``); None: UTC."""
     allow_self_approval: bool = False
     reminder: float | None = Field(default=None, description="seconds between reminders")
     """Remind the recipients (in the card's thread) every ``reminder`` while pending."""
@@ -174,6 +179,20 @@ class RouteSettings(_Strict):
     @classmethod
     def _reminder(cls, v: object) -> float | None:
         return None if v is None else parse_duration(v)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {v!r}; write an IANA name like "
+                             "Asia/Shanghai or Europe/Berlin") from None
+        return v
 
     @model_validator(mode="after")
     def _somewhere_to_go(self) -> RouteSettings:
@@ -298,6 +317,28 @@ class ApiClientLimits(_Strict):
     """Guardrails for this client's requests (default: ``api.ask_human``)."""
 
 
+class AdminSettings(_Strict):
+    """Who may use admin chat actions (withdraw any pending request), by platform user
+    id (Slack ``U…``, Feishu ``ou_…``, console names)."""
+
+    slack: list[str] = Field(default_factory=list)
+    feishu: list[str] = Field(default_factory=list)
+    console: list[str] = Field(default_factory=list)
+
+    def includes(self, platform: str, user_id: str) -> bool:
+        return user_id in (getattr(self, platform, None) or [])
+
+
+class MetricsSettings(_Strict):
+    """Prometheus ``/metrics`` (off by default)."""
+
+    enabled: bool = False
+    port: int | None = Field(default=None, ge=1, le=65535)
+    """Serve ``/metrics`` on its own port instead of the main app's."""
+    host: str = "127.0.0.1"
+    """Address of the separate metrics port (``0.0.0.0`` for a scraper elsewhere)."""
+
+
 class ApiSettings(_Strict):
     """The HTTP API and MCP server (``/api/v1``, ``/mcp``, ``askhuman mcp``)."""
 
@@ -369,6 +410,8 @@ class FileSettings(_Strict):
     agents: dict[str, AgentSettings] = Field(default_factory=dict)
     routes: dict[str, RouteSettings] = Field(default_factory=dict)
     http: HttpSettings = Field(default_factory=HttpSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    admins: AdminSettings = Field(default_factory=AdminSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     schedules: dict[str, ScheduleSettings] = Field(default_factory=dict)
@@ -485,6 +528,8 @@ class Settings(_Strict):
     schedules: dict[str, ScheduleSettings] = Field(default_factory=dict)
     source: str = "built-in default"
     http: HttpSettings = Field(default_factory=HttpSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    admins: AdminSettings = Field(default_factory=AdminSettings)
 
     def agent(self, name: str) -> AgentSettings | None:
         return self.agents.get(name)
@@ -562,5 +607,6 @@ def load_settings(path: str | Path | None = None) -> Settings:
     return Settings(
         database_url=url, agents=parsed.agents, routes=parsed.routes,
         retention=parsed.retention, source=source, http=parsed.http, api=parsed.api,
+        metrics=parsed.metrics, admins=parsed.admins,
         schedules=parsed.schedules,
     )

@@ -84,6 +84,10 @@ class RequestCard:
     tool: ToolApprovalView | None = None
     """Set for a tool-approval request: the call to approve (``args`` then holds the
     engine-made Approve/Reject actions and the optional reason field)."""
+    locale: str = "en"
+    """The route's ``locale`` for the card's chrome (``renderers.i18n``)."""
+    timezone: str | None = None
+    """The route's ``timezone`` for dates on the card (None: UTC)."""
 
 
 # ---------------------------------------------------------------- shared helpers

@@ -33,6 +33,7 @@ from bot.askhuman.schema import (
     SelectField,
     is_identifier,
 )
+from renderers import i18n
 from renderers.budget import Budget
 from renderers.card import MAX_REF_CHARS, RequestCard, args_of, option_token, option_value
 from renderers.markdown import (
@@ -103,6 +104,7 @@ def field_key(field: AskHumanField) -> str:
 # ---------------------------------------------------------------- public rendering
 
 
+@i18n.localized
 def render_card(card: RequestCard) -> dict[str, Any]:
     """The Card JSON 2.0 for any status, shrunk step by step until within limits."""
     for budget in _LADDER:
@@ -146,15 +148,15 @@ def _card(card: RequestCard, budget: Budget) -> dict[str, Any]:
 def _header(card: RequestCard) -> dict[str, Any]:
     args = card.args
     key: object = (card.status, args.urgency) if card.status == "pending" else card.status
-    sub = f"From {card.agent_name}"
+    sub = i18n.t("from", agent=card.agent_name)
     if args.urgency == "high":
-        sub = "Urgent · " + sub
+        sub = i18n.t("urgent") + " · " + sub
     if card.deadline:
-        sub += f" · Due {format_when(card.deadline)}"
+        sub += " · " + i18n.t("due", when=format_when(card.deadline))
     if card.quorum > 1:
-        sub += f" · Votes {card.votes}/{card.quorum}"
+        sub += " · " + i18n.t("votes", votes=card.votes, quorum=card.quorum)
     if card.tool is not None:
-        sub += f" · Call hash {card.tool.short_binding}"
+        sub += " · " + i18n.t("call_hash", hash=card.tool.short_binding)
     return {
         "title": _text(args.title or args.question, 150),
         "subtitle": _text(sub, 200),
@@ -185,7 +187,7 @@ def _tool_elements(card: RequestCard, budget: Budget) -> list[Element]:
     lines = [arg_text(line) for line in arg_lines(view, max(40, min(300, budget.default)))]
     return [
         _div(intro, min(budget.question, 1200)),
-        _div("\n".join(f"• {line}" for line in lines) or "No arguments.", budget.body),
+        _div("\n".join(f"• {line}" for line in lines) or i18n.t("no_arguments"), budget.body),
     ]
 
 
@@ -206,7 +208,7 @@ def _form(card: RequestCard, budget: Budget) -> Element:
 
 
 def _field_elements(field: AskHumanField, budget: Budget) -> list[Element]:
-    label = field.label + (" (required)" if field.required else "")
+    label = field.label + (i18n.t("required") if field.required else "")
     if isinstance(field, FileField | FileListField):
         how = f"📎 {label} — {field_hint(field)}: reply in this card's thread with the file."
         return [_div(how, budget.label + 120)]
@@ -231,7 +233,7 @@ def _input(field: AskHumanField, budget: Budget) -> Element:
     elif isinstance(field, SelectField | MultiSelectField):
         _select(el, field, budget)
     elif isinstance(field, DateField):
-        el.update(tag="date_picker", placeholder=_text("Pick a date", 50))
+        el.update(tag="date_picker", placeholder=_text(i18n.t("pick_date"), 50))
         if field.default:
             el["initial_date"] = field.default
     return {"tag": el.pop("tag"), **el}
@@ -242,7 +244,7 @@ def _select(el: Element, field: SelectField | MultiSelectField, budget: Budget) 
     multi = isinstance(field, MultiSelectField)
     el.update(
         tag="multi_select_static" if multi else "select_static",
-        placeholder=_text("Choose options" if multi else "Choose an option", 50),
+        placeholder=_text(i18n.t("choose_options" if multi else "choose_option"), 50),
         options=[
             {"text": _text(o.label, budget.option_text), "value": option_token(i)}
             for i, o in shown
@@ -268,8 +270,8 @@ def _button(card: RequestCard, index: int, action: AskHumanAction, budget: Budge
     }
     if action.style == "destructive":
         button["confirm"] = {
-            "title": _text("Are you sure?", 50),
-            "text": _text(f"This will {action.label}.", budget.label + 20),
+            "title": _text(i18n.t("are_you_sure"), 50),
+            "text": _text(i18n.t("this_will", action=action.label), budget.label + 20),
         }
     return button
 

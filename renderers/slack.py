@@ -35,6 +35,7 @@ from bot.askhuman.schema import (
     SelectField,
     SelectOption,
 )
+from renderers import i18n
 from renderers.budget import Budget
 from renderers.card import (
     MAX_REF_CHARS,
@@ -55,7 +56,6 @@ from renderers.markdown import (
     truncate,
 )
 from renderers.text import (
-    STATUS_WORDS,
     decider_words,
     field_hint,
     format_when,
@@ -80,7 +80,8 @@ FILE_ACTION_ID_PATTERN = re.compile(r"^ahf:")
 _BLOCK_ID = re.compile(r"^v([0-9]{1,9}):(.+)$", re.ASCII)
 _USER_ID = re.compile(r"^[UW][A-Z0-9]+$")
 _STYLES = {"primary": "primary", "destructive": "danger"}
-_URGENCY = {"normal": "Normal urgency", "high": ":rotating_light: *High urgency*"}
+_URGENCY = {"normal": "{text}", "high": ":rotating_light: *{text}*"}
+"""Slack formatting around ``renderers.i18n``'s ``urgency.*`` words."""
 _DECIDED_ICON = {
     "submitted": ":white_check_mark:",
     "timeout": ":alarm_clock:",
@@ -179,6 +180,7 @@ def resolve_action(args: AskHumanToolArgs, token: str) -> AskHumanAction | None:
 # ---------------------------------------------------------------- public rendering
 
 
+@i18n.localized
 def render_request(card: RequestCard) -> dict[str, Any]:
     """``{"text", "blocks"}`` for any status, shrunk step by step until within limits."""
     for budget in _LADDER:
@@ -229,13 +231,15 @@ def _head_blocks(card: RequestCard, budget: Budget) -> list[Block]:
 
 
 def _context_text(card: RequestCard) -> str:
-    parts = [_URGENCY[card.args.urgency], f"From *{slack_escape(card.agent_name)}*"]
+    urgency = card.args.urgency
+    parts = [_URGENCY[urgency].format(text=i18n.t(f"urgency.{urgency}")),
+             i18n.t("from", agent=f"*{slack_escape(card.agent_name)}*")]
     if card.deadline:
-        parts.append(f"Due {format_when(card.deadline)}")
+        parts.append(i18n.t("due", when=format_when(card.deadline)))
     if card.quorum > 1:
-        parts.append(f"Votes {card.votes}/{card.quorum}")
+        parts.append(i18n.t("votes", votes=card.votes, quorum=card.quorum))
     if card.tool is not None:
-        parts.append(f"Call hash {slack_escape(card.tool.short_binding)}")
+        parts.append(i18n.t("call_hash", hash=slack_escape(card.tool.short_binding)))
     return truncate("  ·  ".join(parts), 2000)
 
 
@@ -297,12 +301,12 @@ def _element(field: AskHumanField, budget: Budget) -> dict[str, Any]:
     elif isinstance(field, SelectField | MultiSelectField):
         _select(el, field, budget)
     elif isinstance(field, CheckboxField):
-        box = {"text": _plain("Yes", 75), "value": "true"}
+        box = {"text": _plain(i18n.t("yes"), 75), "value": "true"}
         el.update(type="checkboxes", options=[box])
         if field.default:
             el["initial_options"] = [box]
     elif isinstance(field, DateField):
-        el.update(type="datepicker", placeholder=_plain("Pick a date", 150))
+        el.update(type="datepicker", placeholder=_plain(i18n.t("pick_date"), 150))
         if field.default:
             el["initial_date"] = field.default
     return el
@@ -315,7 +319,7 @@ def _select(el: dict[str, Any], field: SelectField | MultiSelectField, budget: B
     el.update(
         type="multi_static_select" if multi else "static_select",
         options=options,
-        placeholder=_plain("Choose options" if multi else "Choose an option", 150),
+        placeholder=_plain(i18n.t("choose_options" if multi else "choose_option"), 150),
     )
     wanted = (field.default or []) if isinstance(field, MultiSelectField) else [field.default]
     initial = [options[i] for i, o in enumerate(shown) if o.value in wanted]
@@ -331,18 +335,18 @@ def _option(index: int, option: SelectOption, budget: Budget) -> dict[str, Any]:
 
 def _options_hint(field: AskHumanField, budget: Budget) -> str | None:
     if isinstance(field, SelectField | MultiSelectField) and len(field.options) > budget.options:
-        return f"Showing the first {budget.options} of {len(field.options)} options."
+        return i18n.t("options_shown", shown=budget.options, total=len(field.options))
     return None
 
 
 def _file_button_block(
     card: RequestCard, field: FileField | FileListField, budget: Budget
 ) -> Block:
-    need = " (required)" if field.required else ""
+    need = i18n.t("required") if field.required else ""
     text = f"*{slack_escape(truncate(field.label, budget.label))}*{need}\n{field_hint(field)}"
     button = {
         "type": "button",
-        "text": _plain("Attach files…", 75),
+        "text": _plain(i18n.t("attach_files_button"), 75),
         "action_id": _file_action_id(card.ref, card.args, field),
         "value": _file_action_id(card.ref, card.args, field),
     }
@@ -370,10 +374,10 @@ def _actions_block(card: RequestCard, budget: Budget) -> Block:
 def _confirm(action: AskHumanAction, budget: Budget) -> dict[str, Any]:
     """Destructive buttons ask once more; Slack shows a native dialog before sending."""
     return {
-        "title": _plain("Are you sure?", 100),
-        "text": _plain(f"This will {action.label}.", min(300, budget.label + 20)),
+        "title": _plain(i18n.t("are_you_sure"), 100),
+        "text": _plain(i18n.t("this_will", action=action.label), min(300, budget.label + 20)),
         "confirm": _plain(action.label, 30),
-        "deny": _plain("Cancel", 30),
+        "deny": _plain(i18n.t("cancel"), 30),
         "style": "danger",
     }
 
@@ -390,17 +394,17 @@ def _trusted_mentions(card: RequestCard) -> tuple[str, ...]:
 
 
 def _decision_blocks(card: RequestCard, budget: Budget) -> list[Block]:
-    words = STATUS_WORDS[card.status]
+    words = i18n.status_word(card.status)
     if card.status == "submitted" and card.action_label:
         words += f": {truncate(card.action_label, 120)}"
     line = f"{_DECIDED_ICON[card.status]} *{slack_escape(words)}*"
     mentions = _trusted_mentions(card)
     if mentions:
-        line += f" by {mentions[0]}"
+        line += i18n.t("by_short", who=mentions[0])
     elif by := decider_words(card):
-        line += f" by {slack_escape(truncate(by, 100))}"
+        line += i18n.t("by_short", who=slack_escape(truncate(by, 100)))
     if card.decided_at:
-        line += f" at {format_when(card.decided_at)}"
+        line += i18n.t("at", when=format_when(card.decided_at))
     if card.message and card.status != "submitted":
         line += "\n" + slack_escape(truncate(card.message, 1000))
     units = [line] + [
@@ -414,6 +418,7 @@ def _decision_blocks(card: RequestCard, budget: Budget) -> list[Block]:
 # ---------------------------------------------------------------- file modal
 
 
+@i18n.localized
 def file_modal(
     card: RequestCard,
     channel: str,
@@ -433,13 +438,13 @@ def file_modal(
     ]
     blocks = [_file_input(card, f) for f in fields[:100]]
     if not blocks:
-        blocks = [_section("This request has no file fields.")]
+        blocks = [_section(i18n.t("no_file_fields"))]
     view = {
         "type": "modal",
         "callback_id": FILE_MODAL_CALLBACK_ID,
-        "title": _plain("Attach files", 24),
-        "submit": _plain("Upload", 24),
-        "close": _plain("Cancel", 24),
+        "title": _plain(i18n.t("attach_files"), 24),
+        "submit": _plain(i18n.t("upload"), 24),
+        "close": _plain(i18n.t("cancel"), 24),
         "private_metadata": _metadata(card.ref, channel, ts, field_name, action_id),
         "blocks": blocks,
     }

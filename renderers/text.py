@@ -20,6 +20,7 @@ from bot.askhuman.schema import (
     NumberField,
     SelectField,
 )
+from renderers import i18n
 from renderers.card import RequestCard
 from renderers.markdown import check_plain, plain, truncate
 from renderers.tool_card import arg_lines, arg_text
@@ -35,9 +36,9 @@ STYLE_WORDS = {"primary": " [primary]", "destructive": " [destructive]", "defaul
 
 
 def format_when(moment: dt.datetime) -> str:
-    """A deadline or decision time in UTC; naive datetimes are taken as UTC."""
-    aware = moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
-    return aware.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    """A deadline or decision time in the card's time zone (UTC unless the route sets
+    one; ``renderers.i18n``); naive datetimes are taken as UTC."""
+    return i18n.format_when(moment)
 
 
 def field_hint(field: AskHumanField) -> str:
@@ -58,7 +59,7 @@ def field_hint(field: AskHumanField) -> str:
 def value_text(field: AskHumanField | None, value: JsonValue) -> str:
     """A submitted value as words: option labels, Yes/No, file names (raw, unescaped)."""
     if isinstance(value, bool):
-        return "Yes" if value else "No"
+        return i18n.t("yes") if value else i18n.t("no")
     if isinstance(field, SelectField | MultiSelectField):
         labels = {o.value: o.label for o in field.options}
         items = value if isinstance(value, list) else [value]
@@ -98,39 +99,42 @@ def decider_words(card: RequestCard) -> str | None:
         return None
     platform = PLATFORM_NAMES.get(card.decided_by_platform or "")
     if platform:
-        return f"someone on {platform}"
+        return i18n.t("someone_on", platform=platform)
     return card.decided_by_id if card.decided_by_platform else None
 
 
 def decision_parts(card: RequestCard) -> tuple[str, str]:
     """The decision line around its "— by X" part: ("Answered: Approve", " at … UTC")."""
-    head = STATUS_WORDS[card.status]
+    head = i18n.status_word(card.status)
     if card.status == "submitted" and card.action_label:
         head += f": {card.action_label}"
-    tail = f" at {format_when(card.decided_at)}" if card.decided_at else ""
+    tail = i18n.t("at", when=format_when(card.decided_at)) if card.decided_at else ""
     if card.message and card.status != "submitted":
         tail += f". {card.message}"
     return head, tail
 
 
+@i18n.localized
 def decision_words(card: RequestCard, who: str | None = None) -> str:
     """E.g. "Answered: Approve — by Alice at 2024-05-01 10:00 UTC" (raw)."""
     head, tail = decision_parts(card)
     by = who if who is not None else decider_words(card)
-    return head + (f" — by {by}" if by else "") + tail
+    return head + (i18n.t("by", who=by) if by else "") + tail
 
 
+@i18n.localized
 def summary(card: RequestCard, limit: int = 200) -> str:
     """One short sanitized line for notifications and chat-list previews."""
     subject = card.args.title or card.args.question
     if card.status == "pending":
-        lead = "[Urgent] " if card.args.urgency == "high" else ""
-        line = f"{lead}{subject} — {card.agent_name} asks for your input"
+        lead = i18n.t("urgent_tag") if card.args.urgency == "high" else ""
+        line = lead + i18n.t("asks", subject=subject, agent=card.agent_name)
     else:
-        line = f"{STATUS_WORDS[card.status]}: {subject}"
+        line = f"{i18n.status_word(card.status)}: {subject}"
     return plain(" ".join(line.split()), limit)
 
 
+@i18n.localized
 def reminder_text(card: RequestCard, number: int) -> str:
     """The reminder posted in a card's thread: trusted words only (no model text).
 
@@ -138,12 +142,12 @@ def reminder_text(card: RequestCard, number: int) -> str:
     it is still passed through ``plain`` so adapters can escape it like any text. The
     reminder's ``number`` keeps each reminder's text (and idempotency key) distinct.
     """
-    due = f" (due {format_when(card.deadline)})" if card.deadline else ""
-    line = (f"Reminder {number}: this request from {card.agent_name} is still waiting "
-            f"for an answer{due}.")
+    due = i18n.t("due_paren", when=format_when(card.deadline)) if card.deadline else ""
+    line = i18n.t("reminder", number=number, agent=card.agent_name, due=due)
     return plain(line, 300)
 
 
+@i18n.localized
 def render_text(card: RequestCard) -> str:
     """The whole request as readable, sanitized plain text."""
     lines = _head_lines(card)
@@ -161,16 +165,17 @@ def _head_lines(card: RequestCard) -> list[str]:
     if card.tool is not None:
         return _tool_lines(card)
     args = card.args
-    lines = [("[URGENT] " if args.urgency == "high" else "") + (args.title or args.question)]
+    lines = [(i18n.t("urgent_text") if args.urgency == "high" else "")
+             + (args.title or args.question)]
     if args.title:
         lines += ["", args.question]
     if args.markdown:
         lines += ["", truncate(args.markdown.strip(), 20000)]
-    meta = f"From: {card.agent_name}"
+    meta = i18n.t("from_colon", agent=card.agent_name)
     if card.deadline:
-        meta += f" · Due: {format_when(card.deadline)}"
+        meta += " · " + i18n.t("due_colon", when=format_when(card.deadline))
     if card.quorum > 1:
-        meta += f" · Votes: {card.votes}/{card.quorum}"
+        meta += " · " + i18n.t("votes_colon", votes=card.votes, quorum=card.quorum)
     return [*lines, "", meta]
 
 
@@ -195,9 +200,9 @@ def _tool_lines(card: RequestCard) -> list[str]:
 def _field_lines(card: RequestCard) -> list[str]:
     if not card.args.fields:
         return []
-    lines = ["", "Fields:"]
+    lines = ["", i18n.t("fields")]
     for i, field in enumerate(card.args.fields, 1):
-        need = " (required)" if field.required else ""
+        need = i18n.t("required") if field.required else ""
         default = getattr(field, "default", None)
         shown = f" [default: {value_text(field, default)}]" if default not in (None, "") else ""
         lines.append(f"  {i}. {field.label}{need} — {field_hint(field)}{shown}")
@@ -205,7 +210,7 @@ def _field_lines(card: RequestCard) -> list[str]:
 
 
 def _action_lines(card: RequestCard) -> list[str]:
-    lines = ["", "Actions:"]
+    lines = ["", i18n.t("actions")]
     for i, action in enumerate(card.args.actions, 1):
         lines.append(f"  {i}. {action.label}{STYLE_WORDS[action.style]}")
     return lines

@@ -16,6 +16,8 @@ SQLite (one file) is the default; a ``postgresql+psycopg://`` URL runs the same 
 from storage.db import Database, upgrade
 from storage.models import (
     ApiClient,
+    AuditChainGap,
+    AuditChainHead,
     AuditLog,
     Base,
     ClickInbox,
@@ -33,6 +35,8 @@ from storage.models import (
 
 __all__ = [
     "ApiClient",
+    "AuditChainGap",
+    "AuditChainHead",
     "AuditLog",
     "Base",
     "ClickInbox",

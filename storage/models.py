@@ -232,7 +232,41 @@ class AuditLog(Base):
     aggregate_key: Mapped[str | None] = mapped_column(String(255))
     """Identifies an aggregated refusal: event, person and (existing) request."""
 
-    __table_args__ = (UniqueConstraint("aggregate_key", name="uq_audit_log_aggregate_key"),)
+    chain_seq: Mapped[int | None] = mapped_column(Integer)
+    """Position in the audit hash chain (None: not sealed yet; sealing runs every few
+    seconds in the bot and before ``askhuman audit verify``)."""
+    prev_hash: Mapped[str | None] = mapped_column(String(64))
+    row_hash: Mapped[str | None] = mapped_column(String(64))
+    """sha256 of ``prev_hash`` and the row's immutable content (``bot.engine.audit_chain``)."""
+
+    __table_args__ = (UniqueConstraint("aggregate_key", name="uq_audit_log_aggregate_key"),
+                      UniqueConstraint("chain_seq", name="uq_audit_log_chain_seq"))
+
+
+class AuditChainHead(Base):
+    """The audit hash chain's tip: one row (id 1), locked by the sealer, so replicas
+    never fork the chain."""
+
+    __tablename__ = "audit_chain_head"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, default=0)
+    last_hash: Mapped[str] = mapped_column(String(64))
+    updated_at: Mapped[dt.datetime | None] = mapped_column()
+
+
+class AuditChainGap(Base):
+    """Retention deleted sealed audit rows: the chain jumps from the row at
+    ``after_seq`` (hash ``from_hash``; seq 0 is the genesis) to a row whose
+    ``prev_hash`` is ``to_hash``. Verification accepts exactly these jumps."""
+
+    __tablename__ = "audit_chain_gaps"
+
+    after_seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    from_hash: Mapped[str] = mapped_column(String(64))
+    to_hash: Mapped[str] = mapped_column(String(64))
+    rows: Mapped[int] = mapped_column(Integer)
+    pruned_at: Mapped[dt.datetime] = mapped_column()
 
 
 class SeenEvent(Base):

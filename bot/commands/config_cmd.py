@@ -55,5 +55,36 @@ def _check_tools(file: Path, parsed: FileSettings) -> None:
         raise ConfigError(str(file), problems)
 
 
+@config_app.command("reload")
+def reload(
+    config: Annotated[Path, typer.Option(help="The config file the bot runs with.")],
+    pid_file: Annotated[Path, typer.Option(
+        help="The serve process's pid file (serve writes it when ASKHUMAN_PID_FILE "
+             "is set).")],
+) -> None:
+    """Validate CONFIG, then tell the running bot to reload it (SIGHUP). Nothing is
+    sent if the file is invalid; the bot also re-validates and keeps its old config
+    if the file changed to something invalid meanwhile."""
+    import os
+    import signal
+
+    from bot.settings import load_settings
+
+    try:
+        load_settings(config)
+    except ConfigError as exc:
+        typer.echo(f"{exc.source} is not valid; nothing was reloaded:", err=True)
+        for problem in exc.problems:
+            typer.echo(f"  - {problem}", err=True)
+        raise typer.Exit(1) from None
+    try:
+        pid = int(pid_file.read_text().strip())
+        os.kill(pid, signal.SIGHUP)
+    except (OSError, ValueError) as exc:
+        typer.echo(f"error: cannot signal the bot via {pid_file}: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"asked process {pid} to reload {config}")
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(config_app, name="config")

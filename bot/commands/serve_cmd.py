@@ -27,6 +27,7 @@ from starlette.routing import BaseRoute
 from bot.engine.core import Engine
 from bot.engine.health import DatabaseProbe
 from bot.logs import configure_logging
+from bot.reload import install_sighup
 from bot.settings import ConfigError, Settings, config_warnings, load_settings
 from bot.web import Endpoint, create_app
 
@@ -107,10 +108,16 @@ def start_platforms(
 def build_app(engine: Engine, runtimes: list[PlatformRuntime]) -> Starlette:
     """The ASGI app; its lifespan runs the engine worker and platform background tasks."""
 
+    metrics_routes, metrics_port = _metrics(engine)
+
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         stop = asyncio.Event()
+        uninstall_sighup = install_sighup(engine)
         tasks = [asyncio.create_task(engine.serve_forever(stop), name="engine-worker")]
+        if metrics_port is not None:
+            tasks.append(asyncio.create_task(_until_stopped(metrics_port, stop),
+                                             name="metrics-port"))
         for runtime in runtimes:
             tasks += [
                 asyncio.create_task(_until_stopped(task, stop), name=f"{runtime.name}-background")
@@ -119,6 +126,7 @@ def build_app(engine: Engine, runtimes: list[PlatformRuntime]) -> Starlette:
         try:
             yield
         finally:
+            uninstall_sighup()
             stop.set()
             done, pending = await asyncio.wait(tasks, timeout=10)
             for task in pending:
@@ -133,9 +141,40 @@ def build_app(engine: Engine, runtimes: list[PlatformRuntime]) -> Starlette:
                     )
 
     endpoints = [endpoint for runtime in runtimes for endpoint in runtime.endpoints]
-    extra = [route for runtime in runtimes for route in runtime.routes]
+    extra = [route for runtime in runtimes for route in runtime.routes] + metrics_routes
     return create_app(endpoints, lifespan, extra, ready=DatabaseProbe(engine.db).check,
                       max_body_bytes=engine.settings.http.max_body_bytes)
+
+
+def _metrics(engine: Engine) -> tuple[list[BaseRoute], BackgroundTask | None]:
+    """``/metrics`` on the main app, or a task serving it on its own port
+    (``metrics: {enabled: true, port: 9464}``); nothing when metrics are off."""
+    settings = engine.settings.metrics
+    if not settings.enabled:
+        return [], None
+    from starlette.routing import Route
+
+    from bot import metrics
+
+    registry = metrics.registry_for(engine.db)
+    endpoint = metrics.endpoint(registry)
+    if settings.port is None:
+        return [Route("/metrics", endpoint, methods=["GET"])], None
+
+    port = settings.port
+
+    async def serve_port(stop: asyncio.Event) -> None:
+        import uvicorn
+
+        app = Starlette(routes=[Route("/metrics", endpoint, methods=["GET"])])
+        server = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=port,
+                                               log_config=None, lifespan="off"))
+        serving = asyncio.create_task(server.serve())
+        await stop.wait()
+        server.should_exit = True
+        await serving
+
+    return [], serve_port
 
 
 async def _until_stopped(task: BackgroundTask, stop: asyncio.Event) -> None:

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from bot.agents.base import AgentRuntime
 from bot.askhuman.schema import AskHumanToolResult
 from bot.engine import outbox, store, waiters
-from bot.engine.cards import build_card, to_db_time
+from bot.engine.cards import build_card, localized, to_db_time
 from bot.engine.leases import Heartbeat, Leased
 from bot.engine.outbox import OutboxClaim
 from bot.engine.ports import DeliveryTarget, Directory, Identity, PlatformAdapter
@@ -141,6 +141,24 @@ class EngineBase(abc.ABC):
         self.waiters = waiters.Waiters()
         """Callers waiting for a request's outcome (``bot.engine.waiters``)."""
 
+    def apply_settings(self, settings: Settings) -> None:
+        """Swap in a reloaded config (``bot.reload``): one assignment, so readers see
+        the old or the new one. Agents added by it are built on first use; runtimes
+        already built keep their definition until a restart."""
+        factory = self._runtime_factory
+        if getattr(factory, "__qualname__", "").startswith("registry_runtimes"):
+            self._runtime_factory = registry_runtimes(settings)
+        self.settings = settings
+
+    dispatch_here: bool = True
+    """False for a process without platforms (the admin CLI): side effects it queues are
+    handed to the running bot's outbox loop instead of being tried here."""
+
+    def _hand_over(self, claims: list[OutboxClaim]) -> None:
+        with self.db.transaction() as session:
+            for claim in claims:
+                outbox.hand_over(session, claim, self.now())
+
     def register_adapter(
         self, adapter: PlatformAdapter, directory: Directory | None = None
     ) -> None:
@@ -168,6 +186,9 @@ class EngineBase(abc.ABC):
 
         result, claims, resolved = await asyncio.to_thread(work)
         self.waiters.wake(resolved)  # long-polls of this replica, right after the commit
+        if not self.dispatch_here and claims:
+            await asyncio.to_thread(self._hand_over, claims)
+            claims = []
         for claim in claims:
             if self.background_card_updates and claim.kind == "update_card":
                 task = asyncio.create_task(self._dispatch(claim))
@@ -296,7 +317,8 @@ class EngineBase(abc.ABC):
         run = session.get(Run, request.run_id)
         if run is None:
             return None
-        return request, run, build_card(request, run.agent, store.vote_count(session, request.id))
+        card = build_card(request, run.agent, store.vote_count(session, request.id))
+        return request, run, localized(card, self.settings.routes.get(request.route))
 
     async def card(self, ref: str) -> RequestCard | None:
         """The request as it should be shown now, or None for an unknown ref."""

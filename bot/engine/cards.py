@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any, cast
 
@@ -101,3 +102,13 @@ def output_text(output: JsonValue) -> str:
     import json
 
     return json.dumps(output, ensure_ascii=False, indent=2)
+
+
+def localized(card: RequestCard, route: object) -> RequestCard:
+    """``card`` in its route's ``locale`` and ``timezone`` (unchanged if the route is
+    gone or sets neither)."""
+    locale = getattr(route, "locale", None) or card.locale
+    zone = getattr(route, "timezone", None)
+    if (locale, zone) == (card.locale, card.timezone):
+        return card
+    return dataclasses.replace(card, locale=locale, timezone=zone)

@@ -23,6 +23,7 @@ from typing import Any, cast
 
 from sqlalchemy.orm import Session
 
+from bot import metrics
 from bot.engine import inbox, store, worker
 from bot.engine.base import log
 from bot.engine.decisions import DecisionsMixin
@@ -62,6 +63,7 @@ class ClicksMixin(DecisionsMixin):
         """
         inbox.check_size(click)
         received = self.now()
+        started = time.monotonic()
         token = uuid.uuid4().hex
         cutoff = time.monotonic() + max(0.0, budget - RECORD_MARGIN)
         future = self._click_writer().submit(
@@ -81,6 +83,7 @@ class ClicksMixin(DecisionsMixin):
             log.warning("database too busy to record a click in time; the clicker is told "
                         "to retry", extra={**extra, "budget_seconds": budget})
             return None
+        metrics.observe_click_stored(click.platform, time.monotonic() - started)
         return Recorded(click, inbox.Mark(row_id, token, received))
 
     def _click_writer(self) -> ClickWriter:

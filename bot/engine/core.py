@@ -15,7 +15,7 @@ from pydantic import JsonValue
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bot.engine import housekeeping, inbox, store
+from bot.engine import audit_chain, housekeeping, inbox, store
 from bot.engine.base import Clock, RuntimeFactory, log, registry_runtimes, targets_for, utc_now
 from bot.engine.clicks import ClicksMixin
 from bot.engine.dispatch import DispatchMixin
@@ -71,9 +71,15 @@ class Engine(ExternalMixin, TriggersMixin, RunsMixin, ClicksMixin, PendingMixin,
             ("outbox", self._outbox_round, None),
             ("clicks", self.recover_clicks, None),
             ("resumes", self._resume_round, self._wake),
+            ("audit_seal", self.seal_audit, None),
         ]
         await asyncio.gather(*(self._loop(name, step, stop, poll_interval, wake)
                                for name, step, wake in loops))
+
+    async def seal_audit(self) -> int:
+        """Chain the audit rows written since the last round (``audit_chain``)."""
+        now = self.now()
+        return await self._tx(lambda session: audit_chain.seal(session, now))
 
     async def _outbox_round(self) -> None:
         await self._sweep_outbox(50)

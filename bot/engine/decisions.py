@@ -232,7 +232,8 @@ class DecisionsMixin(AccessMixin):
         route = self.settings.routes.get(request.route)
         is_starter = (run.started_by_platform, run.started_by_user) == (
             actor.platform, actor.user_id)
-        if not is_starter and actor != SYSTEM:
+        is_admin = self.settings.admins.includes(actor.platform, actor.user_id)
+        if not is_starter and not is_admin and actor != SYSTEM:
             refusal = authz.NOT_ALLOWED if route is None else await self._refusal(
                 request, route.model_copy(update={"allow_self_approval": True}), actor,
                 store.starter(run), channels)
@@ -244,6 +245,15 @@ class DecisionsMixin(AccessMixin):
         result = cancelled_result(f"Cancelled by {who}: {reason}" if reason else
                                   f"Cancelled by {who}.")
         return await self._resolve_system(ref, result, "cancelled", actor)
+
+    async def cancel_as_operator(self, ref: str, operator: Identity, reason: str) -> RespondResult:
+        """An operator (``askhuman requests cancel``) withdraws a request. The CLI runs
+        with the database's own credentials, so no approver check applies; the agent
+        gets ``cancelled`` and every card copy is updated through the outbox."""
+        who = operator.display_name or operator.user_id
+        result = cancelled_result(f"Cancelled by {who}: {reason}" if reason else
+                                  f"Cancelled by {who}.")
+        return await self._resolve_system(ref, result, "cancelled", operator)
 
     # ------------------------------------------------------------------ the system
 

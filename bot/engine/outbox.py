@@ -184,3 +184,10 @@ class Attempt:
     permanent: bool = False
     payload: dict[str, Any] | None = None
     reason: str | None = None
+
+
+def hand_over(session: Session, claim: OutboxClaim, now: dt.datetime) -> None:
+    """Give a row this process claimed back to the queue, due now, untried: a process
+    without platform adapters (the admin CLI) leaves the call to the running bot."""
+    _finish(session, claim, now, state="queued", next_attempt_at=now, lease_until=None,
+            claim_token=None, attempts=max(claim.attempts - 1, 0))

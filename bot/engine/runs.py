@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import JsonValue
 from sqlalchemy.orm import Session
 
+from bot import metrics
 from bot.agents.base import Outcome, ToolBindingError
 from bot.askhuman.schema import AskHumanToolResult
 from bot.askhuman.tool import validate_and_normalize_args
@@ -208,6 +209,7 @@ class RunsMixin(AccessMixin):
             return
         except Exception as exc:
             log.warning("resume failed", extra={**extra, "error": str(exc)})
+            metrics.resume_failed(run.agent)
             await self._retry_or_fail(claim, run.id, str(exc) or type(exc).__name__)
             return
 
@@ -226,6 +228,7 @@ class RunsMixin(AccessMixin):
             log.exception("storing the resume outcome failed", extra=extra)
             await self._retry_or_fail(claim, run.id, str(exc) or type(exc).__name__)
             return
+        metrics.observe_resume(request.decided_at, self.now())
         log.info("run resumed", extra=extra)
 
     async def _settle_without_runtime(

@@ -17,6 +17,7 @@ from sqlalchemy import CursorResult, Result, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from bot import metrics
 from bot.askhuman.schema import AskHumanToolArgs, AskHumanToolResult
 from bot.engine import waiters
 from bot.engine.ports import Identity
@@ -195,6 +196,7 @@ def resolve(
     ))
     if changed != 1:
         return False
+    metrics.observe_decision(request.route, result.status, request.created_at, now)
     waiters.mark(session, request.ref)  # woken (and NOTIFYed) when this commits
     if not batch_resolved(session, request):
         session.flush()

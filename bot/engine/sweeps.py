@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from bot.engine import outbox, store
 from bot.engine.base import EngineBase, log
-from bot.engine.cards import build_card
+from bot.engine.cards import build_card, localized
 from bot.settings import RouteSettings
 from renderers.text import reminder_text
 from storage import HumanRequest, Run
@@ -75,7 +75,8 @@ class SweepsMixin(EngineBase):
         if changed != 1 or not remind:
             return False  # someone else claimed it, it was decided, or reminders were removed
         run = session.get(Run, request.run_id)
-        card = build_card(request, run.agent if run else "agent")
+        card = localized(build_card(request, run.agent if run else "agent"),
+                         self.settings.routes.get(request.route))
         outbox.enqueue(session, now, self.outbox_lease, "remind", request_id=request.id,
                        run_id=request.run_id,
                        payload={"ref": request.ref, "number": sent,

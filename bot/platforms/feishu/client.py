@@ -36,6 +36,7 @@ from lark_oapi.api.im.v1 import (
 )
 from lark_oapi.core.token.manager import TokenManager
 
+from bot import metrics
 from bot.platforms.feishu.config import FeishuConfig
 
 log = logging.getLogger("askhuman.feishu.api")
@@ -232,8 +233,11 @@ class FeishuApi:
             attempt += 1
             outcome = await self._attempt(operation, method, request)
             if outcome.error is None:
+                metrics.platform_call("feishu", operation, "ok")
                 return outcome.response  # type: ignore[no-any-return]
             error, retry_after = outcome.error, outcome.retry_after
+            metrics.platform_call("feishu", operation, str(error.status or error.code or
+                                                           "error"))
             if error.code in TOKEN_INVALID_CODES and not token_refreshed:
                 token_refreshed = True
                 self._drop_cached_token()
@@ -252,6 +256,7 @@ class FeishuApi:
                 )
                 raise error
             delay = self._backoff(attempt, retry_after)
+            metrics.platform_retry("feishu", operation)
             log.info(
                 "feishu api call retried",
                 extra={

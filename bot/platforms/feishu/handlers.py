@@ -41,10 +41,11 @@ from bot.engine.clicks import NOT_RECORDED
 from bot.engine.health import DATABASE_DOWN, database_unreachable
 from bot.engine.inbox import Click, ClickTooLarge, Recorded
 from bot.engine.ports import Identity, Origin
-from bot.engine.results import EngineError, RespondResult
+from bot.engine.results import EngineError, PendingPage, RespondResult
 from bot.platforms.feishu.adapter import FeishuAdapter, plain_text
 from bot.platforms.feishu.client import FeishuApi, FeishuApiError, dumps
 from bot.platforms.feishu.names import NEUTRAL, OPEN_ID_IN_TEXT, NameCache
+from bot.platforms.feishu.pending import PENDING_PER_PAGE, pending_command, pending_reply
 from bot.platforms.feishu.replay import ReplayGuard, parse_epoch
 from renderers.card import RequestCard
 from renderers.feishu import parse_callback_value, read_values
@@ -69,6 +70,10 @@ class EngineApi(Protocol):
     ) -> str: ...
 
     async def startable_agents(self, who: Identity) -> list[str]: ...
+
+    async def pending_page(
+        self, identity: Identity, page: int = 1, per_page: int = 10
+    ) -> PendingPage: ...
 
     async def respond(
         self, ref: str, responder: Identity, action_id: str, values: Mapping[str, Any]
@@ -521,6 +526,9 @@ class FeishuEventHandlers:
             return
         if msg.chat_type != "p2p" and not msg.mentions:
             return  # in groups we only act when @-mentioned
+        if (wanted := pending_command(text)) is not None:
+            await self._pending(msg, wanted)
+            return
         match = _COMMAND.match(text)
         if match is None:
             if msg.parent_id or msg.root_id:
@@ -547,6 +555,19 @@ class FeishuEventHandlers:
                 return
             log.exception("feishu run failed to start", extra={"agent": agent})
             await self._reply(msg.message_id, "The run could not be started; see the bot's logs.")
+
+    async def _pending(self, msg: Incoming, number: int) -> None:
+        """Reply with one page of the sender's open requests (never silence)."""
+        try:
+            page = await self._engine.pending_page(msg.sender, number, PENDING_PER_PAGE)
+        except Exception as exc:
+            down = database_unreachable(exc)
+            log.warning("listing pending requests failed", exc_info=not down,
+                        extra={"platform": PLATFORM, "error": type(exc).__name__})
+            await self._reply(msg.message_id, DATABASE_DOWN if down else
+                              "Listing your open requests failed; see the bot's logs.")
+            return
+        await self._reply(msg.message_id, pending_reply(page))
 
     async def _attach(self, msg: Incoming) -> None:
         ref = None

@@ -8,6 +8,8 @@ purposes, and callers map it to ``DeliveryError`` or a log line.
 
 from __future__ import annotations
 
+from typing import Any
+
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import (
@@ -19,7 +21,9 @@ from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
+from bot import metrics
 from bot.platforms.slack.config import SlackConfig
 
 DEFAULT_TIMEOUT_SECONDS = 30
@@ -50,13 +54,43 @@ def retry_handlers(
     ]
 
 
+class MeteredWebClient(AsyncWebClient):
+    """``AsyncWebClient`` that counts every call by method and outcome (``/metrics``)."""
+
+    async def api_call(self, api_method: str, **kwargs: Any) -> AsyncSlackResponse:
+        try:
+            response = await super().api_call(api_method, **kwargs)
+        except SlackApiError as exc:
+            metrics.platform_call("slack", api_method, error_code(exc))
+            raise
+        except Exception as exc:
+            metrics.platform_call("slack", api_method, type(exc).__name__)
+            raise
+        metrics.platform_call("slack", api_method, "ok")
+        return response
+
+
+def _counted(handler: AsyncRetryHandler) -> AsyncRetryHandler:
+    """Count the retries ``handler`` decides on, by API method."""
+    prepare = handler.prepare_for_next_attempt_async
+
+    async def counted(**kwargs: Any) -> None:
+        request = kwargs.get("request")
+        method = str(getattr(request, "url", "")).rstrip("/").rsplit("/", 1)[-1] or "unknown"
+        metrics.platform_retry("slack", method)
+        await prepare(**kwargs)
+
+    handler.prepare_for_next_attempt_async = counted  # type: ignore[method-assign]
+    return handler
+
+
 def make_client(config: SlackConfig, *, timeout: int = DEFAULT_TIMEOUT_SECONDS) -> AsyncWebClient:
     """Build the bot-token client; ``SLACK_API_URL`` redirects it (tests, proxies)."""
-    return AsyncWebClient(
+    return MeteredWebClient(
         token=config.bot_token,
         base_url=config.api_url or AsyncWebClient.BASE_URL,
         timeout=timeout,
-        retry_handlers=retry_handlers(),
+        retry_handlers=[_counted(handler) for handler in retry_handlers()],
     )
 
 

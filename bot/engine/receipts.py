@@ -1,0 +1,108 @@
+"""Signed receipts for decided requests: proof that an action was really approved.
+
+A receipt is ``ahr1.<payload>.<mac>`` (base64url): the payload names the request ref,
+the decision, the deciders and a hash of the arguments that were shown (for a tool
+approval, its binding: the tool name and canonical arguments); the MAC is HMAC-SHA256
+over the payload with the key in ``ASKHUMAN_RECEIPT_KEY``, cut to 128 bits. A tool or
+an auditor holding the key checks it with ``askhuman receipt verify``; changing any
+byte, or signing with another key, makes it fail.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from storage import HumanRequest, Vote
+
+KEY_ENV = "ASKHUMAN_RECEIPT_KEY"
+PREFIX = "ahr1"
+MAC_BYTES = 16
+
+
+class ReceiptError(ValueError):
+    """The receipt is malformed, or its signature does not match."""
+
+
+def key_from_env(env: dict[str, str] | None = None) -> bytes | None:
+    value = (env if env is not None else os.environ).get(KEY_ENV, "")
+    return value.encode() if value else None
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def args_hash(request: HumanRequest) -> str:
+    if request.binding:
+        return str(request.binding)
+    canonical = json.dumps(request.args, sort_keys=True, separators=(",", ":"),
+                           ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def contents(request: HumanRequest, votes: Sequence[Vote]) -> dict[str, Any]:
+    """What a receipt of ``request`` states (decided requests only)."""
+    decision = request.status
+    if request.status == "submitted":
+        action = (request.result or {}).get("action") or {}
+        decision = f"submitted:{action.get('id') or request.action_id}"
+    deciders = sorted({f"{v.platform}:{v.user_id}" for v in votes
+                       if request.action_id is None or v.action_id == request.action_id})
+    if not deciders and request.decided_by_user:
+        deciders = [f"{request.decided_by_platform}:{request.decided_by_user}"]
+    return {"r": request.ref, "d": decision, "by": deciders,
+            "a": args_hash(request)[:32]}
+
+
+def sign(payload: dict[str, Any], key: bytes) -> str:
+    body = _b64(json.dumps(payload, sort_keys=True, separators=(",", ":"),
+                           ensure_ascii=False).encode())
+    mac = hmac.new(key, f"{PREFIX}.{body}".encode(), hashlib.sha256).digest()[:MAC_BYTES]
+    return f"{PREFIX}.{body}.{_b64(mac)}"
+
+
+def for_request(request: HumanRequest, votes: Sequence[Vote], key: bytes) -> str | None:
+    """The receipt of a decided request (None while it is pending)."""
+    if request.status == "pending":
+        return None
+    return sign(contents(request, votes), key)
+
+
+@dataclass(frozen=True)
+class Checked:
+    ref: str
+    decision: str
+    deciders: list[str]
+    args_hash: str
+
+
+def verify(receipt: str, key: bytes) -> Checked:
+    """The receipt's statement if its signature is good; ``ReceiptError`` otherwise."""
+    parts = receipt.strip().split(".")
+    if len(parts) != 3 or parts[0] != PREFIX:
+        raise ReceiptError(f"not an askhuman receipt (expected {PREFIX}.<payload>.<mac>)")
+    try:
+        mac = _unb64(parts[2])
+        payload = json.loads(_unb64(parts[1]))
+    except (binascii.Error, ValueError):
+        raise ReceiptError("the receipt is damaged (not base64url JSON)") from None
+    good = hmac.new(key, f"{PREFIX}.{parts[1]}".encode(), hashlib.sha256).digest()[:MAC_BYTES]
+    if not hmac.compare_digest(mac, good):
+        raise ReceiptError("the signature does not match: the receipt was changed or "
+                           "signed with another key")
+    if not isinstance(payload, dict):
+        raise ReceiptError("the receipt is damaged (payload is not an object)")
+    return Checked(str(payload.get("r")), str(payload.get("d")),
+                   [str(d) for d in payload.get("by") or []], str(payload.get("a")))

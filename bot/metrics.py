@@ -1,0 +1,148 @@
+"""Prometheus metrics (``/metrics``, off unless ``metrics: {enabled: true}``).
+
+Two kinds. What the database knows is computed at scrape time, so every replica
+reports the same truth and nothing is lost on restart: pending requests per route,
+decisions by outcome and platform, resume jobs that failed for good, the outbox
+backlog and the age of its oldest row. What only happens in a process is observed
+where it happens (histograms and counters of this replica): time to decision,
+click → ack, answer → resume, resume failures (each failed attempt), platform API
+calls by method and status, and their retries.
+
+The process-wide metric objects are not registered globally; each served app builds
+its own registry (``registry_for``), so tests and several apps in one process don't
+collide.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from storage import Database
+
+LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0)
+DECISION_BUCKETS = (10, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 12 * 3600, 86400,
+                    3 * 86400, 7 * 86400)
+
+TIME_TO_DECISION = Histogram(
+    "askhuman_time_to_decision_seconds", "From request created to decided.",
+    ["route", "outcome"], buckets=DECISION_BUCKETS, registry=None)
+CLICK_ACK = Histogram(
+    "askhuman_click_ack_seconds", "From a click arriving to it being stored (the ack "
+    "follows immediately).", ["platform"], buckets=LATENCY_BUCKETS, registry=None)
+ANSWER_TO_RESUME = Histogram(
+    "askhuman_answer_to_resume_seconds", "From the decision to the agent resumed.",
+    buckets=LATENCY_BUCKETS, registry=None)
+RESUME_FAILURES = Counter(
+    "askhuman_resume_failures", "Resume attempts that failed (retried or given up).",
+    ["agent"], registry=None)
+PLATFORM_CALLS = Counter(
+    "askhuman_platform_api_calls", "Platform API calls by method and status.",
+    ["platform", "method", "status"], registry=None)
+PLATFORM_RETRIES = Counter(
+    "askhuman_platform_api_retries", "Platform API calls retried.",
+    ["platform", "method"], registry=None)
+PROCESS_METRICS = (TIME_TO_DECISION, CLICK_ACK, ANSWER_TO_RESUME, RESUME_FAILURES,
+                   PLATFORM_CALLS, PLATFORM_RETRIES)
+
+
+def observe_decision(route: str, outcome: str, created: dt.datetime,
+                     decided: dt.datetime) -> None:
+    TIME_TO_DECISION.labels(route, outcome).observe(
+        max((decided - created).total_seconds(), 0.0))
+
+
+def observe_click_stored(platform: str, seconds: float) -> None:
+    CLICK_ACK.labels(platform).observe(max(seconds, 0.0))
+
+
+def observe_resume(decided: dt.datetime | None, now: dt.datetime) -> None:
+    if decided is not None:
+        ANSWER_TO_RESUME.observe(max((now - decided).total_seconds(), 0.0))
+
+
+def resume_failed(agent: str) -> None:
+    RESUME_FAILURES.labels(agent).inc()
+
+
+def platform_call(platform: str, method: str, status: str) -> None:
+    PLATFORM_CALLS.labels(platform, method, status).inc()
+
+
+def platform_retry(platform: str, method: str) -> None:
+    PLATFORM_RETRIES.labels(platform, method).inc()
+
+
+class DatabaseCollector(Collector):
+    """Gauges and counters read from the shared database at scrape time."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    def collect(self) -> Iterator[Metric]:
+        from sqlalchemy import func, select
+
+        from storage import HumanRequest, OutboxItem, ResumeJob
+
+        pending = GaugeMetricFamily("askhuman_pending_requests",
+                                    "Requests waiting for people, per route.", labels=["route"])
+        decisions = CounterMetricFamily("askhuman_decisions",
+                                        "Decided requests by outcome and deciding platform.",
+                                        labels=["outcome", "platform"])
+        failed = GaugeMetricFamily("askhuman_resume_jobs_failed",
+                                   "Resume jobs that gave up (need an operator).")
+        backlog = GaugeMetricFamily("askhuman_outbox_backlog",
+                                    "Outbox rows not done yet (queued or running).")
+        oldest = GaugeMetricFamily("askhuman_outbox_oldest_age_seconds",
+                                   "Age of the oldest outbox row not done yet.")
+        now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+        with self.database.read() as session:
+            for route, count in session.execute(
+                    select(HumanRequest.route, func.count()).where(
+                        HumanRequest.status == "pending").group_by(HumanRequest.route)):
+                pending.add_metric([route], count)
+            for status, platform, count in session.execute(
+                    select(HumanRequest.status, HumanRequest.decided_by_platform, func.count())
+                    .where(HumanRequest.status != "pending")
+                    .group_by(HumanRequest.status, HumanRequest.decided_by_platform)):
+                decisions.add_metric([status, platform or "system"], count)
+            failed.add_metric([], session.scalar(select(func.count()).select_from(ResumeJob)
+                                                 .where(ResumeJob.state == "failed")) or 0)
+            open_rows = OutboxItem.state.in_(("queued", "running"))
+            backlog.add_metric([], session.scalar(select(func.count()).select_from(OutboxItem)
+                                                  .where(open_rows)) or 0)
+            first = session.scalar(select(func.min(OutboxItem.created_at)).where(open_rows))
+            oldest.add_metric([], max((now - first).total_seconds(), 0.0) if first else 0.0)
+        yield from (pending, decisions, failed, backlog, oldest)
+
+
+def registry_for(database: Database, extra: Iterable[Collector] = ()) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    for metric in PROCESS_METRICS:
+        registry.register(metric)
+    registry.register(DatabaseCollector(database))
+    for collector in extra:
+        registry.register(collector)
+    return registry
+
+
+def endpoint(registry: CollectorRegistry) -> Callable[[Request], Awaitable[Response]]:
+    """A Starlette endpoint serving ``registry`` in the Prometheus text format."""
+    from starlette.concurrency import run_in_threadpool
+    from starlette.responses import Response
+
+    async def metrics(_request: Request) -> Response:
+        body = await run_in_threadpool(generate_latest, registry)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+    return metrics
