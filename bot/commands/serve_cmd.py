@@ -45,6 +45,8 @@ class PlatformRuntime:
     tasks: list[BackgroundTask] = field(default_factory=list)
     routes: list[BaseRoute] = field(default_factory=list)
     """Routes mounted as they are (any method): the API's ``/api/v1/…`` and ``/mcp``."""
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    """Run at shutdown after the engine drained (pooled HTTP connections)."""
 
 
 PlatformStarter = Callable[[Engine, Settings, Mapping[str, str]], PlatformRuntime | None]
@@ -64,7 +66,8 @@ def start_slack(
     platform.register(engine)
     mode = "socket mode" if platform.config.socket_mode else "http /slack/events"
     log.info("slack enabled", extra={"platform": "slack", "mode": mode})
-    return PlatformRuntime("slack", platform.endpoints(), platform.background_tasks())
+    return PlatformRuntime("slack", platform.endpoints(), platform.background_tasks(),
+                           closers=[platform.aclose])
 
 
 def start_feishu(
@@ -125,6 +128,9 @@ def build_app(engine: Engine, runtimes: list[PlatformRuntime]) -> Starlette:
                 task.cancel()
             await engine.drain(timeout=5)  # card updates still running in the background
             await engine.close_runtimes()  # MCP sessions and their subprocesses
+            for runtime in runtimes:
+                for close in runtime.closers:
+                    await close()
             for task in done:
                 if not task.cancelled() and task.exception() is not None:
                     log.error(

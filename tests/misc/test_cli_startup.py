@@ -1,0 +1,34 @@
+"""``askhuman --help`` lists every command without importing the heavy stack."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.cli import COMMANDS, load_command
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("sqlalchemy", "pydantic_ai", "slack_sdk", "lark_oapi", "celpy", "mcp", "bot.engine")
+
+
+def test_top_level_help_imports_no_engine_or_sdk() -> None:
+    code = (
+        "import sys\nfrom typer.testing import CliRunner\nfrom bot.cli import app\n"
+        "out = CliRunner().invoke(app, ['--help']).output\n"
+        f"print(out)\nprint('LOADED', [m for m in {HEAVY!r} if m in sys.modules])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=ROOT, check=True, env={"PYTHONPATH": str(ROOT), "COLUMNS": "200"})
+    assert "LOADED []" in result.stdout
+    for name in COMMANDS:
+        assert name in result.stdout
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_listed_help_matches_the_command(name: str) -> None:
+    real = load_command(name)
+    shown = " ".join(COMMANDS[name][1].split())
+    assert " ".join((real.help or "").split()).startswith(shown)
