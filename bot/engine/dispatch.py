@@ -126,8 +126,10 @@ class DispatchMixin(DeliveryMixin):
         True when the round was full (more may be due).
 
         Each claim is its own leased row, so running them side by side changes nothing
-        about exactly-once: a card update is versioned and a post is keyed. Platform
-        rate limits are the adapters' business (they retry 429s with Retry-After).
+        about exactly-once: a card update is versioned and a post is keyed. The rows of
+        one request run one after another, in order, so an older card version never
+        lands after a newer one. Platform rate limits are the adapters' business (they
+        retry 429s with Retry-After).
         """
         gate = asyncio.Semaphore(concurrency)
         claims: list[OutboxClaim] = []
@@ -138,11 +140,17 @@ class DispatchMixin(DeliveryMixin):
                 break
             claims.append(claim)
 
-        async def attempt(claim: OutboxClaim) -> None:
-            async with gate:
-                await self._dispatch(claim)
+        by_request: dict[object, list[OutboxClaim]] = {}
+        for claim in claims:  # one request's rows stay in order (card versions)
+            key = claim.request_id if claim.request_id is not None else ("item", claim.item_id)
+            by_request.setdefault(key, []).append(claim)
 
-        await asyncio.gather(*(attempt(c) for c in claims))
+        async def attempt(group: list[OutboxClaim]) -> None:
+            async with gate:
+                for claim in group:
+                    await self._dispatch(claim)
+
+        await asyncio.gather(*(attempt(group) for group in by_request.values()))
         return len(claims) == limit
 
     async def _sweep_outbox(self, limit: int) -> int:

@@ -11,7 +11,7 @@ from bot.askhuman.schema import timeout_result
 from bot.engine import expiry
 from storage import AuditLog, HumanRequest, OutboxItem, ResumeJob
 from tests.engine.expiry_seed import seed
-from tests.engine.helpers import make_engine
+from tests.engine.helpers import ORIGIN, STARTER, make_engine
 
 
 def _count(engine: Any, model: Any, *where: Any) -> int:
@@ -68,3 +68,18 @@ async def test_concurrent_sweeps_decide_each_request_once(db_url: str) -> None:
     assert sum(counts) == 600
     assert _count(engine, ResumeJob) == 600
     assert _count(engine, AuditLog, AuditLog.event == "timed_out") == 600
+
+
+async def test_the_outbox_loop_updates_every_timed_out_card_once(db_url: str) -> None:
+    engine, adapter, clock = make_engine(db_url)
+    for i in range(60):  # more than one outbox round (50)
+        await engine.start_run("deploy", f"Deploy v4.{i}", STARTER, ORIGIN)
+    clock.advance(30 * 60 + 1)
+    assert await engine.expire_due() == 60
+    assert adapter.updates == []  # queued, not sent inline
+    await engine._outbox_round()
+    refs = [card.ref for card, _ in adapter.updates]
+    assert len(refs) == 60 and len(set(refs)) == 60
+    assert {card.status for card, _ in adapter.updates} == {"timeout"}
+    assert _count(engine, OutboxItem, OutboxItem.kind == "update_card",
+                  OutboxItem.state != "done") == 0

@@ -32,3 +32,18 @@ def test_listed_help_matches_the_command(name: str) -> None:
     real = load_command(name)
     shown = " ".join(COMMANDS[name][1].split())
     assert " ".join((real.help or "").split()).startswith(shown)
+
+
+def test_serve_imports_no_platform_sdk_it_does_not_run(tmp_path: Path) -> None:
+    """Without SLACK_* / FEISHU_* (and no route using them) neither SDK is loaded."""
+    code = (
+        "import sys\nfrom bot.commands import serve_cmd\nfrom bot.settings import load_settings\n"
+        "serve_cmd.prepare(load_settings(), env={})\n"
+        "print('LOADED', [m for m in ('slack_bolt', 'slack_sdk', 'lark_oapi') "
+        "if m in sys.modules])\n"
+    )
+    env = {"PYTHONPATH": str(ROOT), "ASKHUMAN_DATABASE_URL": f"sqlite:///{tmp_path}/a.db",
+           "HOME": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=tmp_path, check=True, env=env)
+    assert "LOADED []" in result.stdout
