@@ -35,11 +35,12 @@ def test_listed_help_matches_the_command(name: str) -> None:
 
 
 def test_serve_imports_no_platform_sdk_it_does_not_run(tmp_path: Path) -> None:
-    """Without SLACK_* / FEISHU_* (and no route using them) neither SDK is loaded."""
+    """Without SLACK_* / FEISHU_* (and no route using them) neither SDK is loaded, and the
+    MCP SDK waits for the first /mcp call."""
     code = (
         "import sys\nfrom bot.commands import serve_cmd\nfrom bot.settings import load_settings\n"
         "serve_cmd.prepare(load_settings(), env={})\n"
-        "print('LOADED', [m for m in ('slack_bolt', 'slack_sdk', 'lark_oapi') "
+        "print('LOADED', [m for m in ('slack_bolt', 'slack_sdk', 'lark_oapi', 'mcp') "
         "if m in sys.modules])\n"
     )
     env = {"PYTHONPATH": str(ROOT), "ASKHUMAN_DATABASE_URL": f"sqlite:///{tmp_path}/a.db",
