@@ -6,9 +6,10 @@ once (``--in-flight`` at a time) while the engine's real worker loops run
 the outbox, a resume of the agent and its final answer posted. Measured:
 
 * decisions/s: N / (first answer sent → last final answer posted);
-* answer → resume started: from the answer's commit to the worker starting that run's
-  resume (median and p99), with ``worker.resume_concurrency`` 1 (the old serial loop)
-  and 4 (the default).
+* answer → resume started: from the answer reaching the engine (``respond`` called)
+  to the worker starting that run's resume (median and p99), with
+  ``worker.resume_concurrency`` 1 (the old serial loop) and 4 (the default).
+  ``--in-flight 1`` gives the idle figure.
 
 The platform is the engine tests' in-memory fake adapter, so this measures the
 engine and its database, not HTTP. ``ASKHUMAN_TEST_POSTGRES_URL`` adds PostgreSQL.
@@ -69,10 +70,10 @@ async def one_round(url: str, runs: int, in_flight: int, concurrency: int) -> di
 
     async def answer(card: Any) -> None:
         async with gate:
+            answered[card.ref] = time.perf_counter()  # the click arrives
             result = await engine.respond(card.ref, alice(), "approve",
                                           {"environment": "staging"})
             assert result.outcome == "accepted", result.message
-            answered[card.ref] = time.perf_counter()
 
     begin = time.perf_counter()
     await asyncio.gather(*(answer(card) for card in cards))
