@@ -14,6 +14,9 @@ lint:
 	.venv/bin/mypy --strict bot/askhuman renderers storage
 	.venv/bin/mypy bot
 
-bench:
+bench:  # a few minutes; set ASKHUMAN_TEST_POSTGRES_URL to add the PostgreSQL rows
 	@scripts/bootstrap.sh
+	.venv/bin/python benchmarks/render.py --repeat 300
+	.venv/bin/python benchmarks/expiry.py --requests 10000 --rounds 3
+	.venv/bin/python benchmarks/throughput.py --runs 200
 	.venv/bin/python benchmarks/slack_ack.py --clicks 100

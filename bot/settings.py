@@ -287,6 +287,14 @@ class HttpSettings(_Strict):
     """Larger request bodies get 413 unread (Slack and Feishu send a few KB)."""
 
 
+class WorkerSettings(_Strict):
+    """The background worker of ``serve`` (resumes, timeouts, the outbox)."""
+
+    resume_concurrency: int = Field(default=4, ge=1, le=64)
+    """Resume jobs run at once per process, each under its own lease. Model calls are
+    I/O, so a few in parallel keep one slow model from holding up every other run."""
+
+
 class RetentionSettings(_Strict):
     """How long what people and agents said is kept (unset: forever, as before).
 
@@ -415,6 +423,7 @@ class FileSettings(_Strict):
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     schedules: dict[str, ScheduleSettings] = Field(default_factory=dict)
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)
 
     @model_validator(mode="after")
     def _routes_exist(self) -> FileSettings:
@@ -530,6 +539,7 @@ class Settings(_Strict):
     http: HttpSettings = Field(default_factory=HttpSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     admins: AdminSettings = Field(default_factory=AdminSettings)
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)
 
     def agent(self, name: str) -> AgentSettings | None:
         return self.agents.get(name)
@@ -608,5 +618,5 @@ def load_settings(path: str | Path | None = None) -> Settings:
         database_url=url, agents=parsed.agents, routes=parsed.routes,
         retention=parsed.retention, source=source, http=parsed.http, api=parsed.api,
         metrics=parsed.metrics, admins=parsed.admins,
-        schedules=parsed.schedules,
+        schedules=parsed.schedules, worker=parsed.worker,
     )

@@ -34,7 +34,7 @@ from bot.askhuman.schema import (
     is_identifier,
 )
 from renderers import i18n
-from renderers.budget import Budget
+from renderers.budget import Budget, ladder
 from renderers.card import MAX_REF_CHARS, RequestCard, args_of, option_token, option_value
 from renderers.markdown import (
     FEISHU,
@@ -78,6 +78,10 @@ OPEN_ID = re.compile(r"ou_[A-Za-z0-9]{1,64}", re.ASCII)
 """A Feishu open_id as callbacks carry it (real ones: ``ou_`` + 32 hex digits)."""
 
 
+_OPTION_BYTES = 50
+"""Bytes each select option adds to the card besides its label (61 in fact: the
+``text``/``tag``/``content``/``value`` keys and punctuation); a floor for ``ladder``."""
+
 _LADDER = (
     Budget(4000, 12000, 200, 100, 100, 1000),
     Budget(3000, 6000, 120, 50, 60, 500),
@@ -107,9 +111,9 @@ def field_key(field: AskHumanField) -> str:
 @i18n.localized
 def render_card(card: RequestCard) -> dict[str, Any]:
     """The Card JSON 2.0 for any status, shrunk step by step until within limits."""
-    for budget in _LADDER:
+    for budget in ladder(_LADDER, card.args, MAX_BYTES, per_option=_OPTION_BYTES):
         result = _card(card, budget)
-        if count_elements(result) <= MAX_ELEMENTS and card_size(result) <= MAX_BYTES:
+        if card_size(result) <= MAX_BYTES and count_elements(result) <= MAX_ELEMENTS:
             break
     mention = decider_mention(card) if card.status != "pending" else None
     check_feishu(result, allowed_mentions=(mention,) if mention else ())
@@ -122,13 +126,21 @@ def card_size(card: Mapping[str, Any]) -> int:
 
 
 def count_elements(obj: object) -> int:
-    """Components in the card: every tagged object except bare text objects."""
-    if isinstance(obj, dict):
-        own = int("tag" in obj and obj["tag"] not in _TEXT_TAGS)
-        return own + sum(count_elements(v) for v in obj.values())
-    if isinstance(obj, list):
-        return sum(count_elements(v) for v in obj)
-    return 0
+    """Components in the card: every tagged object except bare text objects.
+
+    Iterative, and it skips select ``options`` (plain option objects, never
+    components): a big card has hundreds of them, and this runs on every render.
+    """
+    count, stack = 0, [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            tag = item.get("tag")
+            count += tag is not None and tag not in _TEXT_TAGS
+            stack.extend(v for k, v in item.items() if k != "options" or tag is None)
+        elif isinstance(item, list):
+            stack.extend(item)
+    return count
 
 
 def _card(card: RequestCard, budget: Budget) -> dict[str, Any]:

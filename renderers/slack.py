@@ -36,7 +36,7 @@ from bot.askhuman.schema import (
     SelectOption,
 )
 from renderers import i18n
-from renderers.budget import Budget
+from renderers.budget import Budget, ladder
 from renderers.card import (
     MAX_REF_CHARS,
     RequestCard,
@@ -183,7 +183,7 @@ def resolve_action(args: AskHumanToolArgs, token: str) -> AskHumanAction | None:
 @i18n.localized
 def render_request(card: RequestCard) -> dict[str, Any]:
     """``{"text", "blocks"}`` for any status, shrunk step by step until within limits."""
-    for budget in _LADDER:
+    for budget in ladder(_LADDER, card.args, TOTAL_TEXT_CHARS):
         blocks = _blocks(card, budget)
         if len(blocks) <= MAX_BLOCKS and total_text_chars(blocks) <= TOTAL_TEXT_CHARS:
             break

@@ -53,9 +53,9 @@ def build_door(
     door = Door(engine, settings, policy, webhooks_enabled=box is not None)
     limiter = RateLimiter()
     runtime = DoorRuntime(door, ApiRoutes(door, limiter).routes())
-    from bot.mcp.http import mcp_route
+    from bot.mcp.lazy import lazy_mcp_route  # the MCP SDK loads on the first /mcp call
 
-    route, task = mcp_route(door, limiter)
+    route, task = lazy_mcp_route(door, limiter)
     runtime.routes.append(route)
     runtime.tasks.append(task)
     if engine.db.is_postgres:

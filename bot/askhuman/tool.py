@@ -8,6 +8,8 @@ run (two calls, approvals, a renamed tool) fail the run, exactly as in Dify.
 
 from __future__ import annotations
 
+import copy
+from functools import lru_cache
 from typing import Any
 
 from pydantic import ValidationError
@@ -151,8 +153,18 @@ def tool_parameters_schema(config: AskHumanConfig) -> dict[str, Any]:
     With Dify's defaults this is exactly Dify's schema (the four Dify variants), so a
     model prompted for Dify behaves the same here.
     """
+    return copy.deepcopy(_parameters_schema(frozenset(config.allowed_field_types)))
+
+
+@lru_cache(maxsize=64)
+def _parameters_schema(allowed: frozenset[str]) -> dict[str, Any]:
+    """The schema for one set of allowed field types, built once.
+
+    ``model_json_schema()`` costs milliseconds, and the tool's ``prepare`` asks for the
+    schema on every run and resume step; callers get a copy (see ``tool_parameters_schema``).
+    """
     schema = AskHumanToolArgs.model_json_schema()
-    shown = set(DIFY_FIELD_TYPES) | set(config.allowed_field_types)
+    shown = set(DIFY_FIELD_TYPES) | allowed
     union = schema["properties"]["fields"]["items"]
     union["oneOf"] = [ref for ref in union["oneOf"] if _variant_type(schema, ref["$ref"]) in shown]
     mapping = union["discriminator"]["mapping"]
@@ -180,11 +192,13 @@ def build_ask_human_tool(config: AskHumanConfig) -> Tool[Any] | None:
     if not config.enabled:
         return None
 
+    schema = tool_parameters_schema(config)  # once per config, not once per step
+
     async def prepare(ctx: RunContext[Any], tool_def: ToolDefinition) -> ToolDefinition:
         return ToolDefinition(
             name=config.tool_name,
             description=config.effective_description,
-            parameters_json_schema=tool_parameters_schema(config),
+            parameters_json_schema=schema,
             strict=False,
             sequential=True,
             kind="external",

@@ -46,6 +46,8 @@ class PlatformRuntime:
     tasks: list[BackgroundTask] = field(default_factory=list)
     routes: list[BaseRoute] = field(default_factory=list)
     """Routes mounted as they are (any method): the API's ``/api/v1/…`` and ``/mcp``."""
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    """Run at shutdown after the engine drained (pooled HTTP connections)."""
 
 
 PlatformStarter = Callable[[Engine, Settings, Mapping[str, str]], PlatformRuntime | None]
@@ -56,26 +58,33 @@ def start_slack(
     engine: Engine, settings: Settings, env: Mapping[str, str]
 ) -> PlatformRuntime | None:
     """Slack in Socket Mode when ``SLACK_APP_TOKEN`` is set, else HTTP ``/slack/events``."""
-    from bot.platforms.slack import from_env
+    from bot.platforms.slack.config import SlackConfig
 
     required = any(route.slack is not None for route in settings.routes.values())
+    if SlackConfig.from_env(env, required=required) is None:
+        return None  # before importing slack-bolt: an unused SDK costs memory and startup
+    from bot.platforms.slack.runtime import from_env
+
     platform = from_env(engine, env, required=required)
     if platform is None:
         return None
     platform.register(engine)
     mode = "socket mode" if platform.config.socket_mode else "http /slack/events"
     log.info("slack enabled", extra={"platform": "slack", "mode": mode})
-    return PlatformRuntime("slack", platform.endpoints(), platform.background_tasks())
+    return PlatformRuntime("slack", platform.endpoints(), platform.background_tasks(),
+                           closers=[platform.aclose])
 
 
 def start_feishu(
     engine: Engine, settings: Settings, env: Mapping[str, str]
 ) -> PlatformRuntime | None:
     """Feishu over the long connection (default) or HTTP /feishu/events (FEISHU_MODE=http)."""
-    from bot.platforms.feishu import build_feishu_platform, feishu_configured
+    from bot.platforms.feishu.config import feishu_wanted
 
-    if not feishu_configured(settings, env):
-        return None
+    if not feishu_wanted(settings, env):
+        return None  # decided before importing lark-oapi (~3 s, ~100 MB)
+    from bot.platforms.feishu.platform import build_feishu_platform
+
     platform = build_feishu_platform(settings, engine, env)  # registers adapter + directory
     log.info("feishu enabled", extra={"platform": "feishu", "mode": platform.config.mode})
     return PlatformRuntime("feishu", platform.endpoints(), platform.background_tasks())
@@ -133,6 +142,9 @@ def build_app(engine: Engine, runtimes: list[PlatformRuntime]) -> Starlette:
                 task.cancel()
             await engine.drain(timeout=5)  # card updates still running in the background
             await engine.close_runtimes()  # MCP sessions and their subprocesses
+            for runtime in runtimes:
+                for close in runtime.closers:
+                    await close()
             for task in done:
                 if not task.cancelled() and task.exception() is not None:
                     log.error(

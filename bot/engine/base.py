@@ -136,6 +136,7 @@ class EngineBase(abc.ABC):
         self._last_housekeeping: dt.datetime | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._wake: asyncio.Event | None = None
+        self._outbox_wake: asyncio.Event | None = None
         self._batch: list[tuple[Callable[[Session], Any], asyncio.Future[Any]]] = []
         self._batch_task: asyncio.Task[None] | None = None
         self.waiters = waiters.Waiters()
@@ -280,6 +281,11 @@ class EngineBase(abc.ABC):
         """Wake ``serve_forever`` early: a decision has a resume waiting."""
         if self._wake is not None:
             self._wake.set()
+
+    def _poke_outbox(self) -> None:
+        """Wake the outbox loop early: side effects were queued for it (expiry)."""
+        if self._outbox_wake is not None:
+            self._outbox_wake.set()
 
     def _heartbeat(
         self, model: type[Leased], row_id: int, token: str, lease: dt.timedelta

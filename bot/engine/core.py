@@ -15,7 +15,7 @@ from pydantic import JsonValue
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bot.engine import audit_chain, housekeeping, inbox, store
+from bot.engine import audit_chain, housekeeping, inbox, store, waiters
 from bot.engine.base import Clock, RuntimeFactory, log, registry_runtimes, targets_for, utc_now
 from bot.engine.clicks import ClicksMixin
 from bot.engine.dispatch import DispatchMixin
@@ -28,6 +28,11 @@ from bot.engine.sweeps import SweepsMixin
 from bot.engine.triggers import TriggersMixin
 from renderers.card import RequestCard
 from storage import Delivery, HumanRequest, OutboxItem, ResumeJob
+
+OUTBOX_ROUND = 50
+"""Side effects the outbox loop claims per round (it loops while rounds are full)."""
+OUTBOX_CONCURRENCY = 8
+"""Platform calls the outbox loop keeps in flight at once."""
 
 __all__ = [
     "Clock",
@@ -65,16 +70,24 @@ class Engine(ExternalMixin, TriggersMixin, RunsMixin, ClicksMixin, PendingMixin,
         (a resume stuck behind a slow model call never delays a timeout). Decisions wake
         the resume loop early."""
         self._wake = asyncio.Event()
+        self._outbox_wake = asyncio.Event()
         loops: list[tuple[str, Callable[[], Awaitable[object]], asyncio.Event | None]] = [
             ("timeouts", self.expire_due, None),
             ("reminders", self.remind_and_escalate_due, None),
-            ("outbox", self._outbox_round, None),
+            ("outbox", self._outbox_round, self._outbox_wake),
             ("clicks", self.recover_clicks, None),
             ("resumes", self._resume_round, self._wake),
             ("audit_seal", self.seal_audit, None),
         ]
-        await asyncio.gather(*(self._loop(name, step, stop, poll_interval, wake)
-                               for name, step, wake in loops))
+        tasks = [self._loop(name, step, stop, poll_interval, wake)
+                 for name, step, wake in loops]
+        if self.db.is_postgres:  # other replicas' decisions wake our resume loop at once
+            tasks.append(waiters.listen_forever(self.settings.database_url, self.waiters, stop))
+        unsubscribe = self.waiters.subscribe(self._poke)
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            unsubscribe()
 
     async def seal_audit(self) -> int:
         """Chain the audit rows written since the last round (``audit_chain``)."""
@@ -82,11 +95,12 @@ class Engine(ExternalMixin, TriggersMixin, RunsMixin, ClicksMixin, PendingMixin,
         return await self._tx(lambda session: audit_chain.seal(session, now))
 
     async def _outbox_round(self) -> None:
-        await self._sweep_outbox(50)
+        while await self._sweep_outbox_concurrently(OUTBOX_ROUND, OUTBOX_CONCURRENCY):
+            pass  # a full round: more may be due (e.g. 10,000 timed-out cards)
         await self._maybe_prune()
 
     async def _resume_round(self) -> int:
-        return await self._resume_due(50)
+        return await self._resume_due(50, self.settings.worker.resume_concurrency)
 
     @staticmethod
     async def _loop(

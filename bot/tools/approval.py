@@ -11,11 +11,12 @@ unknown action) is a denial with a message for the model.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-from pydantic_ai import ToolApproved, ToolDenied
+from typing import TYPE_CHECKING, Any
 
 from bot.askhuman.schema import AskHumanToolResult
+
+if TYPE_CHECKING:  # pydantic-ai is imported when a result is mapped, not with the config
+    from pydantic_ai import ToolApproved, ToolDenied
 
 APPROVE = "approve"
 REJECT = "reject"
@@ -69,6 +70,8 @@ def approval_result(
     """approve → ``ToolApproved``; reject → ``ToolDenied(reason or default)``;
     timeout / cancel → ``ToolDenied("No approval within 30m; the action was not run.")``
     with the real wait. A timeout never runs the tool."""
+    from pydantic_ai import ToolApproved, ToolDenied
+
     action = result.action.id if result.action else None
     if result.status == "submitted" and action == APPROVE:
         return ToolApproved()

@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
-
-import celpy
-from celpy import celtypes
-from celpy.adapter import json_to_cel
 
 log = logging.getLogger("askhuman.tools")
 
-_ENV = celpy.Environment()
+
+@lru_cache(maxsize=1)
+def _env() -> Any:
+    """cel-python's environment, imported and built on the first rule only: it costs
+    about half a second and tens of MB, which a config without rules never needs."""
+    import celpy
+
+    return celpy.Environment()
 
 
 class RuleError(ValueError):
@@ -35,6 +39,9 @@ class Rule:
 
     def needs_approval(self, args: dict[str, Any], agent: str, tool: str) -> bool:
         """True unless the expression evaluates to a boolean ``false``."""
+        from celpy import celtypes
+        from celpy.adapter import json_to_cel
+
         activation = {
             "args": json_to_cel(args),
             "agent": celtypes.StringType(agent),
@@ -60,8 +67,8 @@ def compile_rule(source: str) -> Rule:
     if not source.strip():
         raise RuleError("is empty; write a CEL expression such as \"args.replicas > 3\"")
     try:
-        ast = _ENV.compile(source)
-        program = _ENV.program(ast)
+        ast = _env().compile(source)
+        program = _env().program(ast)
     except Exception as exc:
         text = " ".join(str(exc).split())
         raise RuleError(f"does not compile as CEL: {text}") from None

@@ -313,3 +313,37 @@ def test_tool_function_never_executes() -> None:
     assert tool is not None
     with pytest.raises(RuntimeError, match=NEVER_EXECUTED_MESSAGE):
         tool.function(None, question="x")  # type: ignore[call-arg]
+
+
+async def test_schema_is_built_once_per_config_not_per_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The schema is costly (model_json_schema); steps of a run must reuse it."""
+    from bot.askhuman import tool as tool_module
+    from bot.askhuman.schema import AskHumanToolArgs
+
+    tool_module._parameters_schema.cache_clear()
+    built: list[int] = []
+    original = AskHumanToolArgs.model_json_schema
+
+    def counting(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        built.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(AskHumanToolArgs, "model_json_schema", counting)
+    steps: list[AgentInfo] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        steps.append(info)
+        if len(steps) % 2:  # a bad call, so the model gets a retry step
+            return ModelResponse(parts=[ToolCallPart("ask_human", {"urgency": "x"}, "c1")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    agent = _agent(FunctionModel(model))
+    await agent.run("hi")
+    await agent.run("again")
+    assert len(steps) >= 4 and len(built) == 1
+    first = tool_parameters_schema(AskHumanConfig())
+    first["properties"].clear()  # a caller mutating its copy cannot spoil the cache
+    assert tool_parameters_schema(AskHumanConfig())["properties"]
+    assert steps[-1].function_tools[0].parameters_json_schema["properties"]

@@ -53,6 +53,8 @@ class Call:
     """``time.monotonic()`` when the request arrived."""
     status: int = 200
     code: int = 0
+    peer: object = None
+    """The client's (host, port): calls over one kept-alive connection share it."""
 
 
 @dataclass
@@ -214,6 +216,7 @@ class FakeFeishuApi:
             query=dict(request.query_params),
             body=body,
             at=time.monotonic(),
+            peer=tuple(request.client) if request.client else None,
         )
         with self._lock:
             self.calls.append(call)

@@ -48,6 +48,8 @@ class Call:
     body: dict[str, Any]
     headers: dict[str, str]
     at: float = field(default_factory=time.monotonic)
+    peer: object = None
+    """The client's (host, port): calls over one kept-alive connection share it."""
 
 
 @dataclass
@@ -197,7 +199,7 @@ class FakeSlackAPI:
         app.router.add_get("/link", self._handle_socket)
         runner = web.AppRunner(app, access_log=None)
         loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
+        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=1024)  # bursts of 100+ clicks
         loop.run_until_complete(site.start())
         server = site._server
         assert server is not None
@@ -302,7 +304,8 @@ class FakeSlackAPI:
         body = await _parse_body(request)
         headers = {k.lower(): v for k, v in request.headers.items()}
         with self._lock:
-            self.calls.append(Call(method=method, body=body, headers=headers))
+            peer = request.transport.get_extra_info("peername") if request.transport else None
+            self.calls.append(Call(method=method, body=body, headers=headers, peer=peer))
             fault = self._take_fault(method)
         delay = self.delays.get(method)
         if delay:

@@ -244,3 +244,13 @@ async def test_rate_limited_delivery_still_arrives(feishu_http: Feishu) -> None:
     card_message = await f.wait_card()
     assert await f.status(card_message) == "pending"
     assert len(f.fake.calls_to("message.create")) == 3
+
+
+async def test_api_calls_reuse_pooled_connections(fake_api: Any) -> None:
+    """lark-oapi's calls go through one pooled session, not a connection per call."""
+    fake, adapter = make_adapter(fake_api)
+    for i in range(4):
+        await adapter.deliver(card(ref=f"ref_{i}"), DeliveryTarget("channel", APPROVALS))
+    calls = fake.calls_to("message.create")
+    peers = {c.peer for c in calls}
+    assert len(calls) == 4 and None not in peers and len(peers) == 1

@@ -106,3 +106,41 @@ def make_card(name: str, state: str = "pending") -> RequestCard:
     else:
         changes["message"] = "Could not deliver the request to any approver."
     return dataclasses.replace(card, **changes)
+
+
+def _markdown(size: int) -> str:
+    block = (
+        "## Section {i}\n\nSome **bold** and *italic* text with `code` and a "
+        "[link](https://example.com/{i}) plus <!channel> and @here noise.\n\n"
+        "- item one\n- item two\n  - nested item\n\n"
+        "| a | b |\n|---|---|\n| {i} | x |\n\n```\nprint({i})\n```\n\n> quoted line\n\n"
+    )
+    out, i = "", 0
+    while len(out) < size:
+        out += block.format(i=i)
+        i += 1
+    return out[:size]
+
+
+def max_card() -> RequestCard:
+    """The largest request the default config accepts (benchmarks/render.py times it)."""
+    fields = [
+        {
+            "name": f"field_{f}", "label": f"Field {f} " + "l" * 100, "type": "select",
+            "required": f % 2 == 0, "default": f"value-{f}-7",
+            "options": [
+                {"value": f"value-{f}-{o}", "label": f"Option {o} " + "x" * 190}
+                for o in range(100)
+            ],
+        }
+        for f in range(8)
+    ]
+    actions = [
+        {"id": f"act{a}", "label": f"Action {a}", "style": s}
+        for a, s in enumerate(["primary", "destructive", "default", "default"])
+    ]
+    args = AskHumanToolArgs.model_validate({
+        "title": "A maximum-size request", "question": "q" * 1000,
+        "markdown": _markdown(8000), "fields": fields, "actions": actions, "urgency": "high",
+    })
+    return RequestCard(ref="req_bench_0001", args=args, agent_name="bench", deadline=DEADLINE)

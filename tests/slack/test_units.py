@@ -210,3 +210,17 @@ def test_serve_requires_slack_secrets_when_routes_use_slack(tmp_path: Path) -> N
     engine = _engine(tmp_path)
     with pytest.raises(SlackConfigError, match="SLACK_BOT_TOKEN"):
         start_platforms(engine, engine.settings, {})
+
+
+async def test_web_api_calls_reuse_one_connection(fake: FakeSlackAPI) -> None:
+    """One pooled aiohttp session: sequential calls ride one kept-alive connection."""
+    client = _client(fake)
+    for _ in range(5):
+        await client.auth_test()
+    peers = {call.peer for call in fake.calls_to("auth.test")}
+    assert len(fake.calls_to("auth.test")) == 5 and len(peers) == 1 and None not in peers
+    await client.aclose()
+    assert client.session is None
+    await client.auth_test()  # a closed client reopens a session when used again
+    assert len(fake.calls_to("auth.test")) == 6
+    await client.aclose()

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import lark_oapi as lark
+import requests
+import requests.adapters
 from lark_oapi.api.contact.v3 import (
     BatchGetIdUserRequest,
     BatchGetIdUserRequestBody,
@@ -88,10 +90,41 @@ class Resource:
     file_name: str | None
 
 
+class _PooledRequests:
+    """Stands in for the ``requests`` module inside lark-oapi's transport.
+
+    lark-oapi sends every call with the module-level ``requests.request``, which opens
+    a new connection (a TCP and TLS handshake) each time. This routes those calls
+    through one ``requests.Session`` whose connection pool is shared by the threads the
+    calls run on; everything else falls through to the real module.
+    """
+
+    def __init__(self, pool_size: int = 32) -> None:
+        self.session = requests.Session()
+        adapter = requests.adapters.HTTPAdapter(pool_connections=8, pool_maxsize=pool_size)
+        self.session.mount("https://", adapter)
+        self.session.mount("http://", adapter)
+
+    def request(self, method: str, url: str, **kwargs: Any) -> requests.Response:
+        return self.session.request(method, url, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(requests, name)
+
+
+def pool_lark_connections() -> None:
+    """Make lark-oapi reuse HTTP connections (idempotent; see ``_PooledRequests``)."""
+    from lark_oapi.core.http import transport
+
+    if not isinstance(transport.requests, _PooledRequests):
+        transport.requests = _PooledRequests()
+
+
 class FeishuApi:
     """Async, retrying access to the Feishu Open API (messages, contacts, chats)."""
 
     def __init__(self, config: FeishuConfig, *, sleep: Callable[[float], Any] | None = None):
+        pool_lark_connections()
         self._config = config
         self._sleep = sleep or asyncio.sleep
         self.client: Any = (

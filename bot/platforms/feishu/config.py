@@ -10,7 +10,7 @@ import os
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 FEISHU_DOMAIN_URL = "https://open.feishu.cn"
 LARK_DOMAIN_URL = "https://open.larksuite.com"
@@ -105,3 +105,13 @@ def resolve_domain(value: str) -> str:
     if parsed.path not in ("", "/") or parsed.query or parsed.fragment or parsed.username:
         raise FeishuConfigError("FEISHU_DOMAIN must be an origin (scheme://host[:port]) only")
     return f"{parsed.scheme}://{parsed.netloc}"
+
+
+def feishu_wanted(settings: Any, env: Mapping[str, str]) -> bool:
+    """Whether ``serve`` should run Feishu: credentials given, or a route needs it.
+
+    Here, not in ``platform``, so ``serve`` can decide before importing lark-oapi.
+    """
+    if env.get("FEISHU_APP_ID"):
+        return True
+    return any(route.feishu is not None for route in settings.routes.values())

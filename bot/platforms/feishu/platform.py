@@ -13,7 +13,7 @@ from starlette.responses import Response
 
 from bot.platforms.feishu.adapter import FeishuAdapter
 from bot.platforms.feishu.client import FeishuApi
-from bot.platforms.feishu.config import FeishuConfig
+from bot.platforms.feishu.config import FeishuConfig, feishu_wanted
 from bot.platforms.feishu.directory import FeishuDirectory
 from bot.platforms.feishu.handlers import EngineApi, FeishuEventHandlers
 from bot.platforms.feishu.http import make_endpoint
@@ -135,9 +135,7 @@ def feishu_configured(settings: Any, env: Mapping[str, str]) -> bool:
     A route that uses Feishu without ``FEISHU_APP_ID`` makes ``build_feishu_platform``
     raise ``FeishuConfigError`` naming the variable, which is what an admin needs.
     """
-    if env.get("FEISHU_APP_ID"):
-        return True
-    return any(route.feishu is not None for route in settings.routes.values())
+    return feishu_wanted(settings, env)
 
 
 def build_feishu_platform(

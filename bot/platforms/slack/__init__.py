@@ -15,12 +15,23 @@ Layout (small modules, one concern each):
 - ``runtime``    — ``SlackPlatform``, everything above for one engine; used by ``serve``.
 """
 
-from bot.platforms.slack.adapter import SlackAdapter
-from bot.platforms.slack.app import EVENTS_PATH, build_app, http_endpoint
-from bot.platforms.slack.client import make_client, retry_handlers
-from bot.platforms.slack.config import SlackConfig, SlackConfigError
-from bot.platforms.slack.directory import SlackDirectory
-from bot.platforms.slack.runtime import SlackPlatform, from_env
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "SlackAdapter": "adapter", "EVENTS_PATH": "app", "build_app": "app",
+    "http_endpoint": "app", "make_client": "client", "retry_handlers": "client",
+    "SlackConfig": "config", "SlackConfigError": "config", "SlackDirectory": "directory",
+    "SlackPlatform": "runtime", "from_env": "runtime",
+}
+"""Imported on first use (PEP 562): slack-bolt and slack-sdk load only when Slack runs."""
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+
 
 __all__ = [
     "EVENTS_PATH",

@@ -8,8 +8,10 @@ purposes, and callers map it to ``DeliveryError`` or a log line.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import (
@@ -54,7 +56,45 @@ def retry_handlers(
     ]
 
 
-class MeteredWebClient(AsyncWebClient):
+class PooledWebClient(AsyncWebClient):
+    """An ``AsyncWebClient`` that keeps one aiohttp session (and its keep-alive
+    connections) per event loop.
+
+    Without a session slack-sdk opens a new session, so a new TCP and TLS connection,
+    for every call. A session is bound to the loop it was made in, so a client used
+    from another loop (tests, ``asyncio.run`` in a command) gets its own.
+    """
+
+    _session_loop: asyncio.AbstractEventLoop | None = None
+
+    async def _request(  # type: ignore[no-untyped-def]
+        self, *, http_verb, api_url, req_args
+    ) -> dict[str, Any]:
+        self._ensure_session()
+        return await super()._request(
+            http_verb=http_verb, api_url=api_url, req_args=req_args
+        )
+
+    def _ensure_session(self) -> None:
+        loop = asyncio.get_running_loop()
+        session = self.session
+        if session is not None and not session.closed and self._session_loop is loop:
+            return
+        self.session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=self.timeout),
+            connector=aiohttp.TCPConnector(limit=100, ttl_dns_cache=300),
+        )
+        self._session_loop = loop
+
+    async def aclose(self) -> None:
+        """Close the session of the running loop (at shutdown); later calls reopen one."""
+        session = self.session
+        if session is not None and self._session_loop is asyncio.get_running_loop():
+            self.session = None
+            await session.close()
+
+
+class MeteredWebClient(PooledWebClient):
     """``AsyncWebClient`` that counts every call by method and outcome (``/metrics``)."""
 
     async def api_call(self, api_method: str, **kwargs: Any) -> AsyncSlackResponse:

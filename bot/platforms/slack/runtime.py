@@ -88,6 +88,12 @@ class SlackPlatform:
             await handler.close_async()  # type: ignore[no-untyped-call]
             log.info("slack socket mode closed", extra={"platform": "slack"})
 
+    async def aclose(self) -> None:
+        """Close the Web API client's pooled connections (at shutdown, after draining)."""
+        close = getattr(self.client, "aclose", None)
+        if close is not None:
+            await close()
+
     def background_tasks(self) -> list[Callable[[asyncio.Event], Awaitable[None]]]:
         """Long-running coroutines ``serve`` must run next to uvicorn."""
         return [self.run_socket_mode] if self.config.socket_mode else []

@@ -1,0 +1,138 @@
+"""Set-based expiry: time out a chunk of overdue requests in one transaction.
+
+One ``UPDATE … RETURNING`` (PostgreSQL, and SQLite ≥ 3.35) moves every due request of
+the chunk from ``pending`` to Dify's exact timeout result; the ``status == pending``
+condition is the same compare-and-set as a person's answer, so each request is
+decided once even when a click or another replica's sweep races the sweep. The
+resume jobs, audit rows and ``update_card`` outbox rows of the chunk are then added
+in the same transaction, so they commit with the decisions or not at all.
+
+The rules of the one-at-a-time path hold here too:
+
+* a request with a stored, undecided click received before its deadline is skipped
+  (``inbox.undecided_before_deadline``): the click is decided first;
+* requests of one model step (a ``batch``) resume their run once, after the last of
+  them resolved (``store.batch_resolved``'s rule, applied to the whole chunk);
+* the card updates are queued, not attempted inline: the outbox loop sends them
+  concurrently, so 10,000 expiries cost one transaction per chunk, not 50,000.
+
+On PostgreSQL the chunk is picked with ``FOR UPDATE SKIP LOCKED``, so two replicas
+sweeping at once take disjoint chunks instead of waiting on each other's rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any, cast
+
+from sqlalchemy import Table, func, insert, not_, select, update
+from sqlalchemy.orm import Session
+
+from bot.askhuman.schema import timeout_result
+from bot.engine import inbox, store, waiters
+from storage import HumanRequest, OutboxItem, ResumeJob, Run
+
+CHUNK = 1000
+"""Requests timed out per transaction: big enough to amortize the commit, small
+enough that memory stays flat and clicks are not held up for long."""
+
+
+@dataclass(frozen=True)
+class Expired:
+    """One request the chunk timed out (its row after the update)."""
+
+    id: int
+    ref: str
+    run_id: str
+    batch: str | None
+    version: int
+
+
+def expire_chunk(session: Session, now: dt.datetime, postgres: bool,
+                 limit: int = CHUNK) -> list[Expired]:
+    """Time out up to ``limit`` due requests; queue their resumes, audits and card
+    updates. Returns the requests this transaction decided."""
+    due = (select(HumanRequest.id)
+           .where(HumanRequest.status == store.OPEN, HumanRequest.deadline <= now,
+                  not_(inbox.undecided_before_deadline()))
+           .order_by(HumanRequest.deadline, HumanRequest.id).limit(limit))
+    if postgres:
+        due = due.with_for_update(skip_locked=True)
+    result = timeout_result()
+    rows = session.execute(
+        update(HumanRequest)
+        .where(HumanRequest.id.in_(due.scalar_subquery()), HumanRequest.status == store.OPEN)
+        .values(status=result.status, result=result.model_dump(mode="json"),
+                action_id=result.action.id if result.action else None,
+                decided_by_platform=None, decided_by_user=None, decided_by_name=None,
+                decided_at=now, version=HumanRequest.version + 1, updated_at=now)
+        .returning(HumanRequest.id, HumanRequest.ref, HumanRequest.run_id,
+                   HumanRequest.batch, HumanRequest.version)
+        .execution_options(synchronize_session=False)
+    ).all()
+    expired = [Expired(*row) for row in rows]
+    if not expired:
+        return []
+    for request in expired:
+        waiters.mark(session, request.ref)
+    store.audit_many(session, now, "timed_out", [(r.run_id, r.ref) for r in expired],
+                     reason=result.message)
+    jobs = _resume_jobs(session, now, expired, postgres)
+    if jobs:  # plain multi-row INSERTs: no ORM objects, ids are not needed back
+        session.execute(insert(cast(Table, ResumeJob.__table__)), jobs)
+    session.execute(insert(cast(Table, OutboxItem.__table__)), _card_updates(now, expired))
+    session.flush()
+    return expired
+
+
+def _resume_jobs(session: Session, now: dt.datetime, expired: list[Expired],
+                 postgres: bool) -> list[dict[str, Any]]:
+    """One job per run step that is now fully resolved (see ``store.batch_resolved``)."""
+    steps: dict[tuple[str, str], Expired] = {}
+    jobs = []
+    for request in expired:
+        if request.batch is None:
+            jobs.append(_job(now, request))
+        else:
+            steps[(request.run_id, request.batch)] = request  # the last one carries the job
+    if steps and postgres:  # as batch_resolved: lock the runs, so a sibling answered now
+        runs = sorted({run_id for run_id, _ in steps})  # cannot also see us as pending
+        session.execute(select(Run.id).where(Run.id.in_(runs)).order_by(Run.id)
+                        .with_for_update())
+    still_open = _open_steps(session, list(steps))
+    jobs += [_job(now, request) for key, request in steps.items() if key not in still_open]
+    return jobs
+
+
+def _open_steps(session: Session, steps: list[tuple[str, str]]) -> set[tuple[str, str]]:
+    """The ``(run_id, batch)`` pairs among ``steps`` that still have a pending request."""
+    found: set[tuple[str, str]] = set()
+    for start in range(0, len(steps), 500):
+        part = steps[start:start + 500]
+        runs = {run_id for run_id, _ in part}
+        query = (select(HumanRequest.run_id, HumanRequest.batch, func.count())
+                 .where(HumanRequest.run_id.in_(runs), HumanRequest.status == store.OPEN,
+                        HumanRequest.batch.is_not(None))
+                 .group_by(HumanRequest.run_id, HumanRequest.batch))
+        wanted = set(part)
+        found |= {(run_id, str(batch)) for run_id, batch, _ in session.execute(query)
+                  if (run_id, batch) in wanted}
+    return found
+
+
+def _job(now: dt.datetime, request: Expired) -> dict[str, Any]:
+    return {"request_id": request.id, "run_id": request.run_id, "state": "queued",
+            "attempts": 0, "next_attempt_at": now, "created_at": now, "updated_at": now}
+
+
+def _card_updates(now: dt.datetime, expired: list[Expired]) -> list[dict[str, Any]]:
+    """Queued (unclaimed) ``update_card`` rows: the outbox loop sends them."""
+    return [{"kind": "update_card", "request_id": r.id, "run_id": r.run_id, "platform": None,
+             "payload": _payload(r), "state": "queued", "attempts": 0, "next_attempt_at": now,
+             "lease_until": None, "claim_token": None, "last_error": None,
+             "created_at": now, "updated_at": now} for r in expired]
+
+
+def _payload(request: Expired) -> dict[str, Any]:
+    return {"ref": request.ref, "version": request.version}

@@ -1,0 +1,85 @@
+"""Set-based expiry: every due request once, one resume per run step, cards queued."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from sqlalchemy import func, select
+
+from bot.askhuman.schema import timeout_result
+from bot.engine import expiry
+from storage import AuditLog, HumanRequest, OutboxItem, ResumeJob
+from tests.engine.expiry_seed import seed
+from tests.engine.helpers import ORIGIN, STARTER, make_engine
+
+
+def _count(engine: Any, model: Any, *where: Any) -> int:
+    with engine.db.transaction() as s:
+        return int(s.scalar(select(func.count()).select_from(model).where(*where)) or 0)
+
+
+async def test_a_big_sweep_times_out_each_request_once(db_url: str) -> None:
+    engine, _, clock = make_engine(db_url)
+    n = expiry.CHUNK + 150  # more than one chunk
+    seed(engine.db, engine.now(), [(f"run{i}", None, 10) for i in range(n)]
+         + [("later", None, 60), ("never", None, None)])
+    assert await engine.expire_due() == 0
+    clock.advance(11 * 60)
+    assert await engine.expire_due() == n
+    assert _count(engine, HumanRequest, HumanRequest.status == "timeout") == n
+    with engine.db.transaction() as s:
+        results = set(map(str, s.scalars(select(HumanRequest.result)
+                                         .where(HumanRequest.status == "timeout"))))
+        versions = set(s.scalars(select(HumanRequest.version)
+                                 .where(HumanRequest.status == "timeout")))
+    assert results == {str(timeout_result().model_dump(mode="json"))} and versions == {2}
+    assert _count(engine, ResumeJob) == n
+    assert _count(engine, OutboxItem, OutboxItem.kind == "update_card",
+                  OutboxItem.state == "queued") == n
+    assert _count(engine, AuditLog, AuditLog.event == "timed_out") == n
+    assert _count(engine, HumanRequest, HumanRequest.status == "pending") == 2
+    assert await engine.expire_due() == 0  # nothing twice
+
+
+async def test_a_run_step_resumes_once_after_its_last_request(db_url: str) -> None:
+    engine, _, clock = make_engine(db_url)
+    seed(engine.db, engine.now(), [
+        ("both", "b1", 10), ("both", "b1", 10),  # expire together: one resume
+        ("split", "b2", 10), ("split", "b2", None),  # a sibling still pending: none yet
+        ("mixed", "b3", 10), ("mixed", "b3", 30),  # expire in two sweeps: one, at the end
+    ])
+    clock.advance(11 * 60)
+    assert await engine.expire_due() == 4
+    with engine.db.transaction() as s:
+        assert list(s.scalars(select(ResumeJob.run_id))) == ["both"]
+    clock.advance(20 * 60)
+    assert await engine.expire_due() == 1
+    with engine.db.transaction() as s:
+        assert sorted(s.scalars(select(ResumeJob.run_id))) == ["both", "mixed"]
+
+
+async def test_concurrent_sweeps_decide_each_request_once(db_url: str) -> None:
+    engine, _, clock = make_engine(db_url)
+    other, _, _ = make_engine(db_url, clock=clock)  # a second replica on the same database
+    seed(engine.db, engine.now(), [(f"run{i}", None, 10) for i in range(600)])
+    clock.advance(11 * 60)
+    counts = await asyncio.gather(engine.expire_due(), other.expire_due(), engine.expire_due())
+    assert sum(counts) == 600
+    assert _count(engine, ResumeJob) == 600
+    assert _count(engine, AuditLog, AuditLog.event == "timed_out") == 600
+
+
+async def test_the_outbox_loop_updates_every_timed_out_card_once(db_url: str) -> None:
+    engine, adapter, clock = make_engine(db_url)
+    for i in range(60):  # more than one outbox round (50)
+        await engine.start_run("deploy", f"Deploy v4.{i}", STARTER, ORIGIN)
+    clock.advance(30 * 60 + 1)
+    assert await engine.expire_due() == 60
+    assert adapter.updates == []  # queued, not sent inline
+    await engine._outbox_round()
+    refs = [card.ref for card, _ in adapter.updates]
+    assert len(refs) == 60 and len(set(refs)) == 60
+    assert {card.status for card, _ in adapter.updates} == {"timeout"}
+    assert _count(engine, OutboxItem, OutboxItem.kind == "update_card",
+                  OutboxItem.state != "done") == 0

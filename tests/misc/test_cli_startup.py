@@ -1,0 +1,50 @@
+"""``askhuman --help`` lists every command without importing the heavy stack."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.cli import COMMANDS, load_command
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("sqlalchemy", "pydantic_ai", "slack_sdk", "lark_oapi", "celpy", "mcp", "bot.engine")
+
+
+def test_top_level_help_imports_no_engine_or_sdk() -> None:
+    code = (
+        "import sys\nfrom typer.testing import CliRunner\nfrom bot.cli import app\n"
+        "out = CliRunner().invoke(app, ['--help']).output\n"
+        f"print(out)\nprint('LOADED', [m for m in {HEAVY!r} if m in sys.modules])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=ROOT, check=True, env={"PYTHONPATH": str(ROOT), "COLUMNS": "200"})
+    assert "LOADED []" in result.stdout
+    for name in COMMANDS:
+        assert name in result.stdout
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_listed_help_matches_the_command(name: str) -> None:
+    real = load_command(name)
+    shown = " ".join(COMMANDS[name][1].split())
+    assert " ".join((real.help or "").split()).startswith(shown)
+
+
+def test_serve_imports_no_platform_sdk_it_does_not_run(tmp_path: Path) -> None:
+    """Without SLACK_* / FEISHU_* (and no route using them) neither SDK is loaded, and the
+    MCP SDK waits for the first /mcp call."""
+    code = (
+        "import sys\nfrom bot.commands import serve_cmd\nfrom bot.settings import load_settings\n"
+        "serve_cmd.prepare(load_settings(), env={})\n"
+        "print('LOADED', [m for m in ('slack_bolt', 'slack_sdk', 'lark_oapi', 'mcp') "
+        "if m in sys.modules])\n"
+    )
+    env = {"PYTHONPATH": str(ROOT), "ASKHUMAN_DATABASE_URL": f"sqlite:///{tmp_path}/a.db",
+           "HOME": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=tmp_path, check=True, env=env)
+    assert "LOADED []" in result.stdout
