@@ -21,13 +21,12 @@ import sys
 import tempfile
 import time
 import tracemalloc
-import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sqlalchemy import create_engine, func, select, text
-from sqlalchemy.engine import make_url
+from pg_scratch import drop_database, scratch_database
+from sqlalchemy import func, select
 
 from storage import HumanRequest, OutboxItem, ResumeJob
 from tests.engine.expiry_seed import seed
@@ -62,20 +61,6 @@ async def one_round(url: str, n: int, trace: bool) -> tuple[float, float, dict[s
     return took, peak, counts
 
 
-def _postgres_db(base: str) -> tuple[str, str]:
-    name = f"askhuman_bench_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return make_url(base).set(database=name).render_as_string(hide_password=False), name
-
-
-def _drop(base: str, name: str) -> None:
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
 
 
 def main() -> None:
@@ -96,11 +81,11 @@ def main() -> None:
                         one_round(f"sqlite:///{tmp}/bench.db", ns.requests, trace))
                 else:
                     base = os.environ["ASKHUMAN_TEST_POSTGRES_URL"]
-                    url, name = _postgres_db(base)
+                    url, name = scratch_database(base)
                     try:
                         took, peak, counts = asyncio.run(one_round(url, ns.requests, trace))
                     finally:
-                        _drop(base, name)
+                        drop_database(base, name)
             if trace:
                 peaks.append(peak)
             else:

@@ -26,14 +26,13 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sqlalchemy import create_engine, select, text
-from sqlalchemy.engine import make_url
+from pg_scratch import drop_database, scratch_database
+from sqlalchemy import select
 
 from bot.settings import WorkerSettings
 from storage import HumanRequest
@@ -88,20 +87,6 @@ async def one_round(url: str, runs: int, in_flight: int, concurrency: int) -> di
             "p99 ms": _p(waits, 0.99)}
 
 
-def _postgres(base: str) -> tuple[str, str]:
-    name = f"askhuman_bench_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return make_url(base).set(database=name).render_as_string(hide_password=False), name
-
-
-def _drop(base: str, name: str) -> None:
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
 
 
 def main() -> None:
@@ -120,11 +105,11 @@ def main() -> None:
                                                 ns.in_flight, concurrency))
                 else:
                     assert base is not None
-                    url, name = _postgres(base)
+                    url, name = scratch_database(base)
                     try:
                         row = asyncio.run(one_round(url, ns.runs, ns.in_flight, concurrency))
                     finally:
-                        _drop(base, name)
+                        drop_database(base, name)
             print(f"| {backend} | {concurrency} | {row['decisions/s']:.0f} | "
                   f"{row['p50 ms']:.0f} | {row['p99 ms']:.0f} |")
 
