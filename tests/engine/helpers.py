@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import signal
+import subprocess
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import JsonValue
@@ -174,3 +178,16 @@ def make_engine(
 
 def alice() -> Identity:
     return Identity("slack", "U_ALICE", "Alice")
+
+
+def kill_when(child: subprocess.Popen[str], marker: Path) -> None:
+    """SIGKILL ``child`` as soon as it creates ``marker`` (its crash point)."""
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        if child.poll() is not None:
+            raise AssertionError(f"child exited early: {child.communicate()[1]}")
+        assert time.monotonic() < deadline, "child never reached the crash point"
+        time.sleep(0.05)
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    assert child.returncode == -signal.SIGKILL

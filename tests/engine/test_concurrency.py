@@ -6,10 +6,8 @@ import asyncio
 import collections
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +16,7 @@ from sqlalchemy import func, select
 
 from bot.engine import Identity
 from storage import AuditLog, HumanRequest, ResumeJob, Run, Vote
-from tests.engine.helpers import ORIGIN, STARTER, alice, make_engine
+from tests.engine.helpers import ORIGIN, STARTER, alice, kill_when, make_engine
 from tests.engine.proc_helper import CROWD_ROUTE, LEASE_SECONDS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,17 +69,6 @@ async def test_two_processes_answer_at_once_on_postgres(postgres_url: str) -> No
     assert _count(engine, ResumeJob) == 1 and _count(engine, Vote) == 1
 
 
-def _kill_when(child: subprocess.Popen[str], marker: Path) -> None:
-    deadline = time.monotonic() + 60
-    while not marker.exists():
-        if child.poll() is not None:
-            raise AssertionError(f"child exited early: {child.communicate()[1]}")
-        assert time.monotonic() < deadline, "child never reached the crash point"
-        time.sleep(0.05)
-    child.send_signal(signal.SIGKILL)
-    child.wait(timeout=30)
-    assert child.returncode == -signal.SIGKILL
-
 
 async def test_worker_killed_mid_resume_resumes_exactly_once(
     db_url: str, tmp_path: Path
@@ -91,7 +78,7 @@ async def test_worker_killed_mid_resume_resumes_exactly_once(
     ref = adapter.delivered[0][0].ref
     assert (await engine.respond(ref, alice(), "approve", {"environment": "production"})).ok
     marker = tmp_path / "resuming"
-    _kill_when(_child("crash-resume", db_url, str(marker)), marker)
+    kill_when(_child("crash-resume", db_url, str(marker)), marker)
 
     assert await engine.job_states() == {"running": 1}
     assert await engine.run_worker_once() == 0  # the dead worker's lease still holds
@@ -116,7 +103,7 @@ async def test_killed_after_resume_commit_does_not_resume_again(
     ref = adapter.delivered[0][0].ref
     await engine.respond(ref, alice(), "reject", {"environment": "staging"})
     marker = tmp_path / "posting"
-    _kill_when(_child("crash-post", db_url, str(marker)), marker)
+    kill_when(_child("crash-post", db_url, str(marker)), marker)
     assert "rejected" in marker.read_text()
 
     clock.advance(LEASE_SECONDS + 3600)

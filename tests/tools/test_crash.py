@@ -10,10 +10,8 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +19,7 @@ from sqlalchemy import select
 
 from bot.engine import Engine, Identity
 from storage import AuditLog, Run
-from tests.engine.helpers import ORIGIN, STARTER, FakeAdapter, FakeClock
+from tests.engine.helpers import ORIGIN, STARTER, FakeAdapter, FakeClock, kill_when
 from tests.tools.proc_worker import LEASE_SECONDS, tool_engine
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,14 +31,7 @@ def _kill_child_at(mode: str, db_url: str, marker: Path) -> None:
     child = subprocess.Popen([sys.executable, "-m", "tests.tools.proc_worker", mode, db_url,
                               str(marker)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while not marker.exists():
-        if child.poll() is not None:
-            raise AssertionError(f"child exited early: {child.communicate()[1]}")
-        assert time.monotonic() < deadline, "child never reached the crash point"
-        time.sleep(0.05)
-    child.send_signal(signal.SIGKILL)
-    child.wait(timeout=30)
+    kill_when(child, marker)
 
 
 def _events(db_url: str, engine: Engine) -> list[str]:
