@@ -41,7 +41,7 @@ CLICK_ACK = Histogram(
     "askhuman_click_ack_seconds", "From a click arriving to it being stored (the ack "
     "follows immediately).", ["platform"], buckets=LATENCY_BUCKETS, registry=None)
 ANSWER_TO_RESUME = Histogram(
-    "askhuman_answer_to_resume_seconds", "From the decision to the agent resumed.",
+    "askhuman_answer_to_resume_seconds", "From the decision to the resume starting.",
     buckets=LATENCY_BUCKETS, registry=None)
 RESUME_FAILURES = Counter(
     "askhuman_resume_failures", "Resume attempts that failed (retried or given up).",

@@ -207,6 +207,8 @@ class RunsMixin(AccessMixin):
         if claim.attempts > self.max_attempts:
             await self._give_up(claim, run.id, "the resume kept crashing the worker")
             return
+        if claim.attempts == 1:  # answer -> resume started, once per decision
+            metrics.observe_resume(request.decided_at, self.now())
         try:
             result = AskHumanToolResult.model_validate(request.result)
             runtime = self._runtime(run.agent)
@@ -243,7 +245,6 @@ class RunsMixin(AccessMixin):
             log.exception("storing the resume outcome failed", extra=extra)
             await self._retry_or_fail(claim, run.id, str(exc) or type(exc).__name__)
             return
-        metrics.observe_resume(request.decided_at, self.now())
         log.info("run resumed", extra=extra)
 
     async def _settle_without_runtime(
