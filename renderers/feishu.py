@@ -35,7 +35,14 @@ from bot.askhuman.schema import (
 )
 from renderers import i18n
 from renderers.budget import Budget, ladder
-from renderers.card import MAX_REF_CHARS, RequestCard, args_of, option_token, option_value
+from renderers.card import (
+    MAX_REF_CHARS,
+    RequestCard,
+    args_of,
+    option_token,
+    option_value,
+    progress_text,
+)
 from renderers.markdown import (
     FEISHU,
     check_feishu,
@@ -145,6 +152,9 @@ def count_elements(obj: object) -> int:
 
 def _card(card: RequestCard, budget: Budget) -> dict[str, Any]:
     elements = _head_elements(card, budget)
+    progress = progress_text(card, i18n.t) if card.status == "pending" else None
+    if progress:
+        elements.append(_div(progress, 2000))
     if card.status == "pending":
         elements.append(_form(card, budget))
     else:
