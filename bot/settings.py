@@ -168,7 +168,7 @@ class SignOff(_Strict):
                 "a sign-off group is either {group: S0123456789} (a Slack user group) or "
                 "{users: [U0123456789, alice@example.com, ou_…]} (people on any platform), "
                 "optionally with a name; set exactly one of group or users")
-        if self.group is not None and not re.fullmatch(r"S[A-Z0-9]{2,}", self.group):
+        if self.group is not None and not re.fullmatch(r"S[A-Za-z0-9_]+", self.group):
             raise KeyPathError("group", f"{self.group!r} is not a Slack user group id "
                                "(S0123456789); for Feishu or plain lists write users: [...]")
         return self
