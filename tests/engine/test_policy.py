@@ -92,7 +92,7 @@ async def test_sign_off_needs_one_approver_per_group_and_a_person_counts_once(
     rules = route(quorum=1, require=[{"group": "S_SEC", "name": "Security"},
                                      {"users": ["U_A", "U_C"], "name": "Ops"}])
     directory = FakeDirectory(groups={"S_SEC": {"U_A", "U_B"}})
-    engine, adapter, ref, runtime = await ask(db_url, rules, directory=directory)
+    engine, _, ref, runtime = await ask(db_url, rules, directory=directory)
     first = await engine.respond(ref, A, "approve", STAGING)
     assert first.outcome == "recorded"  # Alice alone signs for one group, not both
     assert first.card is not None and first.card.quorum == 2
