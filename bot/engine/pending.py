@@ -16,7 +16,7 @@ from functools import partial
 from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
-from bot.engine import store
+from bot.engine import policy, store
 from bot.engine.access import AccessMixin, Copies
 from bot.engine.cards import build_card
 from bot.engine.ports import Identity
@@ -92,7 +92,7 @@ class PendingMixin(AccessMixin):
             batch = await self._read(partial(candidates, platform=identity.platform,
                                              routes=routes, after_id=after, limit=BATCH))
             for request, run, copies in batch:
-                route = self.settings.routes.get(request.route)
+                route = policy.route_of(request, self.settings)  # frozen rules
                 if route is not None and await self._refusal(
                         request, route, identity, store.starter(run), copies) is None:
                     allowed.append((request, run))
