@@ -175,7 +175,7 @@ def _header(card: RequestCard) -> dict[str, Any]:
         sub = i18n.t("urgent") + " · " + sub
     if card.deadline:
         sub += " · " + i18n.t("due", when=format_when(card.deadline))
-    if card.quorum > 1:
+    if card.quorum > 1 and not card.responses:  # else the body says who voted what
         sub += " · " + i18n.t("votes", votes=card.votes, quorum=card.quorum)
     if card.tool is not None:
         sub += " · " + i18n.t("call_hash", hash=card.tool.short_binding)
