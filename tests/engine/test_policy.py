@@ -200,3 +200,27 @@ def test_people_map_one_identity_to_one_person() -> None:
     parsed = FileSettings.model_validate({"routes": {"ops": route()}, "people": {
         "alice": {"slack": "U_A", "feishu": "alice@example.com"}}})
     assert parsed.people["alice"].on("feishu") == "alice@example.com"
+
+
+def test_config_check_cli_reports_every_policy_mistake(tmp_path: Any) -> None:
+    import yaml
+    from typer.testing import CliRunner
+
+    from bot.cli import app
+
+    path = tmp_path / "askhuman.yaml"
+    path.write_text(yaml.safe_dump({"routes": {
+        "ops": route(quorum=5, require_reason=["re ject"]),
+        "sec": route(require=[{"group": "S_SEC", "users": ["U_A"]}])},
+        "people": {"bob": {"slack": "U_B"}, "robert": {"slack": "U_B"}}}))
+    result = CliRunner().invoke(app, ["config", "check", str(path)])
+    assert result.exit_code != 0
+    for key in ("routes.ops.require_reason", "routes.sec.require.0"):
+        assert key in result.output, result.output
+    path.write_text(yaml.safe_dump({"routes": {"ops": route(quorum=5)}}))
+    result = CliRunner().invoke(app, ["config", "check", str(path)])
+    assert "routes.ops.quorum: needs 5 distinct approvers" in result.output, result.output
+    path.write_text(yaml.safe_dump({"routes": {"ops": route()}, "people": {
+        "bob": {"slack": "U_B"}, "robert": {"slack": "U_B"}}}))
+    result = CliRunner().invoke(app, ["config", "check", str(path)])
+    assert "people.robert.slack: U_B is already people.bob.slack" in result.output

@@ -102,14 +102,15 @@ async def test_slack_and_feishu_votes_reach_one_quorum_and_every_copy_shows_prog
         assert "1 of 2 approvals: u0alice (Approve)" in feishu_text(card)
         assert request_row(ops).status == "pending"
 
-        # The same request on Feishu: a second person's vote completes the quorum.
-        answer = toast(await ops.click_feishu(card, ref, "approve", operator=FEISHU_BOB))
+        # The same request on Feishu. Nobody mapped ou_alice to U0ALICE under people,
+        # so this identity counts as a second person and completes the quorum.
+        answer = toast(await ops.click_feishu(card, ref, "approve", operator=FEISHU_ALICE))
         assert answer["type"] == "success", answer
         await wait_for(lambda: run_row(ops).status == "succeeded", "the run to finish")
         row = request_row(ops)
         assert row.status == "submitted" and row.action_id == "approve"
         assert row.result is not None and row.result["message"].startswith(
-            "Decided. Responses: u0alice (Approve), ")
+            "Decided. Responses: u0alice (Approve), ou_alice (Approve).")
         await wait_for(lambda: "Answered" in feishu_text(card) and "Answered" in
                        slack_text(ops, ts), "both copies to say Answered")
 
