@@ -268,19 +268,17 @@ class RouteSettings(_Strict):
         return self
 
     def _check_policy(self) -> None:
-        """Rules that can never be met: a quorum larger than the listed approvers, a
-        Slack group where the route has no Slack."""
-        listed = [s.approvers for s in (self.slack, self.feishu) if s is not None]
-        if self.console is not None and self.console.enabled:
-            listed.append(self.console.approvers)
-        if self.quorum > 1 and listed and all(
-                not (a.groups or a.channel_members) for a in listed) and (
-                self.console is None or not self.console.enabled):
-            count = len({(i, u) for i, a in enumerate(listed) for u in a.users})
-            signers = sum(len(r.users) for r in self.require)
-            if self.quorum > count + signers:
+        """Rules that can never be met: a quorum larger than the people the route lists
+        (when it lists only users), a Slack group on a route without Slack."""
+        listed = {name: getattr(self, name).approvers for name in self.platforms()}
+        open_ended = any(a.groups or a.channel_members for a in listed.values()) or (
+            "console" in listed and not listed["console"].anyone_listed)
+        if self.quorum > 1 and not open_ended:
+            people = {(name, u) for name, a in listed.items() for u in a.users}
+            people |= {("require", u) for r in self.require for u in r.users}
+            if self.quorum > len(people):
                 raise KeyPathError("quorum", f"needs {self.quorum} distinct approvers but the "
-                                   f"route lists only {count + signers}; lower quorum or add "
+                                   f"route lists only {len(people)}; lower quorum or add "
                                    "approvers (users, groups or channel_members: true)")
         for index, signoff in enumerate(self.require):
             if signoff.group is not None and self.slack is None:
