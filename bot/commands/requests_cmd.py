@@ -112,8 +112,10 @@ def details(session: Session, settings: Settings, ref: str) -> dict[str, Any] | 
     copies = store.deliveries(session, request.id)
     trail = session.scalars(select(AuditLog).where(AuditLog.request_ref == ref)
                             .order_by(AuditLog.id)).all()
-    card = localized(build_card(request, run.agent, len(votes)),
-                     policy.route_of(request, settings))
+    rules = policy.of(request, settings)
+    card = policy.with_progress(session, request, build_card(request, run.agent, len(votes)),
+                                rules)
+    card = localized(card, rules.route if rules else None)
     key = receipts.key_from_env()
     receipt = receipts.for_request(request, votes, key) if key else None
     return {

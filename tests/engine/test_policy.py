@@ -224,3 +224,25 @@ def test_config_check_cli_reports_every_policy_mistake(tmp_path: Any) -> None:
         "bob": {"slack": "U_B"}, "robert": {"slack": "U_B"}}}))
     result = CliRunner().invoke(app, ["config", "check", str(path)])
     assert "people.robert.slack: U_B is already people.bob.slack" in result.output
+
+
+async def test_one_mapped_person_clicking_on_both_platforms_at_once_votes_once(
+    db_url: str,
+) -> None:
+    import asyncio
+
+    from bot.settings import PersonSettings
+
+    rules = route(feishu={"chat_id": "oc_ops", "approvers": {"users": ["ou_a"]}})
+    engine, _, ref, runtime = await ask(db_url, rules)
+    engine.apply_settings(engine.settings.model_copy(update={"people": {
+        "alice": PersonSettings(slack="U_A", feishu="ou_a")}}))
+    feishu_alice = Identity("feishu", "ou_a", "Alice (Feishu)")
+    both = await asyncio.gather(engine.respond(ref, A, "approve", STAGING),
+                                engine.respond(ref, feishu_alice, "approve", STAGING))
+    assert sorted(r.outcome for r in both) == ["recorded", "rejected"]
+    refused = next(r for r in both if r.outcome == "rejected")
+    assert refused.message.startswith("You already answered (approve) on ")
+    card = await engine.card(ref)
+    assert card is not None and card.votes == 1 and card.status == "pending"
+    assert (await engine.respond(ref, B, "approve", STAGING)).outcome == "accepted"
