@@ -234,7 +234,7 @@ async def test_one_mapped_person_clicking_on_both_platforms_at_once_votes_once(
     from bot.settings import PersonSettings
 
     rules = route(feishu={"chat_id": "oc_ops", "approvers": {"users": ["ou_a"]}})
-    engine, _, ref, runtime = await ask(db_url, rules)
+    engine, _, ref, _ = await ask(db_url, rules)
     engine.apply_settings(engine.settings.model_copy(update={"people": {
         "alice": PersonSettings(slack="U_A", feishu="ou_a")}}))
     feishu_alice = Identity("feishu", "ou_a", "Alice (Feishu)")
