@@ -185,19 +185,21 @@ def freeze(request: HumanRequest, settings: Settings, route_name: str,
     return policy
 
 
-def _with_reason_field(args: dict[str, Any], route: RouteSettings) -> tuple[str, dict[str,
-                                                                                   Any]]:
+def _with_reason_field(args: dict[str, Any], route: RouteSettings
+                       ) -> tuple[str, dict[str, Any]]:
+    """The paragraph field a reason goes in: the form's own ``reason`` if it is one,
+    else a new optional field under the first free name."""
     fields = list(args.get("fields") or [])
-    for name in (REASON_FIELD, FALLBACK_REASON_FIELD):
-        same = next((f for f in fields if f.get("name") == name), None)
-        if same is not None and same.get("type") == "paragraph":
-            return name, args
-        if same is None:
-            with i18n.speaking(route.locale):
-                extra = ParagraphField(name=name, label=i18n.t("reason_label"),
-                                       placeholder=i18n.t("reason_placeholder"))
-            return name, {**args, "fields": [*fields, extra.model_dump(mode="json")]}
-    return FALLBACK_REASON_FIELD, args  # both names taken by other types: never expected
+    kinds = {f.get("name"): f.get("type") for f in fields}
+    names = (REASON_FIELD, FALLBACK_REASON_FIELD,
+             *(f"{FALLBACK_REASON_FIELD}_{n}" for n in range(2, len(fields) + 3)))
+    name = next(n for n in names if kinds.get(n, "paragraph") == "paragraph")
+    if name in kinds:
+        return name, args
+    with i18n.speaking(route.locale):
+        extra = ParagraphField(name=name, label=i18n.t("reason_label"),
+                               placeholder=i18n.t("reason_placeholder"))
+    return name, {**args, "fields": [*fields, extra.model_dump(mode="json")]}
 
 
 def reason_missing(policy: Policy | None, action_id: str, values: Mapping[str, Any]) -> bool:

@@ -246,3 +246,20 @@ async def test_one_mapped_person_clicking_on_both_platforms_at_once_votes_once(
     card = await engine.card(ref)
     assert card is not None and card.votes == 1 and card.status == "pending"
     assert (await engine.respond(ref, B, "approve", STAGING)).outcome == "accepted"
+
+
+def test_the_reason_goes_in_the_forms_own_reason_paragraph_or_a_new_field() -> None:
+    rules = settings(route(require_reason=["reject"])).routes["ops"]
+    select_reason = {"type": "select", "name": "reason", "label": "Why",
+                     "options": [{"value": "a", "label": "A"}]}
+    own = {"type": "paragraph", "name": "reason", "label": "Why"}
+    for fields, expected, added in (([], "reason", True), ([own], "reason", False),
+                                    ([select_reason], "askhuman_reason", True)):
+        row = HumanRequest(args={**ARGS, "fields": fields}, route="ops")
+        frozen = policy.freeze(row, settings(route(require_reason=["reject"])), "ops", rules)
+        assert frozen.reason_field == expected
+        assert len(row.args["fields"]) == len(fields) + added
+        assert row.policy is not None and row.policy["reason_field"] == expected
+    assert policy.reason_missing(frozen, "reject", {"askhuman_reason": " "})
+    assert not policy.reason_missing(frozen, "reject", {"askhuman_reason": "why"})
+    assert not policy.reason_missing(frozen, "approve", {})
