@@ -124,6 +124,8 @@ async def test_a_sign_off_member_who_is_no_approver_may_sign(db_url: str) -> Non
     stranger = await engine.respond(ref, Identity("slack", "U_X"), "approve", STAGING)
     assert stranger.outcome == "rejected"
     assert (await engine.respond(ref, A, "approve", STAGING)).outcome == "recorded"
+    assert [c.ref for c in await engine.pending_for(Identity("slack", "U_D"))] == [ref]
+    assert await engine.pending_for(Identity("slack", "U_X")) == []
     dana = await engine.respond(ref, Identity("slack", "U_D", "Dana"), "approve", STAGING)
     assert dana.outcome == "accepted", dana.message
 
