@@ -149,6 +149,34 @@ class EscalationSettings(_Strict):
         return parse_duration(v)
 
 
+class SignOff(_Strict):
+    """One group under a route's ``require``: someone from it must approve.
+
+    ``{group: S0123456789}`` is a Slack user group; ``{users: [...]}`` lists Slack
+    ``U…`` ids, Feishu open_ids or emails, console names, or names under ``people``.
+    ``name`` is what the card shows (default: the group id, or "group N").
+    """
+
+    name: str | None = None
+    group: str | None = None
+    users: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> SignOff:
+        if bool(self.group) == bool(self.users):
+            raise ValueError(
+                "a sign-off group is either {group: S0123456789} (a Slack user group) or "
+                "{users: [U0123456789, alice@example.com, ou_…]} (people on any platform), "
+                "optionally with a name; set exactly one of group or users")
+        if self.group is not None and not re.fullmatch(r"S[A-Za-z0-9_]+", self.group):
+            raise KeyPathError("group", f"{self.group!r} is not a Slack user group id "
+                               "(S0123456789); for Feishu or plain lists write users: [...]")
+        return self
+
+
+_ACTION_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
 class RouteSettings(_Strict):
     """Where a request goes, who may answer, and how long it waits."""
 
@@ -169,6 +197,24 @@ class RouteSettings(_Strict):
     slack: SlackRoute | None = None
     feishu: FeishuRoute | None = None
     console: ConsoleRoute | None = None
+    veto: bool = True
+    """With a quorum, a choice of any ``destructive`` action decides at once."""
+    require: list[SignOff] = Field(default_factory=list)
+    """Sign-off per group: one approver from each group must approve (a person in two
+    groups counts for one of them)."""
+    require_reason: list[str] = Field(default_factory=list)
+    """Action ids (e.g. ``reject``) that need a reason; the card gets a Reason field."""
+
+    @field_validator("require_reason")
+    @classmethod
+    def _action_ids(cls, v: list[str]) -> list[str]:
+        for entry in v:
+            if not _ACTION_ID.match(entry):
+                raise ValueError(
+                    f"{entry!r} is not an action id; list the ids of the actions that need "
+                    "a reason, exactly as agents send them, e.g. require_reason: [reject] "
+                    "(no patterns or wildcards)")
+        return v
 
     @field_validator("timeout", mode="before")
     @classmethod
@@ -218,7 +264,26 @@ class RouteSettings(_Strict):
                 f"must be shorter than timeout ({format_duration(self.escalation.after)} is "
                 f"not shorter than {timeout}); lower escalation.after or raise timeout",
             )
+        self._check_policy()
         return self
+
+    def _check_policy(self) -> None:
+        """Rules that can never be met: a quorum larger than the people the route lists
+        (when it lists only users), a Slack group on a route without Slack."""
+        listed = {name: getattr(self, name).approvers for name in self.platforms()}
+        open_ended = any(a.groups or a.channel_members for a in listed.values()) or (
+            "console" in listed and not listed["console"].anyone_listed)
+        if self.quorum > 1 and not open_ended:
+            people = {(name, u) for name, a in listed.items() for u in a.users}
+            people |= {("require", u) for r in self.require for u in r.users}
+            if self.quorum > len(people):
+                raise KeyPathError("quorum", f"needs {self.quorum} distinct approvers but the "
+                                   f"route lists only {len(people)}; lower quorum or add "
+                                   "approvers (users, groups or channel_members: true)")
+        for index, signoff in enumerate(self.require):
+            if signoff.group is not None and self.slack is None:
+                raise KeyPathError(f"require.{index}.group", "Slack user groups need a slack "
+                                   "section on this route; list users instead")
 
     def platforms(self) -> list[str]:
         """Platforms this route delivers to, in a stable order."""
@@ -411,6 +476,39 @@ class ScheduleSettings(_Strict):
         return v
 
 
+class PersonSettings(_Strict):
+    """One person's identities: ``{slack: U…, feishu: alice@… or ou_…, console: name}``."""
+
+    slack: str | None = None
+    feishu: str | None = None
+    console: str | None = None
+
+    @model_validator(mode="after")
+    def _somewhere(self) -> PersonSettings:
+        if not (self.slack or self.feishu or self.console):
+            raise ValueError("list at least one identity, e.g. {slack: U0123456789, "
+                             "feishu: alice@example.com}")
+        return self
+
+    def on(self, platform: str) -> str | None:
+        return getattr(self, platform, None) if platform in ("slack", "feishu",
+                                                              "console") else None
+
+
+def _check_people(people: dict[str, PersonSettings]) -> None:
+    """One identity belongs to one person."""
+    seen: dict[tuple[str, str], str] = {}
+    for name, person in people.items():
+        for platform in ("slack", "feishu", "console"):
+            ident = person.on(platform)
+            if ident is None:
+                continue
+            other = seen.setdefault((platform, ident.lower()), name)
+            if other != name:
+                raise KeyPathError(f"people.{name}.{platform}", f"{ident} is already "
+                                   f"people.{other}.{platform}; one identity is one person")
+
+
 class FileSettings(_Strict):
     """The YAML file's shape (also the built-in default)."""
 
@@ -424,9 +522,12 @@ class FileSettings(_Strict):
     api: ApiSettings = Field(default_factory=ApiSettings)
     schedules: dict[str, ScheduleSettings] = Field(default_factory=dict)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    people: dict[str, PersonSettings] = Field(default_factory=dict)
+    """One person on several platforms votes once (``bot.engine.policy``)."""
 
     @model_validator(mode="after")
     def _routes_exist(self) -> FileSettings:
+        _check_people(self.people)
         for name, agent in self.agents.items():
             if agent.route not in self.routes:
                 known = ", ".join(sorted(self.routes)) or "none defined"
@@ -540,6 +641,7 @@ class Settings(_Strict):
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     admins: AdminSettings = Field(default_factory=AdminSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    people: dict[str, PersonSettings] = Field(default_factory=dict)
 
     def agent(self, name: str) -> AgentSettings | None:
         return self.agents.get(name)
@@ -618,5 +720,5 @@ def load_settings(path: str | Path | None = None) -> Settings:
         database_url=url, agents=parsed.agents, routes=parsed.routes,
         retention=parsed.retention, source=source, http=parsed.http, api=parsed.api,
         metrics=parsed.metrics, admins=parsed.admins,
-        schedules=parsed.schedules, worker=parsed.worker,
+        schedules=parsed.schedules, worker=parsed.worker, people=parsed.people,
     )

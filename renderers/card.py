@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -88,6 +88,11 @@ class RequestCard:
     """The route's ``locale`` for the card's chrome (``renderers.i18n``)."""
     timezone: str | None = None
     """The route's ``timezone`` for dates on the card (None: UTC)."""
+    responses: tuple[tuple[str, str], ...] = ()
+    """(who, chosen action's label) of each response so far, oldest first (names come
+    from the platforms; still escaped). Shown as "1 of 2 approvals: Alice (Approve)"."""
+    signoffs: tuple[tuple[str, bool], ...] = ()
+    """(group name from admin config, signed off) of the route's ``require`` groups."""
 
 
 # ---------------------------------------------------------------- shared helpers
@@ -140,6 +145,21 @@ def option_value(options: Sequence[SelectOption], token: object) -> str | None:
 def find_field(args: AskHumanToolArgs, name: str) -> AskHumanField | None:
     """The field called ``name``, if the request has it."""
     return next((f for f in args.fields if f.name == name), None)
+
+
+def progress_text(card: RequestCard, t: Callable[..., str]) -> str | None:
+    """"1 of 2 approvals: Alice (Approve)" and "Sign-off: SEC ✓, OPS …" in the catalog's
+    words (``t``: ``renderers.i18n.t``), raw text for each renderer to escape; None
+    when the card has neither."""
+    parts = []
+    if card.responses:
+        who = ", ".join(t("choice", who=name, choice=label) for name, label in card.responses)
+        parts.append(t("progress", votes=card.votes, quorum=card.quorum, who=who))
+    if card.signoffs:
+        groups = ", ".join(t("signed" if done else "unsigned", group=name)
+                           for name, done in card.signoffs)
+        parts.append(t("signoffs", groups=groups))
+    return " · ".join(parts) or None
 
 
 def args_of(card_or_args: RequestCard | AskHumanToolArgs) -> AskHumanToolArgs:

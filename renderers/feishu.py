@@ -35,7 +35,14 @@ from bot.askhuman.schema import (
 )
 from renderers import i18n
 from renderers.budget import Budget, ladder
-from renderers.card import MAX_REF_CHARS, RequestCard, args_of, option_token, option_value
+from renderers.card import (
+    MAX_REF_CHARS,
+    RequestCard,
+    args_of,
+    option_token,
+    option_value,
+    progress_text,
+)
 from renderers.markdown import (
     FEISHU,
     check_feishu,
@@ -145,6 +152,9 @@ def count_elements(obj: object) -> int:
 
 def _card(card: RequestCard, budget: Budget) -> dict[str, Any]:
     elements = _head_elements(card, budget)
+    progress = progress_text(card, i18n.t) if card.status == "pending" else None
+    if progress:
+        elements.append(_div(progress, 2000))
     if card.status == "pending":
         elements.append(_form(card, budget))
     else:
@@ -165,7 +175,7 @@ def _header(card: RequestCard) -> dict[str, Any]:
         sub = i18n.t("urgent") + " · " + sub
     if card.deadline:
         sub += " · " + i18n.t("due", when=format_when(card.deadline))
-    if card.quorum > 1:
+    if card.quorum > 1 and not card.responses:  # else the body says who voted what
         sub += " · " + i18n.t("votes", votes=card.votes, quorum=card.quorum)
     if card.tool is not None:
         sub += " · " + i18n.t("call_hash", hash=card.tool.short_binding)

@@ -68,6 +68,13 @@ CATALOG: dict[str, dict[str, str]] = {
         "no_arguments": "No arguments.",
         "required": " (required)",
         "when_format": "%Y-%m-%d %H:%M {tz}",
+        "progress": "{votes} of {quorum} approvals: {who}",
+        "choice": "{who} ({choice})",
+        "signoffs": "Sign-off: {groups}",
+        "signed": "{group} \u2713",
+        "unsigned": "{group} (waiting)",
+        "reason_label": "Reason",
+        "reason_placeholder": "Why (required for some choices; the agent and the audit get it)",
     },
     "zh-CN": {
         "status.pending": "等待回复",
@@ -112,6 +119,13 @@ CATALOG: dict[str, dict[str, str]] = {
         "no_arguments": "无参数。",
         "required": "（必填）",
         "when_format": "%Y-%m-%d %H:%M {tz}",
+        "progress": "已批准 {votes}/{quorum}：{who}",
+        "choice": "{who}（{choice}）",
+        "signoffs": "会签：{groups}",
+        "signed": "{group} \u2713",
+        "unsigned": "{group}（待签）",
+        "reason_label": "原因",
+        "reason_placeholder": "原因（部分操作必填；会提供给智能体并记入审计）",
     },
 }
 

@@ -44,6 +44,7 @@ from renderers.card import (
     index_token,
     option_token,
     option_value,
+    progress_text,
 )
 from renderers.markdown import (
     SLACK,
@@ -236,7 +237,10 @@ def _context_text(card: RequestCard) -> str:
              i18n.t("from", agent=f"*{slack_escape(card.agent_name)}*")]
     if card.deadline:
         parts.append(i18n.t("due", when=format_when(card.deadline)))
-    if card.quorum > 1:
+    progress = progress_text(card, i18n.t) if card.status == "pending" else None
+    if progress:
+        parts.append(slack_escape(progress))
+    elif card.quorum > 1:
         parts.append(i18n.t("votes", votes=card.votes, quorum=card.quorum))
     if card.tool is not None:
         parts.append(i18n.t("call_hash", hash=slack_escape(card.tool.short_binding)))

@@ -21,7 +21,7 @@ from bot.askhuman.schema import (
     SelectField,
 )
 from renderers import i18n
-from renderers.card import RequestCard
+from renderers.card import RequestCard, progress_text
 from renderers.markdown import check_plain, plain, truncate
 from renderers.tool_card import arg_lines, arg_text
 
@@ -174,7 +174,10 @@ def _head_lines(card: RequestCard) -> list[str]:
     meta = i18n.t("from_colon", agent=card.agent_name)
     if card.deadline:
         meta += " · " + i18n.t("due_colon", when=format_when(card.deadline))
-    if card.quorum > 1:
+    progress = progress_text(card, i18n.t) if card.status == "pending" else None
+    if progress:
+        meta += " · " + progress
+    elif card.quorum > 1:
         meta += " · " + i18n.t("votes_colon", votes=card.votes, quorum=card.quorum)
     return [*lines, "", meta]
 
@@ -192,7 +195,10 @@ def _tool_lines(card: RequestCard) -> list[str]:
     meta = f"From: {card.agent_name} · Call hash: {view.short_binding}"
     if card.deadline:
         meta += f" · Due: {format_when(card.deadline)}"
-    if card.quorum > 1:
+    progress = progress_text(card, i18n.t) if card.status == "pending" else None
+    if progress:
+        meta += " · " + progress
+    elif card.quorum > 1:
         meta += f" · Votes: {card.votes}/{card.quorum}"
     return [*lines, "", meta]
 

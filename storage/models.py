@@ -88,6 +88,9 @@ class HumanRequest(Base):
     updated_at: Mapped[dt.datetime] = mapped_column()
     redacted_at: Mapped[dt.datetime | None] = mapped_column()
     """When retention removed the answer's values (None: kept)."""
+    policy: Mapped[Json | None] = mapped_column(JSON)
+    """The route's rules frozen when the request was raised (``bot.engine.policy``);
+    None for requests stored before 0010_policy (the live route applies)."""
 
     __table_args__ = (
         Index("ix_human_requests_run_batch", "run_id", "batch"),
@@ -131,6 +134,11 @@ class Vote(Base):
     action_id: Mapped[str] = mapped_column(String(200))
     values: Mapped[Json] = mapped_column(JSON)
     created_at: Mapped[dt.datetime] = mapped_column()
+    person: Mapped[str | None] = mapped_column(String(200))
+    """Who this counts as: ``people:<name>`` for an identity mapped under ``people``,
+    else ``<platform>:<user id>``; one person votes once across platforms."""
+    signoff: Mapped[list[Any] | None] = mapped_column(JSON)
+    """Indexes of the route's ``require`` groups the responder belonged to."""
 
     __table_args__ = (UniqueConstraint("request_id", "platform", "user_id"),)
 

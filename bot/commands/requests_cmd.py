@@ -27,7 +27,7 @@ from bot.commands.admin_common import (
     served_database,
     table,
 )
-from bot.engine import receipts, store
+from bot.engine import policy, receipts, store
 from bot.engine.cards import build_card, localized
 from bot.engine.ports import Identity
 from bot.settings import Settings
@@ -90,12 +90,13 @@ def list_requests(
 
 
 def policy_of(settings: Settings, request: HumanRequest) -> dict[str, Any]:
-    """The rules the request is held to. No frozen copy is stored with requests yet, so
-    this is the route's *current* configuration, labelled as such."""
-    route = settings.routes.get(request.route)
-    return {"source": "current route configuration (no frozen policy stored)",
-            "route": request.route, "quorum": request.quorum,
-            "rules": route.model_dump(mode="json", exclude_none=True) if route else None}
+    """The rules the request is held to: the copy frozen when it was raised, or (stored
+    before policies were frozen) the route's current configuration, labelled as such."""
+    rules = policy.of(request, settings)
+    if rules is None:
+        return {"source": "route no longer configured", "route": request.route,
+                "quorum": request.quorum, "rules": None}
+    return rules.shown()
 
 
 def details(session: Session, settings: Settings, ref: str) -> dict[str, Any] | None:
@@ -111,8 +112,10 @@ def details(session: Session, settings: Settings, ref: str) -> dict[str, Any] | 
     copies = store.deliveries(session, request.id)
     trail = session.scalars(select(AuditLog).where(AuditLog.request_ref == ref)
                             .order_by(AuditLog.id)).all()
-    card = localized(build_card(request, run.agent, len(votes)),
-                     settings.routes.get(request.route))
+    rules = policy.of(request, settings)
+    card = policy.with_progress(session, request, build_card(request, run.agent, len(votes)),
+                                rules)
+    card = localized(card, rules.route if rules else None)
     key = receipts.key_from_env()
     receipt = receipts.for_request(request, votes, key) if key else None
     return {
@@ -142,7 +145,8 @@ def show_words(data: dict[str, Any]) -> str:
     policy = data["policy"]
     lines = [data["card"], "", f"Status: {data['status']}   route: {data['route']}   "
              f"agent: {data['agent']}   run: {data['run_id']}",
-             f"Policy ({policy['source']}): quorum {policy['quorum']}"]
+             f"Policy ({policy['source']}): quorum {policy['quorum']}"
+             + _policy_words(policy)]
     if data["receipt"]:
         lines.append(f"Receipt: {data['receipt']}")
     lines += ["", "Votes:"] + ([f"  {v['at']}  {v['platform']}:{v['user']}  {v['action']}"
@@ -156,6 +160,24 @@ def show_words(data: dict[str, Any]) -> str:
                                 + (f"  {a['reason']}" if a["reason"] else "")
                                 for a in data["audit"]] or ["  (none)"])
     return "\n".join(lines)
+
+
+def _policy_words(policy: dict[str, Any]) -> str:
+    """The frozen rules beyond the quorum, on the same line."""
+    if policy.get("rules") is None:
+        return ""
+    words = [f"veto {'on' if policy['veto'] else 'off'}"]
+    if policy["require"]:
+        groups = [r.get("name") or r.get("group") or "+".join(r.get("users", []))
+                  for r in policy["require"]]
+        words.append(f"sign-off from each of: {', '.join(groups)}")
+    if policy["require_reason"]:
+        words.append(f"reason required for: {', '.join(policy['require_reason'])}")
+    words.append(f"self-approval {'allowed' if policy['allow_self_approval'] else 'refused'}")
+    timeout = policy["rules"].get("timeout")
+    if timeout is not None:
+        words.append(f"timeout {timeout:g}s")
+    return ", " + ", ".join(words)
 
 
 @requests_app.command("show")

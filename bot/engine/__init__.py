@@ -116,6 +116,10 @@ Where things live (each ``Engine`` concern is a mixin over ``base.EngineBase``):
 - ``pending`` — the open requests one person may answer, paginated.
 - ``decisions`` — respond, attach_files, cancel, expire_due: the compare-and-set decide
   (deadline included).
+- ``policy`` — the rules a request is held to, frozen with it when it is raised
+  (``human_requests.policy``): ``policy.of(request, settings)`` is the one way to get
+  them (the live route only for requests stored before they were frozen); veto, quorum,
+  sign-off per group (``require``), ``people`` and required reasons are decided there.
 - ``clicks`` — the click inbox: record before the ack, decide from the row, recover.
 - ``delivery`` — the platform calls behind each outbox kind, idempotent under retries.
 - ``dispatch`` — run one claimed outbox item; settle, retry with backoff, or give up.

@@ -13,10 +13,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bot.engine import authz, inbox, store
+from bot.engine import authz, inbox, policy, store
 from bot.engine.base import EngineBase, log, targets_for
 from bot.engine.cards import already_decided_message
-from bot.engine.ports import Identity
+from bot.engine.ports import DirectoryUnavailable, Identity
 from bot.engine.results import Outcome, RespondResult, StartRefusedError, UnknownAgentError
 from bot.settings import RouteSettings
 from renderers.card import RequestCard
@@ -67,10 +67,14 @@ class AccessMixin(EngineBase):
         return RespondResult(outcome, message, card)
 
     def _escalation_of(self, request: HumanRequest) -> RouteSettings | None:
-        """The route ``request`` was escalated to (None before escalation)."""
+        """The route ``request`` was escalated to (None before escalation), as frozen
+        with the request's policy."""
         if request.escalated_at is None or not request.escalation_route:
             return None
-        return self.settings.routes.get(request.escalation_route)
+        rules = policy.of(request, self.settings)
+        if rules is None:
+            return self.settings.routes.get(request.escalation_route)
+        return rules.route_named(request.escalation_route, self.settings)
 
     async def _refusal(
         self, request: HumanRequest, route: RouteSettings, who: Identity, starter: Identity,
@@ -121,16 +125,25 @@ class AccessMixin(EngineBase):
             return await self._refuse("already_decided",
                                       already_decided_message(request, who.platform), ref,
                                       who, f"{event}_already_decided", card, run.id, mark=mark)
-        route = self.settings.routes.get(request.route)
+        rules = policy.of(request, self.settings)
         reason: str | None
-        if route is None:
+        if rules is None:
             reason = "This request's route is no longer configured; ask an admin."
         else:
-            reason = await self._refusal(request, route, who, store.starter(run), channels)
+            reason = await self._refusal(request, rules.route, who, store.starter(run),
+                                         channels)
+            if reason == authz.NOT_ALLOWED and await self._signer(rules, who):
+                reason = None  # a sign-off group's member may answer
         if reason is not None:
             return await self._refuse("rejected", reason, ref, who, f"{event}_unauthorized",
                                       card, run.id, mark=mark)
         return request, run, card, staged
+
+    async def _signer(self, rules: policy.Policy, who: Identity) -> bool:
+        try:
+            return await policy.is_signer(rules, self.settings, who, self._directory)
+        except DirectoryUnavailable:
+            return False
 
     # ------------------------------------------------------------------ starting runs
 

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from bot.agents.base import Outcome, ToolBindingError
 from bot.askhuman.schema import AskHumanToolResult
-from bot.engine import outbox, store
+from bot.engine import outbox, policy, store
 from bot.logs import scrub
 from bot.tools.approval import ApprovalTicket, ToolApprovalRequest
 from bot.tools.binding import short
@@ -73,6 +73,7 @@ def create_tool_request(engine: EngineBase, session: Session, now: dt.datetime, 
     request = store.create_request(
         session, now, run, item.tool_call_id, tool_approval_args(view, run.agent), route_name,
         route.quorum, now + dt.timedelta(seconds=route.timeout))
+    policy.freeze(request, engine.settings, route_name, route)
     request.kind, request.tool = TOOL_APPROVAL, view_to_json(view)
     request.binding, request.batch = item.binding, batch
     request.reminders_sent = 0

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from bot.agents.base import AgentRuntime
 from bot.askhuman.schema import AskHumanToolResult
-from bot.engine import outbox, store, waiters
+from bot.engine import outbox, policy, store, waiters
 from bot.engine.cards import build_card, localized, to_db_time
 from bot.engine.leases import Heartbeat, Leased
 from bot.engine.outbox import OutboxClaim
@@ -324,7 +324,9 @@ class EngineBase(abc.ABC):
         if run is None:
             return None
         card = build_card(request, run.agent, store.vote_count(session, request.id))
-        return request, run, localized(card, self.settings.routes.get(request.route))
+        rules = policy.of(request, self.settings)
+        card = policy.with_progress(session, request, card, rules)
+        return request, run, localized(card, rules.route if rules else None)
 
     async def card(self, ref: str) -> RequestCard | None:
         """The request as it should be shown now, or None for an unknown ref."""

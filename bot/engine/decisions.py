@@ -31,11 +31,11 @@ from bot.askhuman.schema import (
     cancelled_result,
     timeout_result,
 )
-from bot.engine import authz, expiry, inbox, store
+from bot.engine import authz, expiry, inbox, policy, store
 from bot.engine.access import NOT_FOUND, AccessMixin, Copies, copies_on
 from bot.engine.base import log
-from bot.engine.cards import already_decided_message, as_utc
-from bot.engine.ports import Identity
+from bot.engine.cards import PLATFORM_NAMES, already_decided_message, as_utc
+from bot.engine.ports import DirectoryUnavailable, Identity
 from bot.engine.results import RespondResult
 from bot.engine.values import FILE_KEYS, InvalidValues, check_answer, check_values, quoted
 from renderers.card import RequestCard
@@ -94,10 +94,20 @@ class DecisionsMixin(AccessMixin):
             return await self._refuse("rejected", str(exc), ref, responder,
                                       "respond_invalid", card, run.id,
                                       {"action_id": action_id[:200]}, mark=mark)
+        rules = policy.of(request, self.settings)
+        if policy.reason_missing(rules, action.id, clean):
+            return await self._refuse("rejected", _reason_needed(card, rules, action.label),
+                                      ref, responder, "respond_reason_missing", card, run.id,
+                                      {"action_id": action.id}, mark=mark)
+        try:
+            voter = await policy.voter(rules, self.settings, responder, self._directory)
+        except DirectoryUnavailable:
+            return await self._refuse("rejected", authz.UNVERIFIED, ref, responder,
+                                      "respond_unverified", card, run.id, mark=mark)
         selected = AskHumanSelectedAction(id=action.id, label=action.label)
         result = AskHumanToolResult(status="submitted", action=selected, values=clean)
         answer = await self._tx(
-            lambda s: self._decide(s, ref, responder, result, received, mark))
+            lambda s: self._decide(s, ref, responder, result, received, mark, voter))
         if answer.outcome in ("accepted", "recorded"):
             self._poke()  # the card update was already tried right after the commit
             answer = RespondResult(answer.outcome, answer.message, await self.card(ref))
@@ -106,9 +116,11 @@ class DecisionsMixin(AccessMixin):
     def _decide(
         self, session: Session, ref: str, who: Identity, result: AskHumanToolResult,
         received: dt.datetime, mark: inbox.Mark | None = None,
+        voter: policy.Voter | None = None,
     ) -> RespondResult:
         """One transaction: lock, re-check (deadline too), vote, and decide when the
-        quorum is met; a stored click is closed with the outcome."""
+        request's frozen policy says so (veto, quorum, sign-offs); a stored click is
+        closed with the outcome."""
         now = self.now()
         request = store.get_request(session, ref, lock=self.db.is_postgres)
         assert request is not None and result.action is not None
@@ -120,26 +132,41 @@ class DecisionsMixin(AccessMixin):
             store.audit(session, now, "respond_already_decided", outcome="refused",
                         run_id=request.run_id, ref=ref, actor=who, reason=message)
             return _closed(session, now, mark, RespondResult("already_decided", message))
-        previous = store.existing_vote(session, request.id, who)
+        voter = voter or policy.Voter(f"{who.platform}:{who.user_id}")
+        previous = store.existing_vote(session, request.id, who, voter.person)
         if previous is not None:
             message = (f"Your answer ({previous.action_id}) is already recorded; "
                        "waiting for the other approvers.")
+            if (previous.platform, previous.user_id) != (who.platform, who.user_id):
+                message = (f"You already answered ({previous.action_id}) on "
+                           f"{PLATFORM_NAMES.get(previous.platform, previous.platform)}; "
+                           "waiting for the other approvers.")
             store.audit(session, now, "respond_duplicate_vote", outcome="refused",
                         run_id=request.run_id, ref=ref, actor=who, reason=message)
             return _closed(session, now, mark, RespondResult("rejected", message))
-        votes = store.record_vote(session, now, request, who, action.id, result.values)
-        if votes < request.quorum:
+        rules = policy.of(request, self.settings)
+        store.record_vote(session, now, request, who, action.id, result.values,
+                          person=voter.person, signoff=list(voter.signoff))
+        ballots = policy.ballots(session, request, rules)
+        reason = ballots[-1].reason
+        verdict = "decide" if rules is None else policy.verdict(
+            rules, ballots, action.id, policy.style_of(request.args, action.id))
+        if verdict == "wait":
             store.bump_version(session, now, request)
             store.audit(session, now, "vote_recorded", run_id=request.run_id, ref=ref,
-                        actor=who, details={"action_id": action.id, "votes": votes})
+                        actor=who, reason=reason, details={
+                            "action_id": action.id, "votes": len(ballots),
+                            "person": voter.person, "signoff": list(voter.signoff)})
             self._enqueue_update(session, request)
             return _closed(session, now, mark, RespondResult(
-                "recorded", f"Recorded, {votes} of {request.quorum} needed for "
-                f"{quoted(action.label)}."))
+                "recorded", _progress(rules, ballots)))
+        if rules is not None and (rules.needed > 1 or len(ballots) > 1):
+            result = result.model_copy(update={"message": policy.summary(ballots, verdict)})
         if not store.resolve(session, now, request, result, who):
             raise RuntimeError("compare-and-set lost under a row lock")  # rolls back the vote
         store.audit(session, now, "decided", run_id=request.run_id, ref=ref, actor=who,
-                    details={"action_id": action.id, "values": result.values})
+                    reason=reason, details={"action_id": action.id, "values": result.values,
+                                            "verdict": verdict, "message": result.message})
         self._enqueue_update(session, request)
         log.info("request decided", extra={"ref": ref, "action_id": action.id})
         return _closed(session, now, mark, RespondResult(
@@ -229,7 +256,7 @@ class DecisionsMixin(AccessMixin):
         if found is None:
             return await self._refuse("not_found", NOT_FOUND, ref, actor, "cancel_unknown_ref")
         request, run, card, channels = found
-        route = self.settings.routes.get(request.route)
+        route = policy.route_of(request, self.settings)
         is_starter = (run.started_by_platform, run.started_by_user) == (
             actor.platform, actor.user_id)
         is_admin = self.settings.admins.includes(actor.platform, actor.user_id)
@@ -306,6 +333,26 @@ class DecisionsMixin(AccessMixin):
         self._enqueue_update(session, request)
         log.info("request resolved", extra={"ref": ref, "status": result.status})
         return RespondResult("accepted", result.message or event)
+
+
+def _reason_needed(card: RequestCard, rules: policy.Policy | None, label: str) -> str:
+    """The refusal for a choice that needs a reason, naming the field to fill in."""
+    name = rules.reason_field if rules is not None else None
+    field = next((f for f in card.args.fields if f.name == name), None)
+    shown = quoted(field.label) if field is not None else "Reason"
+    return (f"{quoted(label)} needs a reason: write it in the {shown} field, then choose "
+            f"{quoted(label)} again. Nothing was recorded yet.")
+
+
+def _progress(rules: policy.Policy | None, ballots: list[policy.Ballot]) -> str:
+    """"Recorded, 1 of 2 approvals: Alice (Approve)." for the person who just voted."""
+    needed = rules.needed if rules is not None else 1
+    who = ", ".join(f"{b.name} ({b.label})" for b in ballots)
+    text = f"Recorded, {len(ballots)} of {needed} approvals: {who}."
+    waiting = [name for name, done in policy.signed_off(rules, ballots) if not done]
+    if waiting:
+        text += f" Still needs sign-off from: {', '.join(waiting)}."
+    return text
 
 
 def _late(request: HumanRequest, received: dt.datetime) -> bool:

@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from bot.engine import outbox, store
+from bot.engine import outbox, policy, store
 from bot.engine.base import EngineBase, log, targets_for
 from bot.engine.cards import as_utc
 from bot.engine.outbox import Attempt, OutboxClaim
@@ -54,7 +54,11 @@ class DeliveryMixin(EngineBase):
             return Attempt()  # gone or already resolved: nobody needs the card any more
         request, card, delivered = found
         # An escalation names the escalation route: same card, that route's targets.
-        route = self.settings.routes.get(str(claim.payload.get("route") or request.route))
+        # Targets come from the request's frozen policy (a reload never redirects it).
+        name = str(claim.payload.get("route") or request.route)
+        rules = policy.of(request, self.settings)
+        route = rules.route_named(name, self.settings) if rules else self.settings.routes.get(
+            name)
         permanent: dict[str, str] = dict(claim.payload.get("permanent") or {})
         reasons: dict[str, str] = dict(claim.payload.get("reasons") or {})
         transient: dict[str, str] = {}

@@ -30,7 +30,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from bot.askhuman.schema import AskHumanSelectedAction, AskHumanToolArgs, AskHumanToolResult
-from bot.engine import outbox, store, worker
+from bot.engine import outbox, policy, store, worker
 from bot.engine.base import log
 from bot.engine.cards import as_utc
 from bot.engine.decisions import DecisionsMixin
@@ -260,6 +260,7 @@ class ExternalMixin(RunsMixin, DecisionsMixin, DispatchMixin):
         request = store.create_request(session, now, run, f"api_{uuid.uuid4().hex[:16]}",
                                        approval[0] if approval else ask.args, ask.route,
                                        route.quorum, deadline)
+        policy.freeze(request, self.settings, ask.route, route)
         if approval is not None:  # the same tool-approval card embedded agents get
             request.kind, request.tool, request.binding = "tool_approval", *approval[1:]
         if route.reminder is not None:

@@ -16,7 +16,7 @@ from functools import partial
 from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
-from bot.engine import store
+from bot.engine import authz, policy, store
 from bot.engine.access import AccessMixin, Copies
 from bot.engine.cards import build_card
 from bot.engine.ports import Identity
@@ -92,14 +92,24 @@ class PendingMixin(AccessMixin):
             batch = await self._read(partial(candidates, platform=identity.platform,
                                              routes=routes, after_id=after, limit=BATCH))
             for request, run, copies in batch:
-                route = self.settings.routes.get(request.route)
-                if route is not None and await self._refusal(
-                        request, route, identity, store.starter(run), copies) is None:
+                rules = policy.of(request, self.settings)  # frozen rules
+                if rules is not None and await self._may_answer(rules, request, run,
+                                                                identity, copies):
                     allowed.append((request, run))
             if len(batch) < BATCH:
                 break
             after = batch[-1][0].id
         return allowed
+
+
+    async def _may_answer(self, rules: policy.Policy, request: HumanRequest, run: Run,
+                          identity: Identity, copies: Copies) -> bool:
+        """Authorized like a click: an approver, or a member of a sign-off group."""
+        refusal = await self._refusal(request, rules.route, identity, store.starter(run),
+                                      copies)
+        if refusal == authz.NOT_ALLOWED:
+            return await self._signer(rules, identity)
+        return refusal is None
 
 
 def _cards(session: Session, shown: list[tuple[HumanRequest, Run]]) -> list[RequestCard]:

@@ -272,8 +272,12 @@ def record_vote(
     who: Identity,
     action_id: str,
     values: dict[str, JsonValue],
+    *,
+    person: str | None = None,
+    signoff: list[int] | None = None,
 ) -> int:
-    """Store one response; return how many distinct people chose ``action_id`` so far."""
+    """Store one response; return how many distinct people chose ``action_id`` so far.
+    ``person`` / ``signoff``: who it counts as and its sign-off groups (``policy``)."""
     session.add(
         Vote(
             request_id=request.id,
@@ -283,6 +287,8 @@ def record_vote(
             action_id=action_id,
             values=values,
             created_at=now,
+            person=person,
+            signoff=signoff,
         )
     )
     session.flush()
@@ -292,14 +298,14 @@ def record_vote(
     return int(session.scalar(query) or 0)
 
 
-def existing_vote(session: Session, request_id: int, who: Identity) -> Vote | None:
-    return session.scalars(
-        select(Vote).where(
-            Vote.request_id == request_id,
-            Vote.platform == who.platform,
-            Vote.user_id == who.user_id,
-        )
-    ).first()
+def existing_vote(
+    session: Session, request_id: int, who: Identity, person: str | None = None
+) -> Vote | None:
+    """``who``'s response, or (``person``) the same person's from another identity."""
+    same = (Vote.platform == who.platform) & (Vote.user_id == who.user_id)
+    if person is not None:
+        same = same | (Vote.person == person)
+    return session.scalars(select(Vote).where(Vote.request_id == request_id, same)).first()
 
 
 def bump_version(session: Session, now: dt.datetime, request: HumanRequest) -> None:

@@ -91,13 +91,13 @@ async def test_groups_channel_members_and_self_approval_setting(db_url: str) -> 
 
 
 async def test_quorum_needs_distinct_votes_for_the_same_action(db_url: str) -> None:
-    route = {"timeout": 60, "quorum": 2,
+    route = {"timeout": 60, "quorum": 2, "veto": False,
              "slack": {"channel": "C_OPS", "approvers": {"users": ["U_A", "U_B", "U_C"]}}}
     engine, adapter, ref = await _form(db_url, route)
     a, b, c = (Identity("slack", u, u) for u in ("U_A", "U_B", "U_C"))
     first = await engine.respond(ref, a, "approve", {"environment": "staging"})
     assert (first.outcome, first.message) == (
-        "recorded", "Recorded, 1 of 2 needed for \u201cApprove\u201d.")
+        "recorded", "Recorded, 1 of 2 approvals: U_A (Approve).")
     assert first.card is not None and first.card.votes == 1 and first.card.status == "pending"
     dup = await engine.respond(ref, a, "approve", {"environment": "staging"})
     assert dup.outcome == "rejected" and "already recorded" in dup.message

@@ -77,7 +77,7 @@ async def test_list_show_runs_and_export_on_a_served_database(ops: Door, config:
     shown = as_json(await cli("requests", "show", ref, "--json", "--config", str(config)))
     assert shown["status"] == "decided" and shown["decided_by"]
     assert "v1.0.0" in shown["card"] and "Answered" in shown["card"]
-    assert shown["policy"]["source"].startswith("current route configuration")
+    assert shown["policy"]["source"].startswith("frozen")
     assert shown["policy"]["rules"]["slack"]["channel"] == APPROVALS
     assert [(v["user"], v["action"]) for v in shown["votes"]] == [(ALICE, "approve")]
     assert sorted(d["platform"] for d in shown["deliveries"]) == ["feishu", "slack"]
