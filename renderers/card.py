@@ -88,6 +88,13 @@ class RequestCard:
     """The route's ``locale`` for the card's chrome (``renderers.i18n``)."""
     timezone: str | None = None
     """The route's ``timezone`` for dates on the card (None: UTC)."""
+    escalated_to: tuple[str, ...] = ()
+    """Escalation routes reached so far (admin config names), in order."""
+    reminded_at: dt.datetime | None = None
+    """When the last reminder was sent (None: never)."""
+    decided_via_id: str | None = None
+    """A delegate decided for the person named in ``decided_by_*`` (out of office); the
+    decider line then shows ``decided_by_name`` ("Bob for Alice") instead of a mention."""
 
 
 # ---------------------------------------------------------------- shared helpers

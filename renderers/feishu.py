@@ -51,6 +51,7 @@ from renderers.text import (
     format_when,
     summary,
     value_lines,
+    waiting_notes,
 )
 from renderers.tool_card import arg_lines, arg_text
 
@@ -169,6 +170,7 @@ def _header(card: RequestCard) -> dict[str, Any]:
         sub += " · " + i18n.t("votes", votes=card.votes, quorum=card.quorum)
     if card.tool is not None:
         sub += " · " + i18n.t("call_hash", hash=card.tool.short_binding)
+    sub += "".join(" · " + note for note in waiting_notes(card))
     return {
         "title": _text(args.title or args.question, 150),
         "subtitle": _text(sub, 200),
@@ -298,7 +300,7 @@ def decider_mention(card: RequestCard) -> str | None:
     never ``all`` (a broadcast), never an email, a Slack id or anything with markup.
     """
     uid = card.decided_by_id
-    if card.decided_by_platform not in (None, "feishu") or not uid:
+    if card.decided_by_platform not in (None, "feishu") or not uid or card.decided_via_id:
         return None
     return f"<at id={uid}></at>" if OPEN_ID.fullmatch(uid) else None
 

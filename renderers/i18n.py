@@ -68,6 +68,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "no_arguments": "No arguments.",
         "required": " (required)",
         "when_format": "%Y-%m-%d %H:%M {tz}",
+        "decided.timeout": "Timed out: no decision",
+        "escalated_to": "Escalated to {routes}",
+        "reminded_at": "Last reminded {when}",
     },
     "zh-CN": {
         "status.pending": "等待回复",
@@ -112,6 +115,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "no_arguments": "无参数。",
         "required": "（必填）",
         "when_format": "%Y-%m-%d %H:%M {tz}",
+        "decided.timeout": "已超时：未作决定",
+        "escalated_to": "已升级至 {routes}",
+        "reminded_at": "上次提醒 {when}",
     },
 }
 
@@ -140,6 +146,11 @@ def t(key: str, **values: Any) -> str:
 
 def status_word(status: str) -> str:
     return t(f"status.{status}")
+
+
+def decision_word(status: str) -> str:
+    """The head of a closed card's decision line: a timeout says no decision was made."""
+    return t("decided.timeout") if status == "timeout" else status_word(status)
 
 
 def current_locale() -> str:

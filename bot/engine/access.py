@@ -1,8 +1,9 @@
 """Access: who may act on a request, checked before anything is written.
 
 An approver of the request's route may answer; once a request is escalated, so may an
-approver of the escalation route, judged only on the copies that route's own targets
-received (so escalating into a big channel never widens the original route). Every
+approver of every escalation route reached so far, each judged only on the copies that
+route's own targets received (so escalating into a big channel never widens the original
+route). Every
 refusal is audited and leaves the request untouched.
 """
 
@@ -13,7 +14,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bot.engine import authz, inbox, store
+from bot.engine import authz, inbox, store, waiting
 from bot.engine.base import EngineBase, log, targets_for
 from bot.engine.cards import already_decided_message
 from bot.engine.ports import Identity
@@ -66,35 +67,37 @@ class AccessMixin(EngineBase):
                                            "reason": message[:500]})
         return RespondResult(outcome, message, card)
 
-    def _escalation_of(self, request: HumanRequest) -> RouteSettings | None:
-        """The route ``request`` was escalated to (None before escalation)."""
-        if request.escalated_at is None or not request.escalation_route:
-            return None
-        return self.settings.routes.get(request.escalation_route)
+    def _escalations_of(self, request: HumanRequest) -> list[RouteSettings]:
+        """The routes ``request`` was escalated to, every reached step (none before)."""
+        found = (self.settings.routes.get(name) for name in waiting.reached_routes(request))
+        return [route for route in found if route is not None]
 
     async def _refusal(
         self, request: HumanRequest, route: RouteSettings, who: Identity, starter: Identity,
         copies: Copies,
     ) -> str | None:
         """None when ``who`` may act: an approver of ``route`` or, once the request was
-        escalated, of the escalation route (with ``route``'s self-approval rule).
+        escalated, of any reached escalation route (with ``route``'s self-approval rule).
 
         ``channel_members`` of each route counts the chats that route's own targets got
         the card in, so escalating into a big channel never widens the original route.
         """
         directory = self._directory(who.platform)
-        escalation = self._escalation_of(request)
-        theirs = {f"{t.kind} {t.id}" for t in targets_for(escalation, who.platform)
-                  } if escalation is not None else set()
+        steps = self._escalations_of(request)
+        keyed = [{f"{t.kind} {t.id}" for t in targets_for(step, who.platform)}
+                 for step in steps]
+        theirs = set().union(*keyed) if keyed else set()
         mine = {f"{t.kind} {t.id}" for t in targets_for(route, who.platform)}
         own = [channel for key, channel in copies if key in mine or key not in theirs]
         reason = await authz.refusal(route, who, starter, dict.fromkeys(own), directory)
-        if reason is None or escalation is None:
+        if reason is None or not steps:
             return reason
-        extra = escalation.model_copy(update={"allow_self_approval": route.allow_self_approval})
-        other = [channel for key, channel in copies if key in theirs]
-        if await authz.refusal(extra, who, starter, dict.fromkeys(other), directory) is None:
-            return None
+        for step, keys in zip(steps, keyed, strict=True):
+            extra = step.model_copy(update={"allow_self_approval": route.allow_self_approval})
+            other = [channel for key, channel in copies if key in keys]
+            if await authz.refusal(extra, who, starter, dict.fromkeys(other),
+                                   directory) is None:
+                return None
         return reason
 
     async def _authorize(

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from bot.agents.base import Outcome, ToolBindingError
 from bot.askhuman.schema import AskHumanToolResult
-from bot.engine import outbox, store
+from bot.engine import outbox, store, waiting
 from bot.logs import scrub
 from bot.tools.approval import ApprovalTicket, ToolApprovalRequest
 from bot.tools.binding import short
@@ -75,11 +75,7 @@ def create_tool_request(engine: EngineBase, session: Session, now: dt.datetime, 
         route.quorum, now + dt.timedelta(seconds=route.timeout))
     request.kind, request.tool = TOOL_APPROVAL, view_to_json(view)
     request.binding, request.batch = item.binding, batch
-    request.reminders_sent = 0
-    if route.reminder is not None:
-        request.next_reminder_at = now + dt.timedelta(seconds=route.reminder)
-    if route.escalation is not None:
-        request.escalate_at = now + dt.timedelta(seconds=route.escalation.after)
+    waiting.start_clocks(request, route, now)
     store.audit(session, now, "tool_approval_requested", run_id=run.id, ref=request.ref,
                 details={"route": route_name, "tool": item.tool,
                          "tool_call_id": item.tool_call_id, "binding": short(item.binding)})

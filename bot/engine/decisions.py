@@ -31,7 +31,7 @@ from bot.askhuman.schema import (
     cancelled_result,
     timeout_result,
 )
-from bot.engine import authz, expiry, inbox, store
+from bot.engine import authz, expiry, inbox, store, waiting
 from bot.engine.access import NOT_FOUND, AccessMixin, Copies, copies_on
 from bot.engine.base import log
 from bot.engine.cards import already_decided_message, as_utc
@@ -267,7 +267,8 @@ class DecisionsMixin(AccessMixin):
         expired = 0
         while True:
             now = self.now()
-            sweep = partial(expiry.expire_chunk, now=now, postgres=self.db.is_postgres)
+            sweep = partial(expiry.expire_chunk, now=now, postgres=self.db.is_postgres,
+                            notify=partial(waiting.queue_timeout_notices, self, now=now))
             chunk = await self._tx(sweep)
             expired += len(chunk)
             if chunk:
@@ -303,6 +304,8 @@ class DecisionsMixin(AccessMixin):
             return RespondResult("already_decided", message)
         store.audit(session, now, event, run_id=request.run_id, ref=ref, actor=actor,
                     reason=result.message)
+        if result.status == "timeout":
+            waiting.queue_timeout_notices(self, session, [request.id], now=now)
         self._enqueue_update(session, request)
         log.info("request resolved", extra={"ref": ref, "status": result.status})
         return RespondResult("accepted", result.message or event)

@@ -30,7 +30,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from bot.askhuman.schema import AskHumanSelectedAction, AskHumanToolArgs, AskHumanToolResult
-from bot.engine import outbox, store, worker
+from bot.engine import outbox, store, waiting, worker
 from bot.engine.base import log
 from bot.engine.cards import as_utc
 from bot.engine.decisions import DecisionsMixin
@@ -262,11 +262,7 @@ class ExternalMixin(RunsMixin, DecisionsMixin, DispatchMixin):
                                        route.quorum, deadline)
         if approval is not None:  # the same tool-approval card embedded agents get
             request.kind, request.tool, request.binding = "tool_approval", *approval[1:]
-        if route.reminder is not None:
-            request.next_reminder_at = now + dt.timedelta(seconds=route.reminder)
-        request.reminders_sent = 0
-        if route.escalation is not None:
-            request.escalate_at = now + dt.timedelta(seconds=route.escalation.after)
+        waiting.start_clocks(request, route, now)
         ext = ExternalRequest(
             request_id=request.id, client_id=ask.client.id, kind=ask.kind,
             idempotency_key=ask.idempotency_key, fingerprint=ask.fingerprint,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import partial
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from bot.engine import store
@@ -42,9 +42,8 @@ def candidates(
 ) -> list[Candidate]:
     """Open requests after ``after_id`` on (or escalated to) ``routes``, with the copies
     each has on ``platform`` (channel approvers count only there): three queries."""
-    visible = or_(HumanRequest.route.in_(routes),
-                  and_(HumanRequest.escalated_at.is_not(None),
-                       HumanRequest.escalation_route.in_(routes)))
+    visible = or_(HumanRequest.route.in_(routes),  # escalated: any step's route may match
+                  HumanRequest.escalated_at.is_not(None))
     rows = session.execute(
         select(HumanRequest, Run).join(Run, Run.id == HumanRequest.run_id)
         .where(HumanRequest.status == store.OPEN, HumanRequest.id > after_id, visible)

@@ -22,7 +22,7 @@ from bot import metrics
 from bot.agents.base import Outcome, ToolBindingError
 from bot.askhuman.schema import AskHumanToolResult
 from bot.askhuman.tool import validate_and_normalize_args
-from bot.engine import approvals, outbox, store, worker
+from bot.engine import approvals, outbox, store, waiting, worker
 from bot.engine.access import AccessMixin
 from bot.engine.base import log
 from bot.engine.cards import output_text
@@ -120,11 +120,7 @@ class RunsMixin(AccessMixin):
         request = store.create_request(
             session, now, run, call.tool_call_id, args, route_name, route.quorum, deadline
         )
-        if route.reminder is not None:
-            request.next_reminder_at = now + dt.timedelta(seconds=route.reminder)
-        request.reminders_sent = 0
-        if route.escalation is not None:
-            request.escalate_at = now + dt.timedelta(seconds=route.escalation.after)
+        waiting.start_clocks(request, route, now)
         run.status = "waiting"
         store.audit(session, now, "request_created", run_id=run.id, ref=request.ref,
                     details={"route": route_name, "tool_call_id": call.tool_call_id})

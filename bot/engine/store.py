@@ -212,6 +212,7 @@ def resolve(
             decided_by_platform=by.platform if by else None,
             decided_by_user=by.user_id if by else None,
             decided_by_name=by.display_name if by else None,
+            decided_via=by.via if by else None,
             decided_at=now,
             version=HumanRequest.version + 1,
             updated_at=now,
