@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bot.engine import authz, inbox, store, waiting
+from bot.engine import authz, delegation, inbox, store, waiting
 from bot.engine.base import EngineBase, log, targets_for
 from bot.engine.cards import already_decided_message
 from bot.engine.ports import Identity
@@ -102,8 +102,11 @@ class AccessMixin(EngineBase):
 
     async def _authorize(
         self, ref: str, who: Identity, event: str, mark: inbox.Mark | None = None
-    ) -> tuple[HumanRequest, Run, RequestCard, Staged] | RespondResult:
-        """Load the request and check the person may act on it (before any values)."""
+    ) -> tuple[HumanRequest, Run, RequestCard, Staged, Identity] | RespondResult:
+        """Load the request and check the person may act on it (before any values).
+
+        The last item is who they act as: themselves, or the person who delegated to
+        them (``bot.engine.delegation``: "Bob for Alice", with ``via`` set)."""
 
         def load(session: Session) -> tuple[HumanRequest, Run, RequestCard, Copies,
                                              Staged] | None:
@@ -126,14 +129,51 @@ class AccessMixin(EngineBase):
                                       who, f"{event}_already_decided", card, run.id, mark=mark)
         route = self.settings.routes.get(request.route)
         reason: str | None
+        acting = who
         if route is None:
             reason = "This request's route is no longer configured; ask an admin."
         else:
             reason = await self._refusal(request, route, who, store.starter(run), channels)
+            if reason is not None:  # out of office: someone may have delegated to ``who``
+                granted = await self._delegated(request, run, route, who, channels)
+                if isinstance(granted, Identity):
+                    acting, reason = granted, None
+                elif granted is not None:
+                    reason = granted
         if reason is not None:
             return await self._refuse("rejected", reason, ref, who, f"{event}_unauthorized",
                                       card, run.id, mark=mark)
-        return request, run, card, staged
+        return request, run, card, staged, acting
+
+    async def _delegated(
+        self, request: HumanRequest, run: Run, route: RouteSettings, who: Identity,
+        copies: Copies,
+    ) -> Identity | str | None:
+        """The delegator ``who`` may act for ("Bob for Alice"), judged exactly as the
+        delegator's own click; else why not (their own run, an ended delegation), or None
+        when no delegation names ``who``."""
+        now = self.now()
+        grants = await self._read(lambda s: delegation.to_delegate(s, now, who))
+        if not grants:
+            return None
+        active, ended = delegation.split(grants)
+        starter = store.starter(run)
+        self_approval = None
+        for grant in active:
+            principal = delegation.acting(who, grant)
+            why = await self._refusal(request, route, principal, starter, copies)
+            if why is None:
+                own = (who.platform, who.user_id) == (starter.platform, starter.user_id)
+                return delegation.OWN_RUN if own else principal
+            if why == authz.SELF_APPROVAL:  # the delegator's own run: the rule still holds
+                self_approval = why
+        if self_approval is not None:
+            return self_approval
+        for grant in ended:
+            principal = delegation.acting(who, grant)
+            if await self._refusal(request, route, principal, starter, copies) is None:
+                return delegation.ended_message(grant)
+        return None
 
     # ------------------------------------------------------------------ starting runs
 

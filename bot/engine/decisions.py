@@ -71,7 +71,7 @@ class DecisionsMixin(AccessMixin):
         checked = await self._authorize(ref, responder, "respond", mark)
         if isinstance(checked, RespondResult):
             return checked
-        request, run, card, staged = checked
+        request, run, card, staged, responder = checked  # a delegate acts as the delegator
         if _late(request, received):  # refuse before judging values it no longer needs
             answer = await self._tx(lambda s: self._late_in(s, ref, responder, received, mark))
             self._poke()
@@ -181,7 +181,7 @@ class DecisionsMixin(AccessMixin):
         checked = await self._authorize(ref, responder, "attach", mark)
         if isinstance(checked, RespondResult):
             return checked
-        request, run, card, staged = checked
+        request, run, card, staged, _acting = checked
         batch: list[tuple[str, str, list[dict[str, Any]]]] = []
         try:
             for field_name, files in wanted.items():

@@ -84,6 +84,9 @@ def audit(
         "reason": scrub(reason) if reason else reason,
         "details": scrub_json(details or {}),
     }
+    if actor is not None and actor.via:  # a delegate acted: "Bob for Alice", Bob's own id
+        values["details"] = {**values["details"], "delegate": actor.via,
+                             "acting_as": actor.display_name}
     if outcome == "refused":
         count_refusal(session, now, values)
     else:
