@@ -268,6 +268,11 @@ class RouteSettings(_Strict):
                     f"{name}.approvers lists nobody; add users, groups or "
                     "channel_members: true"
                 )
+        self.check_timing()
+        return self
+
+    def check_timing(self) -> None:
+        """Reminders and escalation steps fall within the timeout (``KeyPathError``)."""
         timeout = format_duration(self.timeout)
         if (self.reminder is not None and not isinstance(self.reminder, Percent)
                 and self.reminder >= self.timeout):
@@ -277,7 +282,6 @@ class RouteSettings(_Strict):
                 f"shorter than {timeout}); lower reminder or raise timeout",
             )
         self._check_chain(timeout)
-        return self
 
     def _check_chain(self, timeout: str) -> None:
         """Each step comes before the timeout and after the step before it."""
@@ -306,6 +310,40 @@ class RouteSettings(_Strict):
     def approvers_for(self, platform: str) -> Approvers | None:
         section = getattr(self, platform, None) if platform in self.platforms() else None
         return section.approvers if section is not None else None
+
+
+class RoutingRule(_Strict):
+    """``rules:`` entry: requests for which ``when`` (CEL over ``agent``, ``tool`` and
+    ``args``) is true go to ``route``, with the overrides given here."""
+
+    when: str
+    route: str
+    quorum: int | None = Field(default=None, ge=1)
+    """Distinct approvers needed (default: the route's)."""
+    timeout: float | None = Field(default=None, description="seconds")
+    """How long the request waits (default: the route's); percentages in the route's
+    reminder and escalation follow it."""
+
+    @field_validator("when")
+    @classmethod
+    def _compiles(cls, v: str) -> str:
+        from bot.tools.rules import RuleError, compile_rule
+
+        try:
+            compile_rule(v)
+        except RuleError as exc:
+            raise ValueError(str(exc)) from None
+        return v
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _timeout(cls, v: object) -> float | None:
+        return None if v is None else parse_duration(v)
+
+    def overrides(self) -> dict[str, Any]:
+        """The route settings this rule changes."""
+        return {k: v for k, v in (("quorum", self.quorum), ("timeout", self.timeout))
+                if v is not None}
 
 
 class Starters(_Strict):
@@ -500,6 +538,9 @@ class FileSettings(_Strict):
     api: ApiSettings = Field(default_factory=ApiSettings)
     schedules: dict[str, ScheduleSettings] = Field(default_factory=dict)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    rules: list[RoutingRule] = Field(default_factory=list)
+    """Routing rules as code: the first whose ``when`` is true picks the route (and
+    overrides); none true: the agent's (or tool's, or API request's) route."""
 
     @model_validator(mode="after")
     def _routes_exist(self) -> FileSettings:
@@ -515,7 +556,20 @@ class FileSettings(_Strict):
         for name, route in self.routes.items():
             self._check_route_links(name, route)
         self._check_schedules()
+        for index, rule in enumerate(self.rules):
+            self._known_route(f"rules.{index}.route", rule.route, None)
+            self._check_rule_timeout(index, rule)
         return self
+
+    def _check_rule_timeout(self, index: int, rule: RoutingRule) -> None:
+        """A rule's timeout must leave room for its route's reminder and escalation."""
+        if rule.timeout is None:
+            return
+        try:  # the route's own checks, with this timeout
+            self.routes[rule.route].model_copy(update={"timeout": rule.timeout}).check_timing()
+        except KeyPathError as exc:
+            raise KeyPathError(f"rules.{index}.timeout", f"is too short for "
+                               f"routes.{rule.route}.{exc.key}: {exc}") from None
 
     def _check_route_links(self, name: str, route: RouteSettings) -> None:
         """Escalation steps and ``on_timeout.notify`` name other defined routes."""
@@ -634,6 +688,7 @@ class Settings(_Strict):
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     admins: AdminSettings = Field(default_factory=AdminSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    rules: list[RoutingRule] = Field(default_factory=list)
 
     def agent(self, name: str) -> AgentSettings | None:
         return self.agents.get(name)
@@ -712,5 +767,5 @@ def load_settings(path: str | Path | None = None) -> Settings:
         database_url=url, agents=parsed.agents, routes=parsed.routes,
         retention=parsed.retention, source=source, http=parsed.http, api=parsed.api,
         metrics=parsed.metrics, admins=parsed.admins,
-        schedules=parsed.schedules, worker=parsed.worker,
+        schedules=parsed.schedules, worker=parsed.worker, rules=parsed.rules,
     )

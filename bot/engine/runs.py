@@ -22,7 +22,7 @@ from bot import metrics
 from bot.agents.base import Outcome, ToolBindingError
 from bot.askhuman.schema import AskHumanToolResult
 from bot.askhuman.tool import validate_and_normalize_args
-from bot.engine import approvals, outbox, store, waiting, worker
+from bot.engine import approvals, outbox, routing, store, waiting, worker
 from bot.engine.access import AccessMixin
 from bot.engine.base import log
 from bot.engine.cards import output_text
@@ -114,8 +114,9 @@ class RunsMixin(AccessMixin):
         # not have, and model-written args are untrusted wherever they come from.
         agent = self.settings.agents[run.agent]
         args = validate_and_normalize_args(_as_raw_args(call.args), agent.ask_human)
-        route_name = agent.route
-        route = self.settings.routes[route_name]
+        routed = routing.route_request(self.settings, agent=run.agent, tool=None,
+                                       args=args.model_dump(mode="json"), fallback=agent.route)
+        route_name, route = routed.name, routed.route  # ``rules:`` may pick another route
         deadline = now + dt.timedelta(seconds=route.timeout)
         request = store.create_request(
             session, now, run, call.tool_call_id, args, route_name, route.quorum, deadline
