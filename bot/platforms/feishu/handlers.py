@@ -56,7 +56,8 @@ log = logging.getLogger("askhuman.feishu.events")
 
 PLATFORM = "feishu"
 _COMMAND = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9_.\-]{0,63})\s*[:：]\s*(.+)$", re.DOTALL)
-HELP_TEXT = "To start a run, write `<agent>: <what to do>`, for example `deploy: ship v1.2.3`."
+HELP_TEXT = ("To start a run, write `<agent>: <what to do>`, for example `deploy: ship v1.2.3`."
+             " Away? `delegate @someone until 2026-12-24`.")
 FILE_MESSAGE_TYPES = ("file", "image", "media", "audio")
 DUPLICATE = "duplicate"
 """``_decide``'s verdict for a callback already handled (answered with ``{}``)."""
