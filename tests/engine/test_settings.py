@@ -85,7 +85,7 @@ def test_ask_human_limits_are_checked(tmp_path: Path) -> None:
 
 def test_config_check_command(tmp_path: Path) -> None:
     ok = runner.invoke(app, ["config", "check", str(ROOT / "askhuman.example.yaml")])
-    assert ok.exit_code == 0 and "is valid: 1 agent(s), 3 route(s)" in ok.output
+    assert ok.exit_code == 0 and "is valid: 1 agent(s), 5 route(s)" in ok.output
     bad = _write(tmp_path, "routes:\n  ops:\n    timeout: soon\n    console: {}\n")
     result = runner.invoke(app, ["config", "check", str(bad)])
     assert result.exit_code == 1
