@@ -154,6 +154,13 @@ class AccessMixin(EngineBase):
         when no delegation names ``who``."""
         now = self.now()
         grants = await self._read(lambda s: delegation.to_delegate(s, now, who))
+        return await self._delegated_by(request, run, route, who, copies, grants)
+
+    async def _delegated_by(
+        self, request: HumanRequest, run: Run, route: RouteSettings, who: Identity,
+        copies: Copies, grants: list[delegation.DelegationView],
+    ) -> Identity | str | None:
+        """``_delegated`` with the delegations naming ``who`` already read."""
         if not grants:
             return None
         active, ended = delegation.split(grants)

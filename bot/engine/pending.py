@@ -16,7 +16,7 @@ from functools import partial
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from bot.engine import store
+from bot.engine import delegation, store
 from bot.engine.access import AccessMixin, Copies
 from bot.engine.cards import build_card
 from bot.engine.ports import Identity
@@ -87,13 +87,20 @@ class PendingMixin(AccessMixin):
         routes = visible_routes(self.settings.routes, identity.platform)
         allowed: list[tuple[HumanRequest, Run]] = []
         after = 0
+        now = self.now()
+        grants = [g for g in await self._read(lambda s: delegation.to_delegate(s, now, identity))
+                  if g.state == "active"]  # out of office: requests they answer for others
         while routes:
             batch = await self._read(partial(candidates, platform=identity.platform,
                                              routes=routes, after_id=after, limit=BATCH))
             for request, run, copies in batch:
                 route = self.settings.routes.get(request.route)
-                if route is not None and await self._refusal(
-                        request, route, identity, store.starter(run), copies) is None:
+                if route is None:
+                    continue
+                if await self._refusal(request, route, identity, store.starter(run),
+                                       copies) is None or isinstance(
+                        await self._delegated_by(request, run, route, identity, copies, grants),
+                        Identity):
                     allowed.append((request, run))
             if len(batch) < BATCH:
                 break

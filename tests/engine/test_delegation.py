@@ -32,6 +32,7 @@ async def test_a_delegate_answers_for_the_delegator(db_url: str) -> None:
     assert said.startswith("Until 2025-03-10 00:00 UTC, Bob may answer"), said
     await engine.start_run("deploy", "Deploy v1", STARTER, ORIGIN)
     ref = adapter.delivered[0][0].ref
+    assert [c.ref for c in await engine.pending_for(BOB)] == [ref]  # what Bob covers
     answer = await engine.respond(ref, BOB, "approve", ANSWER)
     assert answer.outcome == "accepted", answer.message
     request = row(engine)
@@ -68,6 +69,7 @@ async def test_revoked_delegation_and_strangers(db_url: str) -> None:
     assert (await delegation.revoke_from_chat(engine, ALICE, None)).startswith("You have no")
     await engine.start_run("deploy", "Deploy v1", STARTER, ORIGIN)
     ref = adapter.delivered[0][0].ref
+    assert await engine.pending_for(BOB) == []
     refused = await engine.respond(ref, BOB, "approve", ANSWER)
     assert refused.message == ("Your delegation from Alice was revoked, so you can no longer "
                                "answer for them.")
