@@ -161,6 +161,8 @@ def parse_span(value: object) -> Span:
     """``"30m"`` / ``90`` → seconds; ``"50%"`` → ``Percent`` (strictly between 0 and 100)."""
     if isinstance(value, Percent):
         return value
+    if isinstance(value, dict) and set(value) == {"percent"}:  # a dumped Percent
+        return Percent.model_validate(value)
     if isinstance(value, str) and (match := _PERCENT.match(value)):
         percent = float(match.group(1))
         if not 0 < percent < 100:
