@@ -238,3 +238,24 @@ def test_chain_and_percentages_parse(tmp_path: Path) -> None:
     assert str(ops.reminder) == "25%"
     assert ops.escalation is not None and [s.route for s in ops.escalation] == ["oncall", "dm"]
     assert ops.escalation[0].after == 1800 and str(ops.escalation[1].after) == "90%"
+
+
+def test_waiting_notes_on_every_renderer_in_both_locales() -> None:
+    import dataclasses
+    import datetime as dt
+
+    from bot.askhuman.schema import AskHumanToolArgs
+    from renderers.card import RequestCard
+    from renderers.feishu import render_card
+
+    card = RequestCard(ref="r1", args=AskHumanToolArgs(question="Deploy?"), agent_name="deploy",
+                       escalated_to=("oncall", "<!channel>"),
+                       reminded_at=dt.datetime(2025, 3, 1, 12, 15, tzinfo=dt.UTC))
+    slack = str(render_request(card))
+    assert "Escalated to oncall, &lt;!channel&gt;" in slack  # route names are escaped too
+    assert "Last reminded 2025-03-01 12:15 UTC" in slack
+    assert "Escalated to oncall" in str(render_card(card))
+    zh = dataclasses.replace(card, locale="zh-CN", timezone="Asia/Shanghai")
+    assert "已升级至 oncall" in render_text(zh) and "上次提醒 2025-03-01 20:15" in render_text(zh)
+    done = dataclasses.replace(zh, status="timeout", decided_at=card.reminded_at)
+    assert "已超时：未作决定" in render_text(done) and "上次提醒" not in render_text(done)
