@@ -64,6 +64,21 @@ def _words(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _tool_route(agent: Any, tool: str | None) -> str | None:
+    """The ``route:`` of the Python tool the model knows as ``tool`` (its ``name``, else
+    the function's name). MCP tools are named by their server, so they are not known
+    offline: their approvals fall back to the agent's route here."""
+    if tool is None:
+        return None
+    for spec in agent.tools:
+        python = getattr(spec, "python", None)
+        if python is None:
+            continue
+        if tool == (getattr(spec, "name", None) or python.rpartition(":")[2]):
+            return getattr(spec, "route", None)
+    return None
+
+
 @route_app.command("test")
 def test(
     args_file: Annotated[Path, typer.Argument(help="JSON: the ask_human arguments, or the "
@@ -96,10 +111,7 @@ def test(
         known = ", ".join(sorted(settings.agents)) or "none defined"
         raise _fail(f"agent '{agent}' is not defined in {settings.source} (known agents: "
                     f"{known})")
-    fallback = found.route
-    if tool is not None:
-        spec = next((t for t in found.tools if getattr(t, "name", None) == tool), None)
-        fallback = getattr(spec, "route", None) or found.route
+    fallback = _tool_route(found, tool) or found.route
     routed = route_request(settings, agent=agent, tool=tool, args=args, fallback=fallback,
                            explain=True)
     result = {"rules": [{"index": v.index, "when": v.when, "matched": v.matched,

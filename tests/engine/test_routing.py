@@ -149,3 +149,23 @@ def test_config_check_names_rule_keys(tmp_path: Path, rules: list[dict[str, obje
         info.value.problems
     out = CliRunner().invoke(app, ["config", "check", str(path)])
     assert out.exit_code == 1 and expected in out.output
+
+
+def test_dry_run_falls_back_to_the_tools_route(tmp_path: Path) -> None:
+    path = config(tmp_path, "sqlite://", [{"when": "tool == 'refund' && args.amount > 1000",
+                                          "route": "prod-deploys"}])
+    data = yaml.safe_load(path.read_text())
+    data["agents"]["deploy"]["tools"] = [{"python": "bot.tools.demo:restart_service",
+                                          "route": "finance"}]
+    path.write_text(yaml.safe_dump(data))
+    args = tmp_path / "a.json"
+    args.write_text('{"amount": 5}')
+    runner = CliRunner()
+    small = runner.invoke(app, ["route", "test", str(args), "--agent", "deploy", "--tool",
+                                "restart_service", "--config", str(path), "--json"])
+    assert small.exit_code == 0, small.output
+    assert json.loads(small.output)["policy"]["route"] == "finance"
+    args.write_text('{"amount": 5000}')
+    big = runner.invoke(app, ["route", "test", str(args), "--agent", "deploy", "--tool",
+                              "refund", "--config", str(path), "--json"])
+    assert json.loads(big.output)["policy"]["route"] == "prod-deploys"
