@@ -16,10 +16,18 @@ the engine cannot disagree.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from bot.settings import RouteSettings, Settings
-from bot.tools.rules import RuleError, compile_rule, evaluate
+from bot.tools.rules import Rule, RuleError, compile_rule, evaluate
+
+
+@lru_cache(maxsize=256)
+def _compiled(source: str) -> Rule:
+    """Compile each expression once per process (the config already compiled it once to
+    validate it; a reload brings new sources, old ones just age out)."""
+    return compile_rule(source)
 
 
 @dataclass(frozen=True)
@@ -56,7 +64,7 @@ def route_request(settings: Settings, *, agent: str, tool: str | None, args: Any
         if chosen is not None and not explain:
             break
         try:
-            matched = evaluate(compile_rule(rule.when), args, agent, tool or "")
+            matched = evaluate(_compiled(rule.when), args, agent, tool or "")
             verdicts.append(Verdict(index, rule.when, matched))
         except RuleError as exc:
             verdicts.append(Verdict(index, rule.when, False, str(exc)))
