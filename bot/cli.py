@@ -31,6 +31,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "runs": ("runs_cmd", "Agent runs."),
     "audit": ("audit_cmd", "The audit log."),
     "receipt": ("receipt_cmd", "Signed receipts of decisions."),
+    "route": ("route_cmd", "Routing rules: which route a request goes to (dry run)."),
+    "delegate": ("delegate_cmd", "Delegations (out of office): who answers for whom, until "
+                                 "when."),
 }
 """name → (module in ``bot.commands`` whose ``register(app)`` adds it, short help)."""
 

@@ -136,17 +136,72 @@ class ConsoleRoute(_Strict):
     """Empty means: anyone at the local terminal may answer."""
 
 
-class EscalationSettings(_Strict):
-    """Still pending ``after`` its creation: also deliver the request to ``route``."""
+_PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
+SPAN_HINT = f'{DURATION_HINT}, or a percentage of the timeout like "50%"'
 
-    after: float = Field(description="seconds after the request was created")
+
+class Percent(_Strict):
+    """A share of the request's timeout (``"50%"``): resolved per request, so it follows
+    the deadline the request actually got."""
+
+    percent: float = Field(gt=0, lt=100)
+
+    def of(self, total: float) -> float:
+        return total * self.percent / 100
+
+    def __str__(self) -> str:
+        return f"{self.percent:g}%"
+
+
+Span = float | Percent
+"""Seconds, or a percentage of the timeout."""
+
+
+def parse_span(value: object) -> Span:
+    """``"30m"`` / ``90`` → seconds; ``"50%"`` → ``Percent`` (strictly between 0 and 100)."""
+    if isinstance(value, Percent):
+        return value
+    if isinstance(value, dict) and set(value) == {"percent"}:  # a dumped Percent
+        return Percent.model_validate(value)
+    if isinstance(value, str) and (match := _PERCENT.match(value)):
+        percent = float(match.group(1))
+        if not 0 < percent < 100:
+            raise ValueError(f"a percentage must be between 0% and 100% (got {value.strip()})")
+        return Percent(percent=percent)
+    try:
+        return parse_duration(value)
+    except ValueError:
+        raise ValueError(SPAN_HINT) from None
+
+
+def span_seconds(span: Span, timeout: float) -> float:
+    """``span`` in seconds for a request that waits ``timeout`` seconds."""
+    return span.of(timeout) if isinstance(span, Percent) else float(span)
+
+
+def describe_span(span: Span) -> str:
+    return str(span) if isinstance(span, Percent) else format_duration(span)
+
+
+class EscalationSettings(_Strict):
+    """One step of an escalation chain: still pending ``after`` its creation (a duration
+    or a percentage of the timeout), also deliver the request to ``route``."""
+
+    after: Span = Field(description="seconds after the request was created, or a Percent")
     route: str
     """Another route: its recipients get the same card, its approvers may answer too."""
 
     @field_validator("after", mode="before")
     @classmethod
-    def _after(cls, v: object) -> float:
-        return parse_duration(v)
+    def _after(cls, v: object) -> Span:
+        return parse_span(v)
+
+
+class OnTimeout(_Strict):
+    """What else happens when a request times out (it is never approved)."""
+
+    notify: str | None = None
+    """A route whose channel (Slack ``channel`` / Feishu ``chat_id``) gets a notice, once."""
 
 
 class SignOff(_Strict):
@@ -177,6 +232,17 @@ class SignOff(_Strict):
 _ACTION_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+def check_action_ids(v: list[str]) -> list[str]:
+    """``require_reason`` entries are plain action ids (``ValueError`` says the fix)."""
+    for entry in v:
+        if not _ACTION_ID.match(entry):
+            raise ValueError(
+                f"{entry!r} is not an action id; list the ids of the actions that need "
+                "a reason, exactly as agents send them, e.g. require_reason: [reject] "
+                "(no patterns or wildcards)")
+    return v
+
+
 class RouteSettings(_Strict):
     """Where a request goes, who may answer, and how long it waits."""
 
@@ -188,12 +254,17 @@ class RouteSettings(_Strict):
     timezone: str | None = None
     """IANA time zone for dates on cards (``Asia/Shanghai``); None: UTC."""
     allow_self_approval: bool = False
-    reminder: float | None = Field(default=None, description="seconds between reminders")
-    """Remind the recipients (in the card's thread) every ``reminder`` while pending."""
+    reminder: Span | None = Field(default=None, description="seconds between reminders")
+    """Remind the recipients (in the card's thread) every ``reminder`` while pending
+    (a duration, or a percentage of the timeout like ``25%``)."""
     max_reminders: int = Field(default=3, ge=1)
-    escalation: EscalationSettings | None = None
-    """Also deliver to another route's recipients and approvers when still pending
-    ``escalation.after`` the request was created (once; the deadline stays ``timeout``)."""
+    escalation: list[EscalationSettings] | None = None
+    """An escalation chain: each step also delivers to another route's recipients and
+    approvers when still pending ``after`` the request was created (once per step; the
+    deadline stays ``timeout``). A single mapping is a one-step chain."""
+    on_timeout: OnTimeout | None = None
+    """``{notify: <route>}``: post a notice to that route's channel when a request times
+    out (a timeout never approves)."""
     slack: SlackRoute | None = None
     feishu: FeishuRoute | None = None
     console: ConsoleRoute | None = None
@@ -208,13 +279,7 @@ class RouteSettings(_Strict):
     @field_validator("require_reason")
     @classmethod
     def _action_ids(cls, v: list[str]) -> list[str]:
-        for entry in v:
-            if not _ACTION_ID.match(entry):
-                raise ValueError(
-                    f"{entry!r} is not an action id; list the ids of the actions that need "
-                    "a reason, exactly as agents send them, e.g. require_reason: [reject] "
-                    "(no patterns or wildcards)")
-        return v
+        return check_action_ids(v)
 
     @field_validator("timeout", mode="before")
     @classmethod
@@ -223,8 +288,13 @@ class RouteSettings(_Strict):
 
     @field_validator("reminder", mode="before")
     @classmethod
-    def _reminder(cls, v: object) -> float | None:
-        return None if v is None else parse_duration(v)
+    def _reminder(cls, v: object) -> Span | None:
+        return None if v is None else parse_span(v)
+
+    @field_validator("escalation", mode="before")
+    @classmethod
+    def _chain(cls, v: object) -> object:
+        return [v] if isinstance(v, dict) else v  # the one-step form of old configs
 
     @field_validator("timezone")
     @classmethod
@@ -251,21 +321,38 @@ class RouteSettings(_Strict):
                     f"{name}.approvers lists nobody; add users, groups or "
                     "channel_members: true"
                 )
+        self.check_timing()
+        self._check_policy()
+        return self
+
+    def check_timing(self) -> None:
+        """Reminders and escalation steps fall within the timeout (``KeyPathError``)."""
         timeout = format_duration(self.timeout)
-        if self.reminder is not None and self.reminder >= self.timeout:
+        if (self.reminder is not None and not isinstance(self.reminder, Percent)
+                and self.reminder >= self.timeout):
             raise KeyPathError(
                 "reminder",
                 f"must be shorter than timeout ({format_duration(self.reminder)} is not "
                 f"shorter than {timeout}); lower reminder or raise timeout",
             )
-        if self.escalation is not None and self.escalation.after >= self.timeout:
-            raise KeyPathError(
-                "escalation.after",
-                f"must be shorter than timeout ({format_duration(self.escalation.after)} is "
-                f"not shorter than {timeout}); lower escalation.after or raise timeout",
-            )
-        self._check_policy()
-        return self
+        self._check_chain(timeout)
+
+    def _check_chain(self, timeout: str) -> None:
+        """Each step comes before the timeout and after the step before it."""
+        previous = 0.0
+        for index, step in enumerate(self.escalation or []):
+            key = "escalation.after" if len(self.escalation or []) == 1 else \
+                f"escalation.{index}.after"
+            at = span_seconds(step.after, self.timeout)
+            if at >= self.timeout:
+                raise KeyPathError(key, f"must be shorter than timeout "
+                                   f"({describe_span(step.after)} is not shorter than "
+                                   f"{timeout}); lower {key} or raise timeout")
+            if at <= previous:
+                raise KeyPathError(key, f"must come after the step before it "
+                                   f"({describe_span(step.after)} is not later); list the "
+                                   "steps in the order they happen")
+            previous = at
 
     def _check_policy(self) -> None:
         """Rules that can never be met: a quorum larger than the people the route lists
@@ -295,6 +382,46 @@ class RouteSettings(_Strict):
     def approvers_for(self, platform: str) -> Approvers | None:
         section = getattr(self, platform, None) if platform in self.platforms() else None
         return section.approvers if section is not None else None
+
+
+class RoutingRule(_Strict):
+    """``rules:`` entry: requests for which ``when`` (CEL over ``agent``, ``tool`` and
+    ``args``) is true go to ``route``, with the overrides given here."""
+
+    when: str
+    route: str
+    quorum: int | None = Field(default=None, ge=1)
+    """Distinct approvers needed (default: the route's)."""
+    timeout: float | None = Field(default=None, description="seconds")
+    """How long the request waits (default: the route's); percentages in the route's
+    reminder and escalation follow it."""
+    veto: bool | None = None
+    """Whether a destructive choice decides at once (default: the route's)."""
+    allow_self_approval: bool | None = None
+    """Whether the run's starter may answer (default: the route's)."""
+    require_reason: list[str] | None = None
+    """Action ids that need a reason (default: the route's)."""
+
+    @field_validator("when")
+    @classmethod
+    def _compiles(cls, v: str) -> str:
+        from bot.tools.rules import RuleError, compile_rule
+
+        try:
+            compile_rule(v)
+        except RuleError as exc:
+            raise ValueError(str(exc)) from None
+        return v
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _timeout(cls, v: object) -> float | None:
+        return None if v is None else parse_duration(v)
+
+    def overrides(self) -> dict[str, Any]:
+        """The route settings this rule changes."""
+        fields = ("quorum", "timeout", "veto", "allow_self_approval", "require_reason")
+        return {k: getattr(self, k) for k in fields if getattr(self, k) is not None}
 
 
 class Starters(_Strict):
@@ -524,6 +651,9 @@ class FileSettings(_Strict):
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     people: dict[str, PersonSettings] = Field(default_factory=dict)
     """One person on several platforms votes once (``bot.engine.policy``)."""
+    rules: list[RoutingRule] = Field(default_factory=list)
+    """Routing rules as code: the first whose ``when`` is true picks the route (and
+    overrides); none true: the agent's (or tool's, or API request's) route."""
 
     @model_validator(mode="after")
     def _routes_exist(self) -> FileSettings:
@@ -538,19 +668,63 @@ class FileSettings(_Strict):
             _check_starter_channels(name, agent, self.routes[agent.route])
             _tool_routes_exist(name, agent, self.routes)
         for name, route in self.routes.items():
-            target = route.escalation.route if route.escalation else None
-            if target is None:
-                continue
-            key = f"routes.{name}.escalation.route"
-            if target == name:
+            self._check_route_links(name, route)
+        self._check_schedules()
+        for index, rule in enumerate(self.rules):
+            self._known_route(f"rules.{index}.route", rule.route, None)
+            self._check_rule_timeout(index, rule)
+        return self
+
+    def _check_rule_timeout(self, index: int, rule: RoutingRule) -> None:
+        """A rule's overrides must make a valid route: its timeout must leave room for
+        the route's reminder and escalation, its quorum must be reachable, its
+        ``require_reason`` entries must be action ids."""
+        overrides = rule.overrides()
+        if not overrides:
+            return
+        if rule.require_reason is not None:
+            try:
+                check_action_ids(rule.require_reason)
+            except ValueError as exc:
+                raise KeyPathError(f"rules.{index}.require_reason", str(exc)) from None
+        effective = self.routes[rule.route].model_copy(update=overrides)
+        try:  # the route's own checks, with these overrides
+            effective.check_timing()
+            effective._check_policy()
+        except KeyPathError as exc:
+            field = exc.key if exc.key in overrides else (
+                "timeout" if "timeout" in overrides else exc.key)
+            raise KeyPathError(f"rules.{index}.{field}", f"is too short for "
+                               f"routes.{rule.route}.{exc.key}: {exc}" if field == "timeout"
+                               else f"is not valid for routes.{rule.route}: {exc}") from None
+
+    def _check_route_links(self, name: str, route: RouteSettings) -> None:
+        """Escalation steps and ``on_timeout.notify`` name other defined routes."""
+        chain = route.escalation or []
+        for index, step in enumerate(chain):
+            at = "escalation" if len(chain) == 1 else f"escalation.{index}"
+            key = f"routes.{name}.{at}.route"
+            if step.route == name:
                 raise KeyPathError(key, "a route cannot escalate to itself; name another "
                                         "route (define one under routes, e.g. oncall)")
-            if target not in self.routes:
-                known = ", ".join(sorted(r for r in self.routes if r != name))
-                fix = f"name one of: {known}" if known else f"define '{target}' under routes"
-                raise KeyPathError(key, f"route '{target}' is not defined under routes; {fix}")
-        self._check_schedules()
-        return self
+            self._known_route(key, step.route, name)
+        notify = route.on_timeout.notify if route.on_timeout else None
+        if notify is not None:
+            key = f"routes.{name}.on_timeout.notify"
+            self._known_route(key, notify, None)
+            target = self.routes[notify]
+            if not ((target.slack and target.slack.channel)
+                    or (target.feishu and target.feishu.chat_id)):
+                raise KeyPathError(key, f"route '{notify}' has no slack.channel or "
+                                        "feishu.chat_id to post the notice in; set one on "
+                                        "that route or name another route")
+
+    def _known_route(self, key: str, target: str, exclude: str | None) -> None:
+        if target in self.routes:
+            return
+        known = ", ".join(sorted(r for r in self.routes if r != exclude))
+        fix = f"name one of: {known}" if known else f"define '{target}' under routes"
+        raise KeyPathError(key, f"route '{target}' is not defined under routes; {fix}")
 
     def _check_schedules(self) -> None:
         """Schedules name configured agents and routes."""
@@ -642,6 +816,7 @@ class Settings(_Strict):
     admins: AdminSettings = Field(default_factory=AdminSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     people: dict[str, PersonSettings] = Field(default_factory=dict)
+    rules: list[RoutingRule] = Field(default_factory=list)
 
     def agent(self, name: str) -> AgentSettings | None:
         return self.agents.get(name)
@@ -721,4 +896,5 @@ def load_settings(path: str | Path | None = None) -> Settings:
         retention=parsed.retention, source=source, http=parsed.http, api=parsed.api,
         metrics=parsed.metrics, admins=parsed.admins,
         schedules=parsed.schedules, worker=parsed.worker, people=parsed.people,
+        rules=parsed.rules,
     )

@@ -93,6 +93,13 @@ class RequestCard:
     from the platforms; still escaped). Shown as "1 of 2 approvals: Alice (Approve)"."""
     signoffs: tuple[tuple[str, bool], ...] = ()
     """(group name from admin config, signed off) of the route's ``require`` groups."""
+    escalated_to: tuple[str, ...] = ()
+    """Escalation routes reached so far (admin config names), in order."""
+    reminded_at: dt.datetime | None = None
+    """When the last reminder was sent (None: never)."""
+    decided_via_id: str | None = None
+    """A delegate decided for the person named in ``decided_by_*`` (out of office); the
+    decider line then shows ``decided_by_name`` ("Bob for Alice") instead of a mention."""
 
 
 # ---------------------------------------------------------------- shared helpers

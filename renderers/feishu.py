@@ -58,6 +58,7 @@ from renderers.text import (
     format_when,
     summary,
     value_lines,
+    waiting_notes,
 )
 from renderers.tool_card import arg_lines, arg_text
 
@@ -122,7 +123,8 @@ def render_card(card: RequestCard) -> dict[str, Any]:
         result = _card(card, budget)
         if card_size(result) <= MAX_BYTES and count_elements(result) <= MAX_ELEMENTS:
             break
-    mention = decider_mention(card) if card.status != "pending" else None
+    mention = (decider_mention(card) or _delegate_mention(card)) if card.status != "pending" \
+        else None
     check_feishu(result, allowed_mentions=(mention,) if mention else ())
     return result
 
@@ -179,6 +181,7 @@ def _header(card: RequestCard) -> dict[str, Any]:
         sub += " · " + i18n.t("votes", votes=card.votes, quorum=card.quorum)
     if card.tool is not None:
         sub += " · " + i18n.t("call_hash", hash=card.tool.short_binding)
+    sub += "".join(" · " + note for note in waiting_notes(card))
     return {
         "title": _text(args.title or args.question, 150),
         "subtitle": _text(sub, 200),
@@ -308,16 +311,26 @@ def decider_mention(card: RequestCard) -> str | None:
     never ``all`` (a broadcast), never an email, a Slack id or anything with markup.
     """
     uid = card.decided_by_id
-    if card.decided_by_platform not in (None, "feishu") or not uid:
+    if card.decided_by_platform not in (None, "feishu") or not uid or card.decided_via_id:
         return None
     return f"<at id={uid}></at>" if OPEN_ID.fullmatch(uid) else None
+
+
+def _delegate_mention(card: RequestCard) -> str | None:
+    """A delegate decided for someone: "<at Dave> for <at Bob>" (Feishu shows names)."""
+    uid, via = card.decided_by_id, card.decided_via_id
+    if card.decided_by_platform not in (None, "feishu") or not uid or not via:
+        return None
+    if not (OPEN_ID.fullmatch(uid) and OPEN_ID.fullmatch(via)):
+        return None
+    return f"<at id={via}></at> for <at id={uid}></at>"
 
 
 def _decision_line(card: RequestCard) -> Element:
     """Who decided, what and when. A Feishu decider is an ``<at>`` mention of that one
     person (Feishu shows their name; identities carry no display name), which needs a
     markdown element; the untrusted rest of the line is escaped there."""
-    mention = decider_mention(card)
+    mention = decider_mention(card) or _delegate_mention(card)
     if mention is None:
         return _div(decision_words(card), 1200)
     head, tail = decision_parts(card)

@@ -75,6 +75,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "unsigned": "{group} (waiting)",
         "reason_label": "Reason",
         "reason_placeholder": "Why (required for some choices; the agent and the audit get it)",
+        "decided.timeout": "Timed out: no decision",
+        "escalated_to": "Escalated to {routes}",
+        "reminded_at": "Last reminded {when}",
     },
     "zh-CN": {
         "status.pending": "等待回复",
@@ -126,6 +129,9 @@ CATALOG: dict[str, dict[str, str]] = {
         "unsigned": "{group}（待签）",
         "reason_label": "原因",
         "reason_placeholder": "原因（部分操作必填；会提供给智能体并记入审计）",
+        "decided.timeout": "已超时：未作决定",
+        "escalated_to": "已升级至 {routes}",
+        "reminded_at": "上次提醒 {when}",
     },
 }
 
@@ -154,6 +160,11 @@ def t(key: str, **values: Any) -> str:
 
 def status_word(status: str) -> str:
     return t(f"status.{status}")
+
+
+def decision_word(status: str) -> str:
+    """The head of a closed card's decision line: a timeout says no decision was made."""
+    return t("decided.timeout") if status == "timeout" else status_word(status)
 
 
 def current_locale() -> str:

@@ -62,6 +62,7 @@ from renderers.text import (
     format_when,
     summary,
     value_lines,
+    waiting_notes,
 )
 from renderers.tool_card import FIXED_MARK, arg_lines
 
@@ -244,6 +245,7 @@ def _context_text(card: RequestCard) -> str:
         parts.append(i18n.t("votes", votes=card.votes, quorum=card.quorum))
     if card.tool is not None:
         parts.append(i18n.t("call_hash", hash=slack_escape(card.tool.short_binding)))
+    parts += [slack_escape(note) for note in waiting_notes(card)]
     return truncate("  ·  ".join(parts), 2000)
 
 
@@ -392,13 +394,13 @@ def _confirm(action: AskHumanAction, budget: Budget) -> dict[str, Any]:
 def _trusted_mentions(card: RequestCard) -> tuple[str, ...]:
     """The one mention we may emit: the platform-verified decider's own user id."""
     uid = card.decided_by_id
-    if card.decided_by_platform not in (None, "slack"):
+    if card.decided_by_platform not in (None, "slack") or card.decided_via_id:
         return ()
     return (f"<@{uid}>",) if uid and _USER_ID.fullmatch(uid) else ()
 
 
 def _decision_blocks(card: RequestCard, budget: Budget) -> list[Block]:
-    words = i18n.status_word(card.status)
+    words = i18n.decision_word(card.status)
     if card.status == "submitted" and card.action_label:
         words += f": {truncate(card.action_label, 120)}"
     line = f"{_DECIDED_ICON[card.status]} *{slack_escape(words)}*"

@@ -105,7 +105,7 @@ def decider_words(card: RequestCard) -> str | None:
 
 def decision_parts(card: RequestCard) -> tuple[str, str]:
     """The decision line around its "— by X" part: ("Answered: Approve", " at … UTC")."""
-    head = i18n.status_word(card.status)
+    head = i18n.decision_word(card.status)
     if card.status == "submitted" and card.action_label:
         head += f": {card.action_label}"
     tail = i18n.t("at", when=format_when(card.decided_at)) if card.decided_at else ""
@@ -179,7 +179,21 @@ def _head_lines(card: RequestCard) -> list[str]:
         meta += " · " + progress
     elif card.quorum > 1:
         meta += " · " + i18n.t("votes_colon", votes=card.votes, quorum=card.quorum)
+    meta += "".join(" · " + note for note in waiting_notes(card))
     return [*lines, "", meta]
+
+
+def waiting_notes(card: RequestCard) -> list[str]:
+    """"Escalated to oncall, managers" and "Last reminded …" for an open card (raw text:
+    route names are admin config, still escaped by each renderer)."""
+    if card.status != "pending":
+        return []
+    notes = []
+    if card.escalated_to:
+        notes.append(i18n.t("escalated_to", routes=", ".join(card.escalated_to)))
+    if card.reminded_at is not None:
+        notes.append(i18n.t("reminded_at", when=format_when(card.reminded_at)))
+    return notes
 
 
 def _tool_lines(card: RequestCard) -> list[str]:

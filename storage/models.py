@@ -63,6 +63,8 @@ class HumanRequest(Base):
     decided_by_user: Mapped[str | None] = mapped_column(String(200))
     decided_by_name: Mapped[str | None] = mapped_column(String(200))
     decided_at: Mapped[dt.datetime | None] = mapped_column()
+    decided_via: Mapped[str | None] = mapped_column(String(200))
+    """A delegate's user id when they decided for ``decided_by_user`` (out of office)."""
     action_id: Mapped[str | None] = mapped_column(String(200))
     result: Mapped[Json | None] = mapped_column(JSON)
     """The AskHumanToolResult sent to the agent."""
@@ -74,6 +76,14 @@ class HumanRequest(Base):
     """When the request is escalated to its route's escalation route (None: never)."""
     escalated_at: Mapped[dt.datetime | None] = mapped_column()
     escalation_route: Mapped[str | None] = mapped_column(String(200))
+    """The last escalation route reached (``escalated_routes`` lists them all)."""
+    escalation_step: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """How many steps of the route's escalation chain were reached (the sweep's
+    compare-and-set: each step is claimed once, across replicas)."""
+    escalated_routes: Mapped[list[str] | None] = mapped_column(JSON)
+    """Every escalation route reached, in order; their approvers may answer too."""
+    reminded_at: Mapped[dt.datetime | None] = mapped_column()
+    """When the last reminder was sent (cards show it)."""
     kind: Mapped[str] = mapped_column(String(32), default="ask_human",
                                       server_default="ask_human")
     """ask_human | tool_approval (a tool call that runs only once approved)."""
@@ -426,3 +436,28 @@ class ClickInbox(Base):
     updated_at: Mapped[dt.datetime] = mapped_column()
 
     __table_args__ = (Index("ix_click_inbox_state_next", "state", "next_attempt_at"),)
+
+
+class Delegation(Base):
+    """An approver hands their approvals to someone else until ``until`` (out of office).
+
+    Active while ``revoked_at`` is None and ``until`` is in the future; ended rows stay
+    so a late click by the former delegate is refused with a clear message.
+    """
+
+    __tablename__ = "delegations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    platform: Mapped[str] = mapped_column(String(32))
+    from_user: Mapped[str] = mapped_column(String(200))
+    from_name: Mapped[str | None] = mapped_column(String(200))
+    to_user: Mapped[str] = mapped_column(String(200))
+    to_name: Mapped[str | None] = mapped_column(String(200))
+    until: Mapped[dt.datetime] = mapped_column()
+    created_by: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[dt.datetime] = mapped_column()
+    revoked_at: Mapped[dt.datetime | None] = mapped_column()
+    revoked_by: Mapped[str | None] = mapped_column(String(200))
+
+    __table_args__ = (Index("ix_delegations_to", "platform", "to_user"),
+                      Index("ix_delegations_from", "platform", "from_user"))

@@ -50,10 +50,12 @@ Public API (all coroutines are safe to call concurrently, from several processes
   thread replies); they are used when that person submits without that field.
 - ``await expire_due() -> int`` — Dify's exact timeout result for overdue requests.
 - ``await remind_and_escalate_due(limit=200) -> int`` — claim due reminders (outbox kind
-  ``remind`` → the adapter's optional ``remind(card, ref, text)`` under every copy) and
-  due escalations (``deliver_request`` of the same card to the route's
-  ``escalation.route``, whose approvers may answer from then on); each claim is a
-  compare-and-set on the pending row, audited ``reminded`` / ``escalated``.
+  ``remind`` → the adapter's optional ``remind(card, ref, text)`` under every copy, and
+  a card update showing "Last reminded …") and due escalation steps (``deliver_request``
+  of the same card to the step's route, whose approvers may answer from then on, and a
+  card update "Escalated to …"); each claim is a compare-and-set on the pending row
+  (the chain's ``escalation_step``), audited ``reminded`` / ``escalated``. Spans are
+  durations or percentages of the request's own timeout (``waiting``).
   ``serve_forever`` runs it in a loop of its own.
 - ``await record_click(click: Click, budget=2.5) -> Recorded | None`` — store a click
   (``Click(platform, ref, responder, action_id, values, kind="respond"|"attach",
@@ -123,7 +125,11 @@ Where things live (each ``Engine`` concern is a mixin over ``base.EngineBase``):
 - ``clicks`` — the click inbox: record before the ack, decide from the row, recover.
 - ``delivery`` — the platform calls behind each outbox kind, idempotent under retries.
 - ``dispatch`` — run one claimed outbox item; settle, retry with backoff, or give up.
-- ``sweeps`` — claiming due reminders and escalations.
+- ``sweeps`` — claiming due reminders and escalation steps; ``waiting`` — the clocks
+  (``waiting_policy``: the one place reminder / escalation / ``on_timeout`` rules of a
+  request are read), and ``on_timeout`` notices queued with the timeout.
+- ``delegation`` — out of office: who answers for whom until when ("Bob for Alice");
+  ``routing`` — ``rules:`` (CEL) picking a new request's route and overrides.
 - ``external`` — API/MCP requests: the resume seam that settles them without a runtime,
   and webhooks; ``triggers`` — runs from events and schedules; ``waiters`` — wake-ups.
 - helpers without engine state: ``outbox`` / ``worker`` / ``inbox`` (durable queues), ``store``

@@ -1,8 +1,9 @@
 """Access: who may act on a request, checked before anything is written.
 
 An approver of the request's route may answer; once a request is escalated, so may an
-approver of the escalation route, judged only on the copies that route's own targets
-received (so escalating into a big channel never widens the original route). Every
+approver of every escalation route reached so far, each judged only on the copies that
+route's own targets received (so escalating into a big channel never widens the original
+route). Every
 refusal is audited and leaves the request untouched.
 """
 
@@ -13,7 +14,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bot.engine import authz, inbox, policy, store
+from bot.engine import authz, delegation, inbox, policy, store, waiting
 from bot.engine.base import EngineBase, log, targets_for
 from bot.engine.cards import already_decided_message
 from bot.engine.ports import DirectoryUnavailable, Identity
@@ -66,45 +67,49 @@ class AccessMixin(EngineBase):
                                            "reason": message[:500]})
         return RespondResult(outcome, message, card)
 
-    def _escalation_of(self, request: HumanRequest) -> RouteSettings | None:
-        """The route ``request`` was escalated to (None before escalation), as frozen
-        with the request's policy."""
-        if request.escalated_at is None or not request.escalation_route:
-            return None
+    def _escalations_of(self, request: HumanRequest) -> list[RouteSettings]:
+        """The routes ``request`` was escalated to, every reached step (none before), as
+        frozen with the request's policy."""
         rules = policy.of(request, self.settings)
-        if rules is None:
-            return self.settings.routes.get(request.escalation_route)
-        return rules.route_named(request.escalation_route, self.settings)
+        found = (rules.route_named(name, self.settings) if rules is not None
+                 else self.settings.routes.get(name) for name in waiting.reached_routes(request))
+        return [route for route in found if route is not None]
 
     async def _refusal(
         self, request: HumanRequest, route: RouteSettings, who: Identity, starter: Identity,
         copies: Copies,
     ) -> str | None:
         """None when ``who`` may act: an approver of ``route`` or, once the request was
-        escalated, of the escalation route (with ``route``'s self-approval rule).
+        escalated, of any reached escalation route (with ``route``'s self-approval rule).
 
         ``channel_members`` of each route counts the chats that route's own targets got
         the card in, so escalating into a big channel never widens the original route.
         """
         directory = self._directory(who.platform)
-        escalation = self._escalation_of(request)
-        theirs = {f"{t.kind} {t.id}" for t in targets_for(escalation, who.platform)
-                  } if escalation is not None else set()
+        steps = self._escalations_of(request)
+        keyed = [{f"{t.kind} {t.id}" for t in targets_for(step, who.platform)}
+                 for step in steps]
+        theirs = set().union(*keyed) if keyed else set()
         mine = {f"{t.kind} {t.id}" for t in targets_for(route, who.platform)}
         own = [channel for key, channel in copies if key in mine or key not in theirs]
         reason = await authz.refusal(route, who, starter, dict.fromkeys(own), directory)
-        if reason is None or escalation is None:
+        if reason is None or not steps:
             return reason
-        extra = escalation.model_copy(update={"allow_self_approval": route.allow_self_approval})
-        other = [channel for key, channel in copies if key in theirs]
-        if await authz.refusal(extra, who, starter, dict.fromkeys(other), directory) is None:
-            return None
+        for step, keys in zip(steps, keyed, strict=True):
+            extra = step.model_copy(update={"allow_self_approval": route.allow_self_approval})
+            other = [channel for key, channel in copies if key in keys]
+            if await authz.refusal(extra, who, starter, dict.fromkeys(other),
+                                   directory) is None:
+                return None
         return reason
 
     async def _authorize(
         self, ref: str, who: Identity, event: str, mark: inbox.Mark | None = None
-    ) -> tuple[HumanRequest, Run, RequestCard, Staged] | RespondResult:
-        """Load the request and check the person may act on it (before any values)."""
+    ) -> tuple[HumanRequest, Run, RequestCard, Staged, Identity] | RespondResult:
+        """Load the request and check the person may act on it (before any values).
+
+        The last item is who they act as: themselves, or the person who delegated to
+        them (``bot.engine.delegation``: "Bob for Alice", with ``via`` set)."""
 
         def load(session: Session) -> tuple[HumanRequest, Run, RequestCard, Copies,
                                              Staged] | None:
@@ -127,17 +132,61 @@ class AccessMixin(EngineBase):
                                       who, f"{event}_already_decided", card, run.id, mark=mark)
         rules = policy.of(request, self.settings)
         reason: str | None
+        acting = who
         if rules is None:
             reason = "This request's route is no longer configured; ask an admin."
         else:
-            reason = await self._refusal(request, rules.route, who, store.starter(run),
-                                         channels)
+            route = rules.route
+            reason = await self._refusal(request, route, who, store.starter(run), channels)
             if reason == authz.NOT_ALLOWED and await self._signer(rules, who):
                 reason = None  # a sign-off group's member may answer
+            if reason is not None:  # out of office: someone may have delegated to ``who``
+                granted = await self._delegated(request, run, route, who, channels)
+                if isinstance(granted, Identity):
+                    acting, reason = granted, None
+                elif granted is not None:
+                    reason = granted
         if reason is not None:
             return await self._refuse("rejected", reason, ref, who, f"{event}_unauthorized",
                                       card, run.id, mark=mark)
-        return request, run, card, staged
+        return request, run, card, staged, acting
+
+    async def _delegated(
+        self, request: HumanRequest, run: Run, route: RouteSettings, who: Identity,
+        copies: Copies,
+    ) -> Identity | str | None:
+        """The delegator ``who`` may act for ("Bob for Alice"), judged exactly as the
+        delegator's own click; else why not (their own run, an ended delegation), or None
+        when no delegation names ``who``."""
+        now = self.now()
+        grants = await self._read(lambda s: delegation.to_delegate(s, now, who))
+        return await self._delegated_by(request, run, route, who, copies, grants)
+
+    async def _delegated_by(
+        self, request: HumanRequest, run: Run, route: RouteSettings, who: Identity,
+        copies: Copies, grants: list[delegation.DelegationView],
+    ) -> Identity | str | None:
+        """``_delegated`` with the delegations naming ``who`` already read."""
+        if not grants:
+            return None
+        active, ended = delegation.split(grants)
+        starter = store.starter(run)
+        self_approval = None
+        for grant in active:
+            principal = delegation.acting(who, grant)
+            why = await self._refusal(request, route, principal, starter, copies)
+            if why is None:
+                own = (who.platform, who.user_id) == (starter.platform, starter.user_id)
+                return delegation.OWN_RUN if own else principal
+            if why == authz.SELF_APPROVAL:  # the delegator's own run: the rule still holds
+                self_approval = why
+        if self_approval is not None:
+            return self_approval
+        for grant in ended:
+            principal = delegation.acting(who, grant)
+            if await self._refusal(request, route, principal, starter, copies) is None:
+                return delegation.ended_message(grant)
+        return None
 
     async def _signer(self, rules: policy.Policy, who: Identity) -> bool:
         try:

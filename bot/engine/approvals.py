@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from bot.agents.base import Outcome, ToolBindingError
 from bot.askhuman.schema import AskHumanToolResult
-from bot.engine import outbox, policy, store
+from bot.engine import outbox, policy, routing, store, waiting
 from bot.logs import scrub
 from bot.tools.approval import ApprovalTicket, ToolApprovalRequest
 from bot.tools.binding import short
@@ -67,8 +67,9 @@ def create_tool_request(engine: EngineBase, session: Session, now: dt.datetime, 
     Public for other doors (e.g. an HTTP API asking approval for an external agent's
     call): it writes the request, its audit row and its delivery in ``session``."""
     agent = engine.settings.agents[run.agent]
-    route_name = item.route or agent.route
-    route = engine.settings.routes[route_name]
+    routed = routing.route_request(engine.settings, agent=run.agent, tool=item.tool,
+                                   args=item.args, fallback=item.route or agent.route)
+    route_name, route = routed.name, routed.route  # ``rules:`` may pick another route
     view = tool_approval_view(item.tool, item.description, item.args, item.fixed, item.binding)
     request = store.create_request(
         session, now, run, item.tool_call_id, tool_approval_args(view, run.agent), route_name,
@@ -76,11 +77,7 @@ def create_tool_request(engine: EngineBase, session: Session, now: dt.datetime, 
     policy.freeze(request, engine.settings, route_name, route)
     request.kind, request.tool = TOOL_APPROVAL, view_to_json(view)
     request.binding, request.batch = item.binding, batch
-    request.reminders_sent = 0
-    if route.reminder is not None:
-        request.next_reminder_at = now + dt.timedelta(seconds=route.reminder)
-    if route.escalation is not None:
-        request.escalate_at = now + dt.timedelta(seconds=route.escalation.after)
+    waiting.start_clocks(request, route, now)
     store.audit(session, now, "tool_approval_requested", run_id=run.id, ref=request.ref,
                 details={"route": route_name, "tool": item.tool,
                          "tool_call_id": item.tool_call_id, "binding": short(item.binding)})

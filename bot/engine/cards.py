@@ -52,7 +52,18 @@ def build_card(request: HumanRequest, agent: str, votes: int = 0) -> RequestCard
         quorum=request.quorum,
         tool=view_from_json(request.tool) if request.kind == "tool_approval" and request.tool
         else None,
+        escalated_to=tuple(reached_routes(request)),
+        reminded_at=as_utc(request.reminded_at),
+        decided_via_id=request.decided_via,
     )
+
+
+def reached_routes(request: HumanRequest) -> list[str]:
+    """Every escalation route ``request`` reached, in order (older rows: only the one)."""
+    if request.escalated_routes:
+        return [str(name) for name in request.escalated_routes]
+    return [request.escalation_route] if request.escalated_at and request.escalation_route \
+        else []
 
 
 def who(name: str | None, user: str | None) -> str:

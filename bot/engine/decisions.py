@@ -31,7 +31,7 @@ from bot.askhuman.schema import (
     cancelled_result,
     timeout_result,
 )
-from bot.engine import authz, expiry, inbox, policy, store
+from bot.engine import authz, expiry, inbox, policy, store, waiting
 from bot.engine.access import NOT_FOUND, AccessMixin, Copies, copies_on
 from bot.engine.base import log
 from bot.engine.cards import PLATFORM_NAMES, already_decided_message, as_utc
@@ -71,7 +71,7 @@ class DecisionsMixin(AccessMixin):
         checked = await self._authorize(ref, responder, "respond", mark)
         if isinstance(checked, RespondResult):
             return checked
-        request, run, card, staged = checked
+        request, run, card, staged, responder = checked  # a delegate acts as the delegator
         if _late(request, received):  # refuse before judging values it no longer needs
             answer = await self._tx(lambda s: self._late_in(s, ref, responder, received, mark))
             self._poke()
@@ -208,7 +208,7 @@ class DecisionsMixin(AccessMixin):
         checked = await self._authorize(ref, responder, "attach", mark)
         if isinstance(checked, RespondResult):
             return checked
-        request, run, card, staged = checked
+        request, run, card, staged, _acting = checked
         batch: list[tuple[str, str, list[dict[str, Any]]]] = []
         try:
             for field_name, files in wanted.items():
@@ -294,7 +294,8 @@ class DecisionsMixin(AccessMixin):
         expired = 0
         while True:
             now = self.now()
-            sweep = partial(expiry.expire_chunk, now=now, postgres=self.db.is_postgres)
+            sweep = partial(expiry.expire_chunk, now=now, postgres=self.db.is_postgres,
+                            notify=partial(waiting.queue_timeout_notices, self, now=now))
             chunk = await self._tx(sweep)
             expired += len(chunk)
             if chunk:
@@ -330,6 +331,8 @@ class DecisionsMixin(AccessMixin):
             return RespondResult("already_decided", message)
         store.audit(session, now, event, run_id=request.run_id, ref=ref, actor=actor,
                     reason=result.message)
+        if result.status == "timeout":
+            waiting.queue_timeout_notices(self, session, [request.id], now=now)
         self._enqueue_update(session, request)
         log.info("request resolved", extra={"ref": ref, "status": result.status})
         return RespondResult("accepted", result.message or event)

@@ -23,6 +23,7 @@ sweeping at once take disjoint chunks instead of waiting on each other's rows.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -50,9 +51,11 @@ class Expired:
 
 
 def expire_chunk(session: Session, now: dt.datetime, postgres: bool,
-                 limit: int = CHUNK) -> list[Expired]:
+                 limit: int = CHUNK,
+                 notify: Callable[[Session, list[int]], object] | None = None) -> list[Expired]:
     """Time out up to ``limit`` due requests; queue their resumes, audits and card
-    updates. Returns the requests this transaction decided."""
+    updates (and, through ``notify(session, ids)``, any ``on_timeout`` notices).
+    Returns the requests this transaction decided."""
     due = (select(HumanRequest.id)
            .where(HumanRequest.status == store.OPEN, HumanRequest.deadline <= now,
                   not_(inbox.undecided_before_deadline()))
@@ -82,6 +85,8 @@ def expire_chunk(session: Session, now: dt.datetime, postgres: bool,
     if jobs:  # plain multi-row INSERTs: no ORM objects, ids are not needed back
         session.execute(insert(cast(Table, ResumeJob.__table__)), jobs)
     session.execute(insert(cast(Table, OutboxItem.__table__)), _card_updates(now, expired))
+    if notify is not None:
+        notify(session, [r.id for r in expired])
     session.flush()
     return expired
 

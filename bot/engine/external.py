@@ -30,7 +30,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from bot.askhuman.schema import AskHumanSelectedAction, AskHumanToolArgs, AskHumanToolResult
-from bot.engine import outbox, policy, store, worker
+from bot.engine import outbox, policy, routing, store, waiting, worker
 from bot.engine.base import log
 from bot.engine.cards import as_utc
 from bot.engine.decisions import DecisionsMixin
@@ -246,8 +246,12 @@ class ExternalMixin(RunsMixin, DecisionsMixin, DispatchMixin):
             if replay is not None:
                 return replay
         now = self.now()
-        route = self.settings.routes[ask.route]
         display = ask.client.name + (f"/{ask.agent_name}" if ask.agent_name else "")
+        routed = routing.route_request(  # ``rules:``: agent is "client/agent" (authenticated)
+            self.settings, agent=display, tool=ask.tool_name,
+            args=ask.tool_input if ask.tool_name else ask.args.model_dump(mode="json"),
+            fallback=ask.route)
+        route_name, route = routed.name, routed.route
         who = ask.client.identity
         run = Run(id=uuid.uuid4().hex, agent=display, prompt=ask.args.question, status="waiting",
                   started_by_platform=who.platform, started_by_user=who.user_id,
@@ -258,16 +262,12 @@ class ExternalMixin(RunsMixin, DecisionsMixin, DispatchMixin):
         deadline = now + dt.timedelta(seconds=route.timeout)
         approval = _approval_card(ask, display)
         request = store.create_request(session, now, run, f"api_{uuid.uuid4().hex[:16]}",
-                                       approval[0] if approval else ask.args, ask.route,
+                                       approval[0] if approval else ask.args, route_name,
                                        route.quorum, deadline)
-        policy.freeze(request, self.settings, ask.route, route)
+        policy.freeze(request, self.settings, route_name, route)
         if approval is not None:  # the same tool-approval card embedded agents get
             request.kind, request.tool, request.binding = "tool_approval", *approval[1:]
-        if route.reminder is not None:
-            request.next_reminder_at = now + dt.timedelta(seconds=route.reminder)
-        request.reminders_sent = 0
-        if route.escalation is not None:
-            request.escalate_at = now + dt.timedelta(seconds=route.escalation.after)
+        waiting.start_clocks(request, route, now)
         ext = ExternalRequest(
             request_id=request.id, client_id=ask.client.id, kind=ask.kind,
             idempotency_key=ask.idempotency_key, fingerprint=ask.fingerprint,
@@ -276,7 +276,7 @@ class ExternalMixin(RunsMixin, DecisionsMixin, DispatchMixin):
         session.add(ext)
         session.flush()  # the unique (client, idempotency key) index decides here
         store.audit(session, now, "request_created", run_id=run.id, ref=request.ref, actor=who,
-                    details={"route": ask.route, "source": "api", "kind": ask.kind})
+                    details={"route": route_name, "source": "api", "kind": ask.kind})
         outbox.enqueue(session, now, self.outbox_lease, "deliver_request",
                        request_id=request.id, run_id=run.id, payload={"ref": request.ref})
         log.info("external request created", extra={"ref": request.ref, "client": who.user_id,

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import partial
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from bot.engine import authz, policy, store
+from bot.engine import authz, delegation, policy, store
 from bot.engine.access import AccessMixin, Copies
 from bot.engine.cards import build_card
 from bot.engine.ports import Identity
@@ -42,9 +42,8 @@ def candidates(
 ) -> list[Candidate]:
     """Open requests after ``after_id`` on (or escalated to) ``routes``, with the copies
     each has on ``platform`` (channel approvers count only there): three queries."""
-    visible = or_(HumanRequest.route.in_(routes),
-                  and_(HumanRequest.escalated_at.is_not(None),
-                       HumanRequest.escalation_route.in_(routes)))
+    visible = or_(HumanRequest.route.in_(routes),  # escalated: any step's route may match
+                  HumanRequest.escalated_at.is_not(None))
     rows = session.execute(
         select(HumanRequest, Run).join(Run, Run.id == HumanRequest.run_id)
         .where(HumanRequest.status == store.OPEN, HumanRequest.id > after_id, visible)
@@ -88,19 +87,24 @@ class PendingMixin(AccessMixin):
         routes = visible_routes(self.settings.routes, identity.platform)
         allowed: list[tuple[HumanRequest, Run]] = []
         after = 0
+        now = self.now()
+        grants = [g for g in await self._read(lambda s: delegation.to_delegate(s, now, identity))
+                  if g.state == "active"]  # out of office: requests they answer for others
         while routes:
             batch = await self._read(partial(candidates, platform=identity.platform,
                                              routes=routes, after_id=after, limit=BATCH))
             for request, run, copies in batch:
                 rules = policy.of(request, self.settings)  # frozen rules
-                if rules is not None and await self._may_answer(rules, request, run,
-                                                                identity, copies):
+                if rules is None:
+                    continue
+                if await self._may_answer(rules, request, run, identity, copies) or isinstance(
+                        await self._delegated_by(request, run, rules.route, identity, copies,
+                                                 grants), Identity):
                     allowed.append((request, run))
             if len(batch) < BATCH:
                 break
             after = batch[-1][0].id
         return allowed
-
 
     async def _may_answer(self, rules: policy.Policy, request: HumanRequest, run: Run,
                           identity: Identity, copies: Copies) -> bool:

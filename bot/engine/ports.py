@@ -30,6 +30,9 @@ class Identity:
     does not say (the Slack directory then asks ``users.info``) and on other platforms."""
     enterprise: str | None = None
     """Slack: the person's Enterprise Grid org id, when the payload says it is theirs."""
+    via: str | None = None
+    """Set by the engine when a delegate acts for this person (out of office): the
+    delegate's own user id on the same platform (``bot.engine.delegation``)."""
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from bot import metrics
 from bot.agents.base import Outcome, ToolBindingError
 from bot.askhuman.schema import AskHumanToolResult
 from bot.askhuman.tool import validate_and_normalize_args
-from bot.engine import approvals, outbox, policy, store, worker
+from bot.engine import approvals, outbox, policy, routing, store, waiting, worker
 from bot.engine.access import AccessMixin
 from bot.engine.base import log
 from bot.engine.cards import output_text
@@ -114,18 +114,15 @@ class RunsMixin(AccessMixin):
         # not have, and model-written args are untrusted wherever they come from.
         agent = self.settings.agents[run.agent]
         args = validate_and_normalize_args(_as_raw_args(call.args), agent.ask_human)
-        route_name = agent.route
-        route = self.settings.routes[route_name]
+        routed = routing.route_request(self.settings, agent=run.agent, tool=None,
+                                       args=args.model_dump(mode="json"), fallback=agent.route)
+        route_name, route = routed.name, routed.route  # ``rules:`` may pick another route
         deadline = now + dt.timedelta(seconds=route.timeout)
         request = store.create_request(
             session, now, run, call.tool_call_id, args, route_name, route.quorum, deadline
         )
         policy.freeze(request, self.settings, route_name, route)
-        if route.reminder is not None:
-            request.next_reminder_at = now + dt.timedelta(seconds=route.reminder)
-        request.reminders_sent = 0
-        if route.escalation is not None:
-            request.escalate_at = now + dt.timedelta(seconds=route.escalation.after)
+        waiting.start_clocks(request, route, now)
         run.status = "waiting"
         store.audit(session, now, "request_created", run_id=run.id, ref=request.ref,
                     details={"route": route_name, "tool_call_id": call.tool_call_id})

@@ -84,6 +84,9 @@ def audit(
         "reason": scrub(reason) if reason else reason,
         "details": scrub_json(details or {}),
     }
+    if actor is not None and actor.via:  # a delegate acted: "Bob for Alice", Bob's own id
+        values["details"] = {**values["details"], "delegate": actor.via,
+                             "acting_as": actor.display_name}
     if outcome == "refused":
         count_refusal(session, now, values)
     else:
@@ -212,6 +215,7 @@ def resolve(
             decided_by_platform=by.platform if by else None,
             decided_by_user=by.user_id if by else None,
             decided_by_name=by.display_name if by else None,
+            decided_via=by.via if by else None,
             decided_at=now,
             version=HumanRequest.version + 1,
             updated_at=now,

@@ -1,8 +1,10 @@
-"""Sweeps: claim the reminders and escalations that fell due on pending requests.
+"""Sweeps: claim the reminders and escalation steps that fell due on pending requests.
 
 Every replica sweeps, so each claim is a compare-and-set on the request row: it must
 still be pending with ``next_reminder_at`` / ``escalate_at`` unchanged since it was
-read (and on PostgreSQL the rows are picked ``FOR UPDATE SKIP LOCKED``). The claim
+read, and for an escalation chain ``escalation_step`` too (on PostgreSQL the rows are
+picked ``FOR UPDATE SKIP LOCKED``). Times come from ``waiting`` (durations or
+percentages of the timeout, read through ``waiting_policy``). The claim
 commits with its outbox row and audit row; the platform calls happen afterwards, in
 ``delivery``.
 """
@@ -15,10 +17,10 @@ from functools import partial
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
-from bot.engine import outbox, store
+from bot.engine import outbox, policy, store, waiting
 from bot.engine.base import EngineBase, log
 from bot.engine.cards import build_card, localized
-from bot.settings import RouteSettings
+from bot.engine.waiting import waiting_policy
 from renderers.text import reminder_text
 from storage import HumanRequest, Run
 
@@ -56,21 +58,26 @@ class SweepsMixin(EngineBase):
         return claimed
 
     def _claim_reminder(self, session: Session, now: dt.datetime, request: HumanRequest) -> bool:
-        """Compare-and-set one due reminder; schedule the next one (or none)."""
-        route = self.settings.routes.get(request.route)
+        """Compare-and-set one due reminder; schedule the next one (or none).
+
+        The card records when it was last reminded (``reminded_at``, a new version), so
+        every copy is updated with the reminder."""
+        route = waiting_policy(self, request)
         old = request.next_reminder_at
         sent = request.reminders_sent + 1
         remind = (route is not None and route.reminder is not None
                   and sent <= route.max_reminders)
         upcoming: dt.datetime | None = None
         if remind and route is not None:
-            upcoming = _next_reminder(route, request, old, sent, now)
+            upcoming = waiting.next_reminder(route, request, old, sent, now)
         changed = store.rowcount(session.execute(
             update(HumanRequest)
             .where(HumanRequest.id == request.id, HumanRequest.status == store.OPEN,
                    HumanRequest.next_reminder_at == old)
             .values(next_reminder_at=upcoming,
-                    reminders_sent=HumanRequest.reminders_sent + int(remind), updated_at=now)
+                    reminders_sent=HumanRequest.reminders_sent + int(remind),
+                    reminded_at=now if remind else HumanRequest.reminded_at,
+                    version=HumanRequest.version + int(remind), updated_at=now)
             .execution_options(synchronize_session=False)))
         if changed != 1 or not remind:
             return False  # someone else claimed it, it was decided, or reminders were removed
@@ -81,6 +88,7 @@ class SweepsMixin(EngineBase):
                        run_id=request.run_id,
                        payload={"ref": request.ref, "number": sent,
                                 "text": reminder_text(card, sent)})
+        self._queue_card_update(session, now, request)
         store.audit(session, now, "reminded", run_id=request.run_id, ref=request.ref,
                     details={"number": sent, "next_reminder_at":
                              upcoming.isoformat() if upcoming else None})
@@ -88,44 +96,51 @@ class SweepsMixin(EngineBase):
 
     def _claim_escalation(self, session: Session, now: dt.datetime,
                           request: HumanRequest) -> bool:
-        """Compare-and-set one due escalation; queue delivering the card to its route."""
-        route = self.settings.routes.get(request.route)
-        escalation = route.escalation if route is not None else None
-        target = escalation.route if escalation is not None else None
-        if target is not None and target not in self.settings.routes:
-            target = None
+        """Compare-and-set the next due step of the escalation chain; queue delivering the
+        card to its route and updating the copies already out ("escalated to …").
+
+        The claim moves ``escalation_step`` on by one from the value read, so each step is
+        taken by one sweep across replicas; a step whose route is gone is skipped."""
+        route = waiting_policy(self, request)
+        chain = (route.escalation or []) if route is not None else []
+        step = request.escalation_step or 0
+        target = chain[step].route if step < len(chain) else None
+        rules = policy.of(request, self.settings)
+        if target is not None and (rules.route_named(target, self.settings) if rules else
+                                   self.settings.routes.get(target)) is None:
+            target = None  # gone from the config and never frozen: skip the step
+        upcoming = waiting.step_due(route, request, step + 1) if route is not None else None
+        reached = waiting.reached_routes(request)
+        values: dict[str, object] = {"escalate_at": upcoming,
+                                     "escalation_step": HumanRequest.escalation_step + 1,
+                                     "updated_at": now}
+        if target is not None:
+            values.update(escalated_at=now, escalation_route=target,
+                          escalated_routes=[*reached, target],
+                          version=HumanRequest.version + 1)
         changed = store.rowcount(session.execute(
             update(HumanRequest)
             .where(HumanRequest.id == request.id, HumanRequest.status == store.OPEN,
                    HumanRequest.escalate_at == request.escalate_at,
-                   HumanRequest.escalated_at.is_(None))
-            .values(escalate_at=None, escalated_at=now if target else None,
-                    escalation_route=target, updated_at=now)
+                   HumanRequest.escalation_step == step)
+            .values(**values)
             .execution_options(synchronize_session=False)))
         if changed != 1 or target is None:
             return False
         outbox.enqueue(session, now, self.outbox_lease, "deliver_request",
                        request_id=request.id, run_id=request.run_id,
                        payload={"ref": request.ref, "route": target})
+        self._queue_card_update(session, now, request)
         store.audit(session, now, "escalated", run_id=request.run_id, ref=request.ref,
-                    details={"from_route": request.route, "to_route": target})
-        log.info("request escalated", extra={"ref": request.ref, "route": target})
+                    details={"from_route": request.route, "to_route": target,
+                             "step": step + 1})
+        log.info("request escalated", extra={"ref": request.ref, "route": target,
+                                             "step": step + 1})
         return True
 
-
-def _next_reminder(
-    route: RouteSettings, request: HumanRequest, old: dt.datetime | None, sent: int,
-    now: dt.datetime,
-) -> dt.datetime | None:
-    """When reminder ``sent + 1`` is due: None after the last one, or at/after the deadline.
-
-    Periods missed while no worker ran are skipped, so a backlog never fires in a burst.
-    """
-    if route.reminder is None or sent >= route.max_reminders:
-        return None
-    assert old is not None
-    step = dt.timedelta(seconds=route.reminder)
-    upcoming = old + step if old + step > now else now + step
-    if request.deadline is not None and upcoming >= request.deadline:
-        return None
-    return upcoming
+    def _queue_card_update(self, session: Session, now: dt.datetime,
+                           request: HumanRequest) -> None:
+        """Update every copy to the version the claim just wrote (one past the read)."""
+        outbox.enqueue(session, now, self.outbox_lease, "update_card",
+                       request_id=request.id, run_id=request.run_id,
+                       payload={"ref": request.ref, "version": request.version + 1})

@@ -62,6 +62,23 @@ class Rule:
         return True
 
 
+def evaluate(rule: Rule, args: Any, agent: str, tool: str) -> bool:
+    """Evaluate ``rule`` strictly: its boolean, or ``RuleError`` for an error or a
+    non-boolean (routing rules: the caller decides what an error means)."""
+    from celpy import celtypes
+    from celpy.adapter import json_to_cel
+
+    activation = {"args": json_to_cel(args), "agent": celtypes.StringType(agent),
+                  "tool": celtypes.StringType(tool)}
+    try:
+        value = rule._program.evaluate(activation)
+    except Exception as exc:  # cel-python raises CELEvalError and friends
+        raise RuleError(" ".join(str(exc).split())[:300] or type(exc).__name__) from None
+    if isinstance(value, bool | celtypes.BoolType):
+        return bool(value)
+    raise RuleError(f"gave {type(value).__name__}, not a boolean")
+
+
 def compile_rule(source: str) -> Rule:
     """Compile ``source``; raise ``RuleError`` with the parser's own pointer on failure."""
     if not source.strip():

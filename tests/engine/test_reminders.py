@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,7 +110,9 @@ async def test_reminders_every_period_until_the_cap(db_url: str) -> None:
     assert len(adapter.reminders) == 2 and row(engine).reminders_sent == 2
     assert row(engine).next_reminder_at is None
     assert audits(engine, "reminded") == 2
-    assert await engine.outbox_states() == {"done": 3}  # delivery + two reminders
+    # delivery + two reminders + two card updates ("Last reminded …")
+    assert await engine.outbox_states() == {"done": 5}
+    assert adapter.updates[-1][0].reminded_at == clock.now - dt.timedelta(minutes=10)
 
 
 async def test_no_reminder_after_a_decision(db_url: str) -> None:
@@ -148,7 +151,7 @@ async def test_adapters_without_remind_are_tolerated(db_url: str) -> None:
     await engine.start_run("deploy", "Deploy v1", STARTER, ORIGIN)
     clock.advance(10 * 60)
     assert await engine.remind_and_escalate_due() == 1
-    assert await engine.outbox_states() == {"done": 2}
+    assert await engine.outbox_states() == {"done": 3}
 
 
 async def test_failed_reminder_is_retried_without_repeats(db_url: str) -> None:
@@ -169,13 +172,13 @@ async def test_failed_reminder_is_retried_without_repeats(db_url: str) -> None:
 
     adapter.remind = flaky
     assert await engine.remind_and_escalate_due() == 1
-    assert await engine.outbox_states() == {"done": 2, "queued": 1}
+    assert await engine.outbox_states() == {"done": 4, "queued": 1}
     clock.advance(60)
     await engine.run_worker_once()
     assert sorted(r.channel for _, r, _ in adapter.reminders) == ["C_ONCALL", "C_OPS",
                                                                   "U_PAGER"]
     assert calls.count("C_OPS") == 1 and calls.count("U_PAGER") == 2
-    assert await engine.outbox_states() == {"done": 3}
+    assert await engine.outbox_states() == {"done": 5}
 
 
 async def test_two_engines_sweeping_at_once_remind_once(db_url: str) -> None:
@@ -215,8 +218,12 @@ async def test_escalation_delivers_once_and_widens_approvers(db_url: str) -> Non
     assert await engine.card(ref) is not None
     accepted = await engine.respond(ref, CAROL, "approve", ANSWER)
     assert accepted.outcome == "accepted", accepted.message
-    # every copy, the escalated ones too, is updated with the decision
-    assert sorted(r.channel for _, r in adapter.updates) == ["C_ONCALL", "C_OPS", "U_PAGER"]
+    # the original copy first says "escalated to oncall"; then every copy, the escalated
+    # ones too, is updated with the decision
+    [(first, copy)] = adapter.updates[:1]
+    assert copy.channel == "C_OPS" and first.escalated_to == ("oncall",)
+    assert sorted(r.channel for c, r in adapter.updates if c.status == "submitted") == [
+        "C_ONCALL", "C_OPS", "U_PAGER"]
 
 
 async def test_original_approvers_still_answer_after_escalation(db_url: str) -> None:
@@ -274,8 +281,8 @@ def test_settings_accept_reminder_and_escalation(tmp_path: Path) -> None:
                     + ONCALL)
     ops = load_file(path).routes["ops"]
     assert ops.reminder == 600 and ops.max_reminders == 2
-    assert ops.escalation is not None and ops.escalation.after == 900
-    assert ops.escalation.route == "oncall"
+    assert ops.escalation is not None and len(ops.escalation) == 1  # a one-step chain
+    assert ops.escalation[0].after == 900 and ops.escalation[0].route == "oncall"
 
 
 @pytest.mark.parametrize(("ops", "expected"), [
@@ -283,13 +290,14 @@ def test_settings_accept_reminder_and_escalation(tmp_path: Path) -> None:
      "routes.ops.reminder: must be shorter than timeout (30m is not shorter than 30m); "
      "lower reminder or raise timeout"),
     ("    reminder: often\n",
-     'routes.ops.reminder: write a duration like "30m", "2h" or "1d", or a number of seconds'),
+     'routes.ops.reminder: write a duration like "30m", "2h" or "1d", or a number of seconds, '
+     'or a percentage of the timeout like "50%"'),
     ("    escalation: {after: 1h, route: oncall}\n",
      "routes.ops.escalation.after: must be shorter than timeout (1h is not shorter than "
      "30m); lower escalation.after or raise timeout"),
     ("    escalation: {after: later, route: oncall}\n",
-     'routes.ops.escalation.after: write a duration like "30m", "2h" or "1d", or a number '
-     "of seconds"),
+     'routes.ops.escalation.0.after: write a duration like "30m", "2h" or "1d", or a number '
+     'of seconds, or a percentage of the timeout like "50%"'),
     ("    escalation: {after: 10m, route: nope}\n",
      "routes.ops.escalation.route: route 'nope' is not defined under routes; "
      "name one of: oncall"),

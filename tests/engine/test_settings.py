@@ -85,7 +85,7 @@ def test_ask_human_limits_are_checked(tmp_path: Path) -> None:
 
 def test_config_check_command(tmp_path: Path) -> None:
     ok = runner.invoke(app, ["config", "check", str(ROOT / "askhuman.example.yaml")])
-    assert ok.exit_code == 0 and "is valid: 1 agent(s), 3 route(s)" in ok.output
+    assert ok.exit_code == 0 and "is valid: 1 agent(s), 5 route(s)" in ok.output
     bad = _write(tmp_path, "routes:\n  ops:\n    timeout: soon\n    console: {}\n")
     result = runner.invoke(app, ["config", "check", str(bad)])
     assert result.exit_code == 1
@@ -97,7 +97,7 @@ def test_config_check_command(tmp_path: Path) -> None:
 def test_db_upgrade_command(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'x.db'}"
     result = runner.invoke(app, ["db", "upgrade", "--database", url])
-    assert result.exit_code == 0 and "0010_policy" in result.output
+    assert result.exit_code == 0 and "0011_waiting" in result.output
 
 
 NO_STARTERS = ("agents:\n  deploy: {model: 'scripted:deploy', route: ops}\n"

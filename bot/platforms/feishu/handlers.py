@@ -44,6 +44,7 @@ from bot.engine.ports import Identity, Origin
 from bot.engine.results import EngineError, PendingPage, RespondResult
 from bot.platforms.feishu.adapter import FeishuAdapter, plain_text
 from bot.platforms.feishu.client import FeishuApi, FeishuApiError, dumps
+from bot.platforms.feishu.delegate import delegate_command, delegate_rest, mention_ids
 from bot.platforms.feishu.names import NEUTRAL, OPEN_ID_IN_TEXT, NameCache
 from bot.platforms.feishu.pending import PENDING_PER_PAGE, pending_command, pending_reply
 from bot.platforms.feishu.replay import ReplayGuard, parse_epoch
@@ -55,7 +56,8 @@ log = logging.getLogger("askhuman.feishu.events")
 
 PLATFORM = "feishu"
 _COMMAND = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9_.\-]{0,63})\s*[:：]\s*(.+)$", re.DOTALL)
-HELP_TEXT = "To start a run, write `<agent>: <what to do>`, for example `deploy: ship v1.2.3`."
+HELP_TEXT = ("To start a run, write `<agent>: <what to do>`, for example `deploy: ship v1.2.3`."
+             " Away? `delegate @someone until 2026-12-24`.")
 FILE_MESSAGE_TYPES = ("file", "image", "media", "audio")
 DUPLICATE = "duplicate"
 """``_decide``'s verdict for a callback already handled (answered with ``{}``)."""
@@ -487,6 +489,7 @@ class FeishuEventHandlers:
                 if getattr(m, "key", None)
             ],
             sender=Identity(PLATFORM, open_id),
+            mention_ids=mention_ids(message),
         )
         self._spawn(self._handle_message(incoming, event_id, self._shared_verdict(event_id)))
 
@@ -528,6 +531,9 @@ class FeishuEventHandlers:
             return  # in groups we only act when @-mentioned
         if (wanted := pending_command(text)) is not None:
             await self._pending(msg, wanted)
+            return
+        if (rest := delegate_rest(text)) is not None:
+            await self._reply(msg.message_id, await delegate_command(self._engine, msg, rest))
             return
         match = _COMMAND.match(text)
         if match is None:
@@ -628,6 +634,8 @@ class Incoming:
     root_id: str | None
     mentions: list[tuple[str, str]]
     sender: Identity
+    mention_ids: dict[str, str] = field(default_factory=dict)
+    """``@name`` → open_id of each person mentioned (``delegate @Bob …``)."""
 
 
 def _content(msg: Incoming) -> dict[str, Any]:

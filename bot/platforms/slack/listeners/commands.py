@@ -1,4 +1,4 @@
-"""``/askhuman run | pending | help``.
+"""``/askhuman run | pending | delegate | help``.
 
 Every branch acks at once: usage errors answer in the ack itself; ``run``, ``pending``
 and ``help`` ack empty and then do their (slower) work, replying through the Web API or
@@ -19,6 +19,7 @@ from bot.engine.health import DATABASE_DOWN, database_unreachable
 from bot.engine.ports import Identity
 from bot.engine.results import PendingPage
 from bot.platforms.slack.client import error_code
+from bot.platforms.slack.delegate import delegate_command
 from bot.platforms.slack.engine_api import SlackEngine
 from bot.platforms.slack.identity import from_command
 from bot.platforms.slack.replies import safe_text
@@ -33,6 +34,8 @@ HELP = """*askhuman* lets AI agents ask people for approvals.
 • `/askhuman run <agent> <prompt>` — start a run; its final answer appears here, in a thread.
 • `@askhuman <agent>: <prompt>` — the same, by mentioning me in a channel I'm in.
 • `/askhuman pending [page]` — the open requests you may answer.
+• `/askhuman delegate @someone until 2026-12-24` — out of office: they answer for you \
+(`delegate revoke`, `delegate list`).
 • `/askhuman help` — this message."""
 
 RUN_USAGE = (
@@ -116,6 +119,11 @@ class CommandListener:
         elif sub == "pending":
             await ack()
             await self._pending(respond, user, page_number(rest))
+        elif sub == "delegate":
+            await ack()
+            directory = getattr(self._engine, "_directory", lambda _p: None)("slack")
+            reply = await delegate_command(self._engine, user, rest, directory)
+            await respond(text=safe_text(reply), response_type="ephemeral")
         else:
             # Help lists only the agents this person may start (directory lookups), so it
             # is sent after the ack rather than in it.

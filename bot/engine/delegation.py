@@ -1,0 +1,261 @@
+"""Delegation (out of office): an approver hands their approvals to someone until a date.
+
+A delegate may answer whatever the delegator may answer (judged exactly as a click by
+the delegator would be, self-approval rule included), except runs the delegate started.
+The vote and the decision count as the delegator's (one person, one vote), shown and
+audited as "Bob for Alice" with the delegate's own id (``Identity.via``,
+``decided_via``). A delegation ends at ``until`` or when revoked; a click by a former
+delegate is refused with words saying so. Delegations are per platform (user ids are).
+
+Sync helpers take a ``Session`` (the CLI); the async ones run them through an engine's
+transactions (adapters: ``/askhuman delegate``, the Feishu ``delegate`` command).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.orm import Session
+
+from bot.engine import store
+from bot.engine.cards import as_utc
+from bot.engine.ports import Identity
+from storage import Delegation
+
+UNTIL_HINT = ("write a date like 2026-12-24 (the delegation ends when that day starts, "
+              "UTC) or an ISO time like 2026-12-24T09:00+08:00")
+OWN_RUN = "You started this run, so you cannot answer it for someone else."
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+class DelegationError(ValueError):
+    """A delegation that cannot be made; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class DelegationView:
+    id: int
+    platform: str
+    from_user: str
+    from_name: str | None
+    to_user: str
+    to_name: str | None
+    until: dt.datetime
+    state: str
+    """active | expired | revoked."""
+
+    def as_dict(self) -> dict[str, Any]:
+        until = as_utc(self.until)
+        return {"id": self.id, "platform": self.platform, "from": self.from_user,
+                "from_name": self.from_name, "to": self.to_user, "to_name": self.to_name,
+                "until": until.isoformat().replace("+00:00", "Z") if until else None,
+                "state": self.state}
+
+
+def parse_until(text: str, now: dt.datetime) -> dt.datetime:
+    """``2026-12-24`` (start of that day, UTC) or an ISO time → naive UTC, in the future."""
+    value = text.strip()
+    try:
+        moment = (dt.datetime.fromisoformat(value + "T00:00") if _DATE.match(value)
+                  else dt.datetime.fromisoformat(value))
+    except ValueError:
+        raise DelegationError(f"'{value[:40]}' is not a date; {UNTIL_HINT}") from None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(dt.UTC).replace(tzinfo=None)
+    if moment <= now:
+        raise DelegationError(f"{value[:40]} is not in the future; give a later date")
+    return moment
+
+
+def name_of(user: str, name: str | None) -> str:
+    return name or user
+
+
+def _view(row: Delegation, now: dt.datetime) -> DelegationView:
+    state = "revoked" if row.revoked_at else ("expired" if row.until <= now else "active")
+    return DelegationView(row.id, row.platform, row.from_user, row.from_name, row.to_user,
+                          row.to_name, row.until, state)
+
+
+def add(session: Session, now: dt.datetime, frm: Identity, to: Identity, until: dt.datetime,
+        created_by: str) -> DelegationView:
+    """Hand ``frm``'s approvals to ``to`` until ``until``; replaces an active delegation
+    between the same two people. Audited ``delegation_added``."""
+    if frm.platform != to.platform:
+        raise DelegationError("delegate to someone on the same platform (user ids differ "
+                              "between Slack and Feishu)")
+    if frm.user_id == to.user_id:
+        raise DelegationError("you cannot delegate to yourself; name someone else")
+    if until <= now:
+        raise DelegationError("the end date is not in the future; give a later date")
+    _revoke_rows(session, now, frm, to.user_id, created_by)
+    row = Delegation(platform=frm.platform, from_user=frm.user_id, from_name=frm.display_name,
+                     to_user=to.user_id, to_name=to.display_name, until=until,
+                     created_by=created_by[:200], created_at=now)
+    session.add(row)
+    session.flush()
+    store.audit(session, now, "delegation_added", actor=frm,
+                details={"to": to.user_id, "until": until.isoformat(), "by": created_by[:200],
+                         "delegation": row.id})
+    return _view(row, now)
+
+
+def _revoke_rows(session: Session, now: dt.datetime, frm: Identity, to_user: str | None,
+                 by: str) -> int:
+    query = (update(Delegation)
+             .where(Delegation.platform == frm.platform, Delegation.from_user == frm.user_id,
+                    Delegation.revoked_at.is_(None), Delegation.until > now)
+             .values(revoked_at=now, revoked_by=by[:200])
+             .execution_options(synchronize_session=False))
+    if to_user is not None:
+        query = query.where(Delegation.to_user == to_user)
+    return store.rowcount(session.execute(query))
+
+
+def revoke(session: Session, now: dt.datetime, frm: Identity, to_user: str | None,
+           by: str) -> int:
+    """End ``frm``'s active delegations (to ``to_user`` only, if given); how many ended."""
+    ended = _revoke_rows(session, now, frm, to_user, by)
+    if ended:
+        store.audit(session, now, "delegation_revoked", actor=frm,
+                    details={"to": to_user, "count": ended, "by": by[:200]})
+    return ended
+
+
+def listing(session: Session, now: dt.datetime, platform: str | None = None,
+            user: str | None = None, ended: bool = False) -> list[DelegationView]:
+    """Delegations (active only unless ``ended``), optionally of one person either way."""
+    query = select(Delegation).order_by(Delegation.id)
+    if platform is not None:
+        query = query.where(Delegation.platform == platform)
+    if user is not None:
+        query = query.where(or_(Delegation.from_user == user, Delegation.to_user == user))
+    if not ended:
+        query = query.where(Delegation.revoked_at.is_(None), Delegation.until > now)
+    return [_view(row, now) for row in session.scalars(query)]
+
+
+def to_delegate(session: Session, now: dt.datetime, who: Identity) -> list[DelegationView]:
+    """Every delegation (active or ended) naming ``who`` as the delegate, newest first."""
+    rows = session.scalars(select(Delegation)
+                           .where(Delegation.platform == who.platform,
+                                  Delegation.to_user == who.user_id)
+                           .order_by(Delegation.id.desc()).limit(50))
+    return [_view(row, now) for row in rows]
+
+
+def acting(who: Identity, grant: DelegationView) -> Identity:
+    """The delegator, as the delegate acts for them: "Bob for Alice", via Bob's id."""
+    label = f"{name_of(who.user_id, who.display_name)} for " \
+            f"{name_of(grant.from_user, grant.from_name)}"
+    return Identity(who.platform, grant.from_user, label[:200], via=who.user_id)
+
+
+def ended_message(grant: DelegationView) -> str:
+    until = as_utc(grant.until)
+    when = f"{until:%Y-%m-%d %H:%M UTC}" if until else "earlier"
+    how = "was revoked" if grant.state == "revoked" else f"ended at {when}"
+    return (f"Your delegation from {name_of(grant.from_user, grant.from_name)} {how}, so you "
+            "can no longer answer for them.")
+
+
+def split(grants: Iterable[DelegationView]) -> tuple[list[DelegationView], list[DelegationView]]:
+    """(active, ended) delegations."""
+    items = list(grants)
+    return ([g for g in items if g.state == "active"], [g for g in items if g.state != "active"])
+
+
+# ---------------------------------------------------------------- chat commands
+
+
+async def delegate_from_chat(engine: Any, frm: Identity, to: Identity, until_text: str) -> str:
+    """``/askhuman delegate @bob until 2026-12-24``: the words to show the delegator."""
+    now = engine.now()
+    try:
+        until = parse_until(until_text, now)
+        view = await engine._tx(lambda s: add(s, now, frm, to, until,
+                                              f"{frm.platform}:{frm.user_id}"))
+    except DelegationError as exc:
+        return f"Not delegated: {exc}."
+    until_utc = as_utc(view.until)
+    return (f"Until {until_utc:%Y-%m-%d %H:%M UTC}, {name_of(to.user_id, to.display_name)} "
+            "may answer the requests you may answer (not runs they started). Revoke it "
+            "with `delegate revoke`.")
+
+
+async def revoke_from_chat(engine: Any, frm: Identity, to_user: str | None) -> str:
+    now = engine.now()
+    ended = await engine._tx(lambda s: revoke(s, now, frm, to_user,
+                                              f"{frm.platform}:{frm.user_id}"))
+    if not ended:
+        return "You have no active delegation to revoke."
+    return f"Revoked {ended} delegation(s); only you answer for yourself again."
+
+
+async def mine_text(engine: Any, who: Identity) -> str:
+    """The person's active delegations, both ways, as chat text."""
+    now = engine.now()
+    views = await engine._read(lambda s: listing(s, now, who.platform, who.user_id))
+    if not views:
+        return ("No active delegations. Hand your approvals over with "
+                "`delegate @someone until 2026-12-24`.")
+    lines = []
+    for view in views:
+        until = as_utc(view.until)
+        if view.from_user == who.user_id:
+            lines.append(f"You → {name_of(view.to_user, view.to_name)} until "
+                         f"{until:%Y-%m-%d %H:%M UTC}")
+        else:
+            lines.append(f"{name_of(view.from_user, view.from_name)} → you until "
+                         f"{until:%Y-%m-%d %H:%M UTC}")
+    return "\n".join(lines)
+
+
+CHAT_USAGE = ("Usage: `delegate @someone until 2026-12-24` (hand over your approvals), "
+              "`delegate revoke [@someone]`, or `delegate list`.")
+
+
+@dataclass(frozen=True)
+class ChatCommand:
+    """A parsed ``delegate …`` command: ``verb`` is add | revoke | list | usage."""
+
+    verb: str
+    target: str | None = None
+    """Who, as the person typed it (a mention token, an id or an email)."""
+    until: str | None = None
+
+
+def parse_chat(rest: str) -> ChatCommand:
+    """``@bob until 2026-12-24`` / ``revoke [@bob]`` / ``list`` / ``""`` (the words after
+    ``delegate``). The adapter turns ``target`` into a platform identity."""
+    words = rest.split()
+    if not words or words[0].lower() == "list":
+        return ChatCommand("list")
+    if words[0].lower() == "revoke":
+        return ChatCommand("revoke", " ".join(words[1:2]) or None)
+    if len(words) == 3 and words[1].lower() == "until":
+        return ChatCommand("add", words[0], words[2])
+    if len(words) == 2:
+        return ChatCommand("add", words[0], words[1])
+    return ChatCommand("usage")
+
+
+async def run_chat(engine: Any, who: Identity, command: ChatCommand,
+                   target: Identity | None) -> str:
+    """Carry out a parsed command for ``who`` (``target``: the resolved person)."""
+    if command.verb == "list":
+        return await mine_text(engine, who)
+    if command.verb == "revoke":
+        if command.target is not None and target is None:
+            return f"I can't tell who {command.target[:60]} is. {CHAT_USAGE}"
+        return await revoke_from_chat(engine, who, target.user_id if target else None)
+    if command.verb == "add" and command.until is not None:
+        if target is None:
+            return f"I can't tell who {(command.target or '')[:60]} is. {CHAT_USAGE}"
+        return await delegate_from_chat(engine, who, target, command.until)
+    return CHAT_USAGE

@@ -1,0 +1,49 @@
+"""``/askhuman delegate @bob until 2026-12-24`` (and ``revoke``, ``list``) on Slack.
+
+The person is named by a mention (``<@U…|bob>``, what Slack sends for a picked user
+when the command escapes mentions), a member id (``U0123…``) or an email (looked up
+in the workspace). A plain ``@bob`` cannot be resolved without escaping, so the reply
+says how to name them instead.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from bot.engine import delegation
+from bot.engine.ports import Directory, DirectoryUnavailable, Identity
+
+PLATFORM = "slack"
+_MENTION = re.compile(r"^<@([UW][A-Z0-9]{2,30})(?:\|([^>]{0,80}))?>$")
+_USER_ID = re.compile(r"^[UW][A-Z0-9]{2,30}$")
+NAME_THEM = ("name them with a mention picked from the list, their member ID (U…, in their "
+             "profile) or their email")
+
+
+async def resolve(token: str | None, directory: Directory | None) -> Identity | None:
+    """The Slack person ``token`` names (None: unknown)."""
+    if not token:
+        return None
+    if match := _MENTION.match(token):
+        return Identity(PLATFORM, match.group(1), match.group(2) or None)
+    if _USER_ID.match(token):
+        return Identity(PLATFORM, token)
+    if "@" in token[1:] and directory is not None:
+        try:
+            found = await directory.resolve_users([token])
+        except DirectoryUnavailable:
+            return None
+        ids = [user for user in found if _USER_ID.match(user)]
+        return Identity(PLATFORM, ids[0], token) if ids else None
+    return None
+
+
+async def delegate_command(engine: Any, user: Identity, rest: str,
+                           directory: Directory | None) -> str:
+    """The ephemeral reply to ``/askhuman delegate …``."""
+    command = delegation.parse_chat(rest)
+    target = await resolve(command.target, directory)
+    if command.target and target is None and command.verb in ("add", "revoke"):
+        return f"I can't tell who {command.target[:60]} is; {NAME_THEM}."
+    return await delegation.run_chat(engine, user, command, target)
