@@ -145,3 +145,20 @@ def find_field(args: AskHumanToolArgs, name: str) -> AskHumanField | None:
 def args_of(card_or_args: RequestCard | AskHumanToolArgs) -> AskHumanToolArgs:
     """Accept either input so platform adapters can read values with what they hold."""
     return card_or_args.args if isinstance(card_or_args, RequestCard) else card_or_args
+
+
+@dataclass(frozen=True)
+class RunLine:
+    """One run a person started, as their Slack App Home lists it (``renderers.home``).
+
+    ``agent`` is admin config; ``prompt`` is what the person typed (untrusted text,
+    shown escaped); ``waiting_on`` is the title or question of its open request, if any
+    (model-written, shown escaped)."""
+
+    id: str
+    agent: str
+    status: str
+    """``running``, ``waiting``, ``succeeded`` or ``failed``."""
+    prompt: str
+    started_at: dt.datetime
+    waiting_on: str | None = None

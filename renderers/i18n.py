@@ -68,6 +68,18 @@ CATALOG: dict[str, dict[str, str]] = {
         "no_arguments": "No arguments.",
         "required": " (required)",
         "when_format": "%Y-%m-%d %H:%M {tz}",
+        "home.title": "Waiting for you",
+        "home.updated": "Updated {when}",
+        "home.nothing": "Nothing is waiting for you.",
+        "home.more": "{more} more not shown here: use /askhuman pending to see them all.",
+        "home.files_on_card": "Attach files on the card itself.",
+        "home.runs": "Runs you started",
+        "home.no_runs": "You have not started any runs yet.",
+        "home.waiting_on": "waiting on: {what}",
+        "run_status.running": "running",
+        "run_status.waiting": "waiting for an answer",
+        "run_status.succeeded": "finished",
+        "run_status.failed": "failed",
     },
     "zh-CN": {
         "status.pending": "等待回复",
@@ -112,6 +124,18 @@ CATALOG: dict[str, dict[str, str]] = {
         "no_arguments": "无参数。",
         "required": "（必填）",
         "when_format": "%Y-%m-%d %H:%M {tz}",
+        "home.title": "等待你处理",
+        "home.updated": "更新于 {when}",
+        "home.nothing": "没有等待你处理的请求。",
+        "home.more": "另有 {more} 个未在此显示：发送 /askhuman pending 查看全部。",
+        "home.files_on_card": "请在卡片上上传文件。",
+        "home.runs": "你发起的运行",
+        "home.no_runs": "你还没有发起过运行。",
+        "home.waiting_on": "等待：{what}",
+        "run_status.running": "运行中",
+        "run_status.waiting": "等待回复",
+        "run_status.succeeded": "已完成",
+        "run_status.failed": "失败",
     },
 }
 
@@ -136,6 +160,12 @@ def t(key: str, **values: Any) -> str:
     locale, _tz = _current.get()
     text = CATALOG.get(locale, {}).get(key) or CATALOG[DEFAULT_LOCALE][key]
     return text.format(**values) if values else text
+
+
+def t_or(key: str, fallback: str, **values: Any) -> str:
+    """Like ``t``, but ``fallback`` for a key the catalog lacks (e.g. a run state that
+    is new to this version)."""
+    return t(key, **values) if key in CATALOG[DEFAULT_LOCALE] else fallback
 
 
 def status_word(status: str) -> str:

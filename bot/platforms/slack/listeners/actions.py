@@ -16,7 +16,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slack_bolt.async_app import AsyncAck, AsyncRespond
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -32,6 +32,10 @@ from bot.platforms.slack.identity import from_interaction
 from bot.platforms.slack.replies import audit_refusal, safe_text, tell
 from renderers import slack as render
 from renderers.card import RequestCard, index_token
+from renderers.home import card_state
+
+if TYPE_CHECKING:
+    from bot.platforms.slack.home import HomeTab
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +56,18 @@ def message_location(body: Mapping[str, Any]) -> tuple[str | None, str | None]:
     channel = container.get("channel_id") or (body.get("channel") or {}).get("id")
     ts = container.get("message_ts") or (body.get("message") or {}).get("ts")
     return (str(channel) if channel else None, str(ts) if ts else None)
+
+
+def home_state(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The Home view's ``state.values`` when the click came from App Home, else None."""
+    view = body.get("view")
+    container = body.get("container") or {}
+    if not isinstance(view, dict) or view.get("type") != "home" or (
+            container.get("type") not in (None, "view")):
+        return None
+    state = view.get("state")
+    values = state.get("values") if isinstance(state, dict) else None
+    return values if isinstance(values, dict) else {}
 
 
 class AcksFirst:
@@ -112,8 +128,10 @@ class ActionListener:
     not crowd out the acks either.
     """
 
-    def __init__(self, engine: SlackEngine, *, concurrency: int = 4, replies: int = 4) -> None:
+    def __init__(self, engine: SlackEngine, *, concurrency: int = 4, replies: int = 4,
+                 home: HomeTab | None = None) -> None:
         self._engine = engine
+        self._home = home
         self._slots = asyncio.Semaphore(concurrency)
         self._reply_slots = asyncio.Semaphore(replies)
         self._acks_first = AcksFirst()
@@ -153,7 +171,12 @@ class ActionListener:
             await self._acks_first.wait()
             async with self._slots:
                 message = await self._decide(recorded)
-        if message:
+        from_home = home_state(body) is not None
+        if from_home and self._home is not None:
+            # Home has no ephemeral messages: the notice goes on top of a fresh Home.
+            async with self._reply_slots:
+                await self._home.publish(who.user_id, notice=message, force=True)
+        elif message:
             async with self._reply_slots:
                 await tell(client, user=who.user_id, channel=channel, text=message,
                            respond=respond)
@@ -168,6 +191,9 @@ class ActionListener:
         (``SlackAdapter.read_click``)."""
         state = body.get("state")
         state_values = state.get("values") if isinstance(state, dict) else None
+        on_home = home_state(body)
+        if on_home is not None:
+            state_values = card_state(on_home, ref)
         if not isinstance(state_values, dict):
             state_values = {}
         reply_to = {k: v for k, v in (("channel", channel), ("message", ts)) if v}
