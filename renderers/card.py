@@ -94,6 +94,9 @@ class RequestCard:
 # Compatible additions: small pure helpers every renderer needs the same way.
 
 
+WITHDRAW_TOKEN = "-withdraw"
+"""What a card's "Withdraw" menu item carries instead of an action id. Not an identifier,
+so no model-written action can ever be mistaken for it."""
 MAX_REF_CHARS = 64
 """Longest request reference a callback may carry (ours are 16; storage holds 64)."""
 _INDEX = re.compile(r"[0-9]{1,6}", re.ASCII)

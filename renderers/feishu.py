@@ -35,7 +35,14 @@ from bot.askhuman.schema import (
 )
 from renderers import i18n
 from renderers.budget import Budget, ladder
-from renderers.card import MAX_REF_CHARS, RequestCard, args_of, option_token, option_value
+from renderers.card import (
+    MAX_REF_CHARS,
+    WITHDRAW_TOKEN,
+    RequestCard,
+    args_of,
+    option_token,
+    option_value,
+)
 from renderers.markdown import (
     FEISHU,
     check_feishu,
@@ -146,7 +153,7 @@ def count_elements(obj: object) -> int:
 def _card(card: RequestCard, budget: Budget) -> dict[str, Any]:
     elements = _head_elements(card, budget)
     if card.status == "pending":
-        elements.append(_form(card, budget))
+        elements += [_form(card, budget), _withdraw_menu(card)]
     else:
         elements += _decision_elements(card, budget)
     return {
@@ -288,6 +295,21 @@ def _button(card: RequestCard, index: int, action: AskHumanAction, budget: Budge
     return button
 
 
+def _withdraw_menu(card: RequestCard) -> Element:
+    """The card's overflow menu: "Withdraw" (the run's starter and admins only; the
+    engine refuses anyone else). Its callback value is ``{"r": ref, "w": 1}``."""
+    return {
+        "tag": "overflow",
+        "width": "default",
+        "options": [{"text": _text(i18n.t("withdraw"), 60), "value": WITHDRAW_TOKEN}],
+        "behaviors": [{"type": "callback", "value": {"r": card.ref, "w": 1}}],
+        "confirm": {
+            "title": _text(i18n.t("withdraw_title"), 50),
+            "text": _text(i18n.t("withdraw_confirm"), 300),
+        },
+    }
+
+
 # ---------------------------------------------------------------- decided states
 
 
@@ -339,6 +361,9 @@ def parse_callback_value(value: object) -> tuple[str, str] | None:
     if not isinstance(value, dict):
         return None
     ref, action = value.get("r"), value.get("a")
+    if value.get("w") == 1 and "a" not in value:
+        action = WITHDRAW_TOKEN  # the "Withdraw" menu item
+        return (ref, action) if isinstance(ref, str) and 0 < len(ref) <= MAX_REF_CHARS else None
     if (isinstance(ref, str) and 0 < len(ref) <= MAX_REF_CHARS and isinstance(action, str)
             and len(action) <= MAX_ID_CHARS and is_identifier(action)):
         return ref, action

@@ -39,6 +39,7 @@ from renderers import i18n
 from renderers.budget import Budget, ladder
 from renderers.card import (
     MAX_REF_CHARS,
+    WITHDRAW_TOKEN,
     RequestCard,
     args_of,
     index_token,
@@ -75,8 +76,10 @@ INPUT_ACTION_ID = "in"
 FILE_MODAL_CALLBACK_ID = "askhuman_files"
 ACTION_PREFIX = "ah:"
 FILE_ACTION_PREFIX = "ahf:"
+WITHDRAW_PREFIX = "ahw:"
 ACTION_ID_PATTERN = re.compile(r"^ah:")
 FILE_ACTION_ID_PATTERN = re.compile(r"^ahf:")
+WITHDRAW_ACTION_ID_PATTERN = re.compile(r"^ahw:")
 _BLOCK_ID = re.compile(r"^v([0-9]{1,9}):(.+)$", re.ASCII)
 _USER_ID = re.compile(r"^[UW][A-Z0-9]+$")
 _STYLES = {"primary": "primary", "destructive": "danger"}
@@ -368,7 +371,33 @@ def _actions_block(card: RequestCard, budget: Budget) -> Block:
         if action.style == "destructive":
             button["confirm"] = _confirm(action, budget)
         buttons.append(button)
+    buttons.append(_withdraw_menu(card))
     return {"type": "actions", "block_id": f"v{card.version}:actions", "elements": buttons}
+
+
+def _withdraw_menu(card: RequestCard) -> dict[str, Any]:
+    """The card's overflow menu: "Withdraw" (the run's starter and admins only; the
+    engine refuses anyone else). Its ``action_id`` is ``ahw:{ref}``."""
+    return {
+        "type": "overflow",
+        "action_id": f"{WITHDRAW_PREFIX}{card.ref}",
+        "options": [{"text": _plain(i18n.t("withdraw"), 75), "value": WITHDRAW_TOKEN}],
+        "confirm": {
+            "title": _plain(i18n.t("withdraw_title"), 100),
+            "text": _plain(i18n.t("withdraw_confirm"), 300),
+            "confirm": _plain(i18n.t("withdraw"), 30),
+            "deny": _plain(i18n.t("cancel"), 30),
+            "style": "danger",
+        },
+    }
+
+
+def parse_withdraw_action_id(action_id: object) -> str | None:
+    """The ref of a "Withdraw" menu's ``action_id``, or None if it is not ours."""
+    if not isinstance(action_id, str) or not action_id.startswith(WITHDRAW_PREFIX):
+        return None
+    ref = action_id[len(WITHDRAW_PREFIX):]
+    return ref if 0 < len(ref) <= MAX_REF_CHARS and ":" not in ref else None
 
 
 def _confirm(action: AskHumanAction, budget: Budget) -> dict[str, Any]:

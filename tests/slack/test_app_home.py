@@ -39,7 +39,7 @@ def check_view(view: dict[str, Any]) -> None:
 
 def home_buttons(view: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {e["text"]["text"]: e for b in view["blocks"] if b["type"] == "actions"
-            for e in b["elements"]}
+            for e in b["elements"] if e["type"] == "button"}
 
 
 def home_click(view: dict[str, Any], user: str, label: str,

@@ -47,7 +47,7 @@ from bot.platforms.feishu.client import FeishuApi, FeishuApiError, dumps
 from bot.platforms.feishu.names import NEUTRAL, OPEN_ID_IN_TEXT, NameCache
 from bot.platforms.feishu.pending import PENDING_PER_PAGE, pending_command, pending_reply
 from bot.platforms.feishu.replay import ReplayGuard, parse_epoch
-from renderers.card import RequestCard
+from renderers.card import WITHDRAW_TOKEN, RequestCard
 from renderers.feishu import parse_callback_value, read_values
 from renderers.markdown import message_text as inert_text
 
@@ -400,6 +400,7 @@ class FeishuEventHandlers:
             values = {k: v for k, v in form_value.items() if isinstance(k, str)}
         return await self._store_and_decide(
             Click(PLATFORM, ref, who, action_id, values,
+                  kind="withdraw" if action_id == WITHDRAW_TOKEN else "respond",
                   reply_to={"message": message_id} if message_id else {}),
             deadline, handoff)
 

@@ -28,6 +28,7 @@ from bot.platforms.slack.inbound import Refusal, bolt_request, check_signature, 
 from bot.platforms.slack.listeners.actions import (
     ActionListener,
     FileButtonListener,
+    WithdrawListener,
     ignore_other_actions,
 )
 from bot.platforms.slack.listeners.commands import CommandListener
@@ -131,6 +132,7 @@ def build_app(
     app.event("app_mention")(MentionListener(engine, directory))
     app.action(render.FILE_ACTION_ID_PATTERN)(FileButtonListener(engine))
     app.action(render.ACTION_ID_PATTERN)(ActionListener(engine, home=home))
+    app.action(render.WITHDRAW_ACTION_ID_PATTERN)(WithdrawListener(engine, home=home))
     if home is not None:
         app.event("app_home_opened")(HomeOpenedListener(home))
     app.action({"type": "block_actions"})(ignore_other_actions)

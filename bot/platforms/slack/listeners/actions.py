@@ -31,7 +31,7 @@ from bot.platforms.slack.engine_api import SlackEngine
 from bot.platforms.slack.identity import from_interaction
 from bot.platforms.slack.replies import audit_refusal, safe_text, tell
 from renderers import slack as render
-from renderers.card import RequestCard, index_token
+from renderers.card import WITHDRAW_TOKEN, RequestCard, index_token
 from renderers.home import card_state
 
 if TYPE_CHECKING:
@@ -146,9 +146,7 @@ class ActionListener:
     ) -> None:
         who = responder(body)
         channel, ts = message_location(body)
-        parsed = render.parse_action_id(action.get("action_id")) or render.parse_action_id(
-            action.get("value")
-        )
+        parsed = self._parse(action)
         if parsed is None:
             await ack()
             await audit_refusal(self._engine, None, who, UNKNOWN_BUTTON, check="unknown_button",
@@ -160,7 +158,8 @@ class ActionListener:
         ref, token = parsed
         self._acks_first.arrived()
         try:
-            recorded, message = await self._record(ref, token, who, body, channel, ts)
+            recorded, message = await self._record(ref, token, who, body, channel, ts,
+                                                   self.kind)
         except Exception:
             log.exception("recording a click failed", extra={"platform": "slack", "ref": ref[:64]})
             recorded, message = None, NOT_RECORDED
@@ -181,9 +180,18 @@ class ActionListener:
                 await tell(client, user=who.user_id, channel=channel, text=message,
                            respond=respond)
 
+    kind = "respond"
+    """The click inbox ``kind`` this listener stores."""
+
+    @staticmethod
+    def _parse(action: Mapping[str, Any]) -> tuple[str, str] | None:
+        """``(ref, action token)`` of one of our buttons, or None."""
+        return render.parse_action_id(action.get("action_id")) or render.parse_action_id(
+            action.get("value"))
+
     async def _record(
         self, ref: str, token: str, who: Identity, body: Mapping[str, Any],
-        channel: str | None, ts: str | None,
+        channel: str | None, ts: str | None, kind: str = "respond",
     ) -> tuple[Recorded | None, str | None]:
         """Store the click before the ack: ``(recorded, None)``, or ``(None, text to tell)``
         when it could not be stored. No database read on this path: the values are
@@ -197,7 +205,9 @@ class ActionListener:
         if not isinstance(state_values, dict):
             state_values = {}
         reply_to = {k: v for k, v in (("channel", channel), ("message", ts)) if v}
-        click = Click("slack", ref, who, token, state_values, reply_to=reply_to)
+        if kind != "respond":
+            state_values = {}  # a withdrawal carries no answer
+        click = Click("slack", ref, who, token, state_values, kind=kind, reply_to=reply_to)
         try:
             recorded = await self._engine.record_click(click, budget=ACK_BUDGET)
         except ClickTooLarge as exc:
@@ -225,6 +235,21 @@ class ActionListener:
                 "outcome": result.outcome,
             },
         )
+
+
+class WithdrawListener(ActionListener):
+    """The "Withdraw" item of a card's overflow menu (``ahw:{ref}``): stored in the click
+    inbox as ``kind="withdraw"`` before the ack, then decided like any click; the engine
+    allows only the run's starter and admins, and anyone else is told why."""
+
+    kind = "withdraw"
+
+    @staticmethod
+    def _parse(action: Mapping[str, Any]) -> tuple[str, str] | None:
+        ref = render.parse_withdraw_action_id(action.get("action_id"))
+        selected = action.get("selected_option")
+        chosen = selected.get("value") if isinstance(selected, dict) else None
+        return (ref, WITHDRAW_TOKEN) if ref and chosen == WITHDRAW_TOKEN else None
 
 
 class FileButtonListener:
