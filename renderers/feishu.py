@@ -200,7 +200,7 @@ def _tool_elements(card: RequestCard, budget: Budget) -> list[Element]:
     """The tool call to approve, every name and value in ``plain_text`` (never parsed)."""
     view = card.tool
     assert view is not None
-    intro = f"{card.agent_name} wants to run {view.tool}"
+    intro = i18n.t("tool.wants_to_run", agent=card.agent_name, tool=view.tool)
     if view.description:
         intro += "\n" + view.description
     lines = [arg_text(line) for line in arg_lines(view, max(40, min(300, budget.default)))]
@@ -229,7 +229,7 @@ def _form(card: RequestCard, budget: Budget) -> Element:
 def _field_elements(field: AskHumanField, budget: Budget) -> list[Element]:
     label = field.label + (i18n.t("required") if field.required else "")
     if isinstance(field, FileField | FileListField):
-        how = f"📎 {label} — {field_hint(field)}: reply in this card's thread with the file."
+        how = f"📎 {label} — {field_hint(field)}: " + i18n.t("feishu.file_reply")
         return [_div(how, budget.label + 120)]
     if isinstance(field, CheckboxField):
         box = {"tag": "checker", "name": field_key(field), "checked": bool(field.default)}
@@ -333,7 +333,7 @@ def _decision_line(card: RequestCard) -> Element:
     if mention is None:
         return _div(decision_words(card), 1200)
     head, tail = decision_parts(card)
-    content = f"{feishu_escape(truncate(head, 300))} — by {mention}"
+    content = feishu_escape(truncate(head, 300)) + i18n.t("by", who=mention)
     return {"tag": "markdown", "content": content + feishu_escape(truncate(tail, 900))}
 
 

@@ -63,7 +63,7 @@ from renderers.text import (
     summary,
     value_lines,
 )
-from renderers.tool_card import FIXED_MARK, arg_lines
+from renderers.tool_card import arg_lines
 
 Block = dict[str, Any]
 
@@ -254,15 +254,15 @@ def _tool_head_blocks(card: RequestCard, budget: Budget) -> list[Block]:
     """
     view = card.tool
     assert view is not None
-    intro = (f"*{slack_escape(truncate(card.agent_name, 100))}* wants to run "
-             f"*{slack_escape(truncate(view.tool, 100))}*")
+    intro = i18n.t("tool.wants_to_run", agent=f"*{slack_escape(truncate(card.agent_name, 100))}*",
+                   tool=f"*{slack_escape(truncate(view.tool, 100))}*")
     if view.description:
         intro += "\n" + slack_escape(truncate(view.description, min(budget.question, 1000)))
     units = [
         f"• *{slack_escape(line.name)}*: {slack_escape(line.text)}"
-        + (f" _{FIXED_MARK}_" if line.fixed else "")
+        + (f" _{i18n.t('tool.fixed')}_" if line.fixed else "")
         for line in arg_lines(view, max(40, min(300, budget.default)))
-    ] or ["_No arguments._"]
+    ] or [f"_{i18n.t('no_arguments')}_"]
     chunks = fit_chunks(split_units(units, SECTION_CHARS), budget.body)
     return [
         {"type": "header", "text": _plain(card.args.title or card.args.question, 150)},

@@ -49,3 +49,45 @@ def test_unknown_locale_falls_back_to_english() -> None:
     card = dataclasses.replace(make_card("deploy", "timeout"), locale="fr-FR")
     assert "Timed out" in text.render_text(card)
     assert set(i18n.CATALOG["zh-CN"]) == set(i18n.CATALOG["en"])
+
+
+def _tool_card(locale: str) -> RequestCard:
+    """A tool-approval card as the engine shows it on a route in ``locale``."""
+    from bot.engine.cards import localized
+    from renderers.tool_card import tool_approval_card, tool_approval_view
+
+    view = tool_approval_view("delete_branch", "Deletes a git branch.",
+                              {"branch": "feature/<!channel>", "force": True},
+                              {"repo": "acme/api"}, "ab" * 32)
+    card = tool_approval_card("req_tool_7f3a", view, "ops-agent",
+                              make_card("deploy").deadline)
+    return localized(card, type("Route", (), CHINA if locale == "zh-CN" else {})())
+
+
+@pytest.mark.parametrize("platform", ["slack", "feishu", "text"])
+@pytest.mark.parametrize("locale", ["en", "zh-CN"])
+def test_golden_tool_card(locale: str, platform: str) -> None:
+    """Tool-approval chrome (title, question, reason, buttons, "wants to run", the admin
+    marker) follows the route's locale; tool names and argument values never do."""
+    rendered = _render_card(_tool_card(locale), platform)
+    _check(f"{locale}.tool.pending", platform, rendered)
+    assert "delete_branch" in rendered and "feature/" in rendered and "acme/api" in rendered
+    chinese = ("审批工具调用", "想运行", "管理员固定", "批准", "拒绝")
+    if locale == "zh-CN":
+        assert all(word in rendered for word in chinese), rendered[:400]
+        assert "Approve" not in rendered and "wants to run" not in rendered
+    else:
+        assert not any(word in rendered for word in chinese)
+        assert "wants to run" in rendered and "(fixed by admin)" in rendered
+
+
+def test_zh_cn_tool_card_answers_map_to_the_same_ids() -> None:
+    card = _tool_card("zh-CN")
+    assert [a.id for a in card.args.actions] == ["approve", "reject"]
+    assert [f.name for f in card.args.fields] == ["reason"]
+    decided = dataclasses.replace(_tool_card("en"), status="submitted", action_id="reject",
+                                  action_label="Reject")
+    from bot.engine.cards import localized
+
+    shown = localized(decided, type("Route", (), CHINA)())
+    assert shown.action_label == "拒绝" and "已回复: 拒绝" in text.render_text(shown)
