@@ -194,7 +194,7 @@ def _tool_lines(card: RequestCard) -> list[str]:
     lines += [f"  {arg_text(line)}" for line in arg_lines(view)] or [
         "  " + i18n.t("no_arguments")]
     meta = (i18n.t("from_colon", agent=card.agent_name) + " · "
-            + i18n.t("call_hash", hash=view.short_binding))
+            + i18n.t("call_hash_colon", hash=view.short_binding))
     if card.deadline:
         meta += " · " + i18n.t("due_colon", when=format_when(card.deadline))
     if card.quorum > 1:
