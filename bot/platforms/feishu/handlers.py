@@ -44,6 +44,7 @@ from bot.engine.ports import Identity, Origin
 from bot.engine.results import EngineError, PendingPage, RespondResult
 from bot.platforms.feishu.adapter import FeishuAdapter, plain_text
 from bot.platforms.feishu.client import FeishuApi, FeishuApiError, dumps
+from bot.platforms.feishu.i18n import toast_i18n
 from bot.platforms.feishu.names import NEUTRAL, OPEN_ID_IN_TEXT, NameCache
 from bot.platforms.feishu.pending import PENDING_PER_PAGE, pending_command, pending_reply
 from bot.platforms.feishu.replay import ReplayGuard, parse_epoch
@@ -152,7 +153,8 @@ current_reply: contextvars.ContextVar[ReplyContext | None] = contextvars.Context
 def toast(kind: str, content: str) -> P2CardActionTriggerResponse:
     """A toast-only callback reply (never a 2.0 card: Feishu may reject it, 200673)."""
     shown = inert_text(content, 500) or "…"
-    return P2CardActionTriggerResponse({"toast": {"type": kind, "content": shown}})
+    return P2CardActionTriggerResponse({"toast": {"type": kind, "content": shown,
+                                                  **toast_i18n(shown)}})
 
 
 _TOAST_KIND = {

@@ -24,7 +24,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -32,6 +32,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.engine.ports import Identity
 from bot.engine.results import PendingPage
 from bot.platforms.slack.client import error_code
+from bot.platforms.slack.people import people
+from renderers import i18n
 from renderers.card import RunLine
 from renderers.home import home_view
 
@@ -42,7 +44,6 @@ MAX_WATCHERS = 200
 DEBOUNCE_SECONDS = 1.0
 PER_HOME = 20
 """Pending requests read per view (``home_view`` shows as many whole cards as fit)."""
-LOCALE_TTL = 3600.0
 
 
 class HomeEngine(Protocol):
@@ -66,7 +67,7 @@ class HomeTab:
         self._clock = clock
         self._watchers: collections.OrderedDict[str, float] = collections.OrderedDict()
         self._published: dict[str, str] = {}
-        self._people: dict[str, tuple[float, str | None, str | None]] = {}
+        self._people = people(client)
         self._pending: asyncio.Task[None] | None = None
         self._dirty = False
 
@@ -111,7 +112,9 @@ class HomeTab:
         try:
             page = await self._engine.pending_page(who, 1, PER_HOME)
             runs = await self._engine.runs_started_by(who)
-            locale, zone = await self.person(user_id)
+            locale, zone = await self._people.person(user_id)
+            if notice:
+                notice = i18n.translate(notice, locale)
             view = home_view(page.cards, page.total, runs, locale=locale, timezone=zone,
                              notice=notice)
         except Exception:
@@ -128,24 +131,6 @@ class HomeTab:
             return False
         self._published[user_id] = digest if notice is None else ""
         return True
-
-    async def person(self, user_id: str) -> tuple[str | None, str | None]:
-        """The person's Slack ``(locale, tz)`` from ``users.info`` with ``include_locale``,
-        cached for an hour; ``(None, None)`` when Slack does not say (the catalog then
-        falls back to ``en``, dates to UTC)."""
-        cached = self._people.get(user_id)
-        if cached is not None and self._clock() - cached[0] < LOCALE_TTL:
-            return cached[1], cached[2]
-        try:
-            info = await self._client.users_info(user=user_id, include_locale=True)
-        except (SlackApiError, SlackClientError, OSError, TimeoutError) as exc:
-            log.info("users.info (locale) failed",
-                     extra={"platform": "slack", "user": user_id, "error": error_code(exc)})
-            return (cached[1], cached[2]) if cached else (None, None)
-        user: Any = info.get("user") or {}
-        locale, zone = str(user.get("locale") or "") or None, str(user.get("tz") or "") or None
-        self._people[user_id] = (self._clock(), locale, zone)
-        return locale, zone
 
     async def _refresh_loop(self) -> None:
         """Refresh every live watcher after a quiet ``debounce``; again if something
