@@ -91,3 +91,35 @@ def test_zh_cn_tool_card_answers_map_to_the_same_ids() -> None:
 
     shown = localized(decided, type("Route", (), CHINA)())
     assert shown.action_label == "拒绝" and "已回复: 拒绝" in text.render_text(shown)
+
+
+def test_every_sentence_people_are_told_has_a_chinese_template() -> None:
+    """The sentence catalog matches the texts as the engine and listeners write them: if
+    one of them changes, this fails instead of the person silently getting English."""
+    from bot.engine import authz
+    from bot.engine.access import NOT_FOUND
+    from bot.engine.clicks import DEFERRED, GAVE_UP, NOT_RECORDED
+    from bot.engine.health import DATABASE_DOWN
+    from bot.engine.values import quoted
+    from bot.engine.withdraw import NOT_ALLOWED as WITHDRAW_REFUSED
+    from bot.platforms.feishu.handlers import WORKING
+    from bot.platforms.slack.listeners.actions import UNKNOWN_BUTTON
+    from bot.platforms.slack.listeners.commands import PENDING_FAILED
+
+    told = [authz.NOT_ALLOWED, authz.SELF_APPROVAL, authz.UNVERIFIED, NOT_FOUND, DEFERRED,
+            GAVE_UP, NOT_RECORDED, DATABASE_DOWN, WITHDRAW_REFUSED, WORKING, UNKNOWN_BUTTON,
+            PENDING_FAILED, f"{quoted('Environment')} is required",
+            "Already decided by Alice (Approve) at 2025-01-31 12:00 UTC.",
+            "This request timed out at 2025-01-31 12:00 UTC.",
+            f"Recorded, 1 of 2 needed for {quoted('Approve')}.",
+            "Thanks, your answer (Approve) was recorded."]
+    for sentence in told:
+        chinese = i18n.translate(sentence, "zh-CN")
+        assert chinese != sentence and not any(c.isascii() and c.isalpha() for c in
+                                               chinese.replace("Environment", "")
+                                               .replace("Alice", "").replace("Approve", "")
+                                               .replace("UTC", "").replace("askhuman", "")), \
+            (sentence, chinese)
+        assert i18n.translate(sentence, "en") == sentence
+    assert i18n.translate("Something the catalog has never seen.", "zh-CN") == (
+        "Something the catalog has never seen.")
