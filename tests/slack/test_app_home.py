@@ -171,3 +171,45 @@ def test_manifest_enables_home_and_its_event() -> None:
     assert manifest["features"]["app_home"]["home_tab_enabled"] is True
     assert "app_home_opened" in manifest["settings"]["event_subscriptions"]["bot_events"]
     assert "users:read" in manifest["oauth_config"]["scopes"]["bot"]
+
+
+async def test_home_refresh_is_bounded_debounced_and_skips_unchanged_views() -> None:
+    """Only recent watchers are refreshed, at most MAX_WATCHERS, once per burst; a view
+    identical to the one Slack already shows is not sent again."""
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from bot.engine.results import PendingPage
+    from bot.platforms.slack import home as home_module
+    from tests.fakes.slack_api import BOT_TOKEN, FakeSlackAPI
+
+    class Engine:
+        reads = 0
+
+        async def pending_page(self, identity: Any, page: int = 1,
+                               per_page: int = 10) -> PendingPage:
+            Engine.reads += 1
+            return PendingPage([], 0, 1, per_page)
+
+        async def runs_started_by(self, identity: Any, limit: int = 10) -> list[Any]:
+            return []
+
+    now = [0.0]
+    with FakeSlackAPI(token=BOT_TOKEN) as fake:
+        users = [f"U{i:04d}" for i in range(home_module.MAX_WATCHERS + 5)]
+        fake.add_users(users)
+        client = AsyncWebClient(token=BOT_TOKEN, base_url=fake.base_url)
+        tab = home_module.HomeTab(Engine(), client, debounce=0.05, clock=lambda: now[0])
+        for user in users:
+            await tab.opened(user)
+        assert len(fake.calls_to("views.publish")) == len(users)
+        assert not tab.watching(users[0]) and tab.watching(users[-1])  # oldest dropped
+        for _ in range(20):  # a burst of changes: one refresh round
+            tab.changed()
+        await tab.drain()
+        assert Engine.reads == len(users) + home_module.MAX_WATCHERS
+        assert len(fake.calls_to("views.publish")) == len(users)  # nothing changed
+        now[0] += home_module.WATCH_SECONDS + 1  # everyone stopped looking long ago
+        tab.changed()
+        await tab.drain()
+        assert Engine.reads == len(users) + home_module.MAX_WATCHERS
+        assert not tab.watching(users[-1])

@@ -41,7 +41,8 @@ log = logging.getLogger(__name__)
 
 WATCH_SECONDS = 8 * 3600.0
 MAX_WATCHERS = 200
-DEBOUNCE_SECONDS = 1.0
+DEBOUNCE_SECONDS = 2.0
+"""A quiet moment before a refresh round: a burst of changes costs one round."""
 PER_HOME = 20
 """Pending requests read per view (``home_view`` shows as many whole cards as fit)."""
 
