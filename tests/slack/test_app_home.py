@@ -213,3 +213,24 @@ async def test_home_refresh_is_bounded_debounced_and_skips_unchanged_views() -> 
         await tab.drain()
         assert Engine.reads == len(users) + home_module.MAX_WATCHERS
         assert not tab.watching(users[-1])
+
+
+async def test_a_home_click_decided_after_a_crash_is_told_on_home(slack: Slack) -> None:
+    """A click stored from Home but left undecided (the process died after the ack) is
+    decided by the worker, and the clicker is told on their Home (no channel there)."""
+    import datetime as dt
+
+    from bot.engine import Click, Identity
+
+    await slack.command("run deploy ship v5.0.0")
+    await slack.wait_for_card()
+    ref = slack.request_row().ref
+    slack.engine.click_lease = dt.timedelta(0)  # its holder is gone at once
+    recorded = await slack.engine.record_click(
+        Click("slack", ref, Identity("slack", MALLORY), "approve", {}, reply_to={}))
+    assert recorded is not None  # ...and never decided by its listener
+    await slack.engine.recover_clicks()  # (or the served app's worker got there first)
+    await slack.wait_until(lambda: "not allowed" in json.dumps(
+        slack.fake.homes.get(MALLORY, {})), what="the outcome on Mallory's Home")
+    check_view(slack.fake.homes[MALLORY])
+    assert slack.request_row().status == "pending"

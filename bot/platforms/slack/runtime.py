@@ -56,7 +56,8 @@ class SlackPlatform:
         self.client = client or make_client(config)
         self.home = HomeTab(engine, self.client) if _has_home(engine) else None
         self.adapter = SlackAdapter(self.client,
-                                    on_change=self.home.changed if self.home else None)
+                                    on_change=self.home.changed if self.home else None,
+                                    on_home_notice=self._home_notice if self.home else None)
         self.directory = SlackDirectory(self.client, ttl_seconds=directory_ttl)
         self.app: AsyncApp = build_app(
             engine,
@@ -66,6 +67,11 @@ class SlackPlatform:
             home=self.home,
         )
         self._socket_handler: Any = None
+
+    async def _home_notice(self, user_id: str, text: str) -> None:
+        """Tell someone who clicked on App Home, on their Home (``tell_clicker``)."""
+        if self.home is not None:
+            await self.home.publish(user_id, notice=text, force=True)
 
     def register(self, engine: AdapterRegistry) -> None:
         """Let the engine deliver through Slack and authorize with Slack membership."""
