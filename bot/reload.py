@@ -52,11 +52,30 @@ def reload_into(engine: Reloadable, path: Path) -> bool:
     if stale:
         log.warning("config reloaded; these settings take effect only after a restart",
                     extra={"keys": stale})
-    engine.apply_settings(fresh.model_copy(update={key: getattr(current, key)
-                                                   for key in RESTART_ONLY}))
+    kept = fresh.model_copy(update={key: getattr(current, key) for key in RESTART_ONLY})
+    merged = with_retired(kept, current)
+    engine.apply_settings(merged)
     log.info("config reloaded", extra={"source": str(path), "agents": len(fresh.agents),
-                                       "routes": len(fresh.routes)})
+                                       "routes": len(fresh.routes),
+                                       "retired_agents": sorted(set(merged.agents)
+                                                                - set(fresh.agents)),
+                                       "retired_routes": sorted(set(merged.routes)
+                                                                - set(fresh.routes))})
     return True
+
+
+def with_retired(fresh: Settings, current: Settings) -> Settings:
+    """``fresh`` plus the agents and routes it removed from ``current``, kept *retired*:
+    refused for new work (runs, API requests) with a message saying so, while their
+    open requests finish (decisions, timeouts, reminders and resumes still find their
+    route and agent). A name the new file defines again is live again."""
+    gone_agents = {n: a for n, a in current.agents.items() if n not in fresh.agents}
+    gone_routes = {n: r for n, r in current.routes.items() if n not in fresh.routes}
+    if not gone_agents and not gone_routes:
+        return fresh
+    merged = fresh.model_copy(update={"agents": {**gone_agents, **fresh.agents},
+                                      "routes": {**gone_routes, **fresh.routes}})
+    return merged.retiring(frozenset(gone_agents), frozenset(gone_routes))
 
 
 def install_sighup(engine: Reloadable) -> Callable[[], None]:

@@ -33,6 +33,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -817,9 +818,25 @@ class Settings(_Strict):
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     people: dict[str, PersonSettings] = Field(default_factory=dict)
     rules: list[RoutingRule] = Field(default_factory=list)
+    _retired_agents: frozenset[str] = PrivateAttr(default_factory=frozenset)
+    _retired_routes: frozenset[str] = PrivateAttr(default_factory=frozenset)
 
     def agent(self, name: str) -> AgentSettings | None:
-        return self.agents.get(name)
+        """The agent ``name`` takes new runs as (None: unknown, or removed by a reload)."""
+        return None if name in self._retired_agents else self.agents.get(name)
+
+    def retiring(self, agents: frozenset[str], routes: frozenset[str]) -> Settings:
+        """A copy where ``agents`` and ``routes`` (removed by a reload but kept so their
+        open requests finish) are refused for new work (``bot.reload``)."""
+        copy = self.model_copy()
+        copy._retired_agents, copy._retired_routes = agents, routes
+        return copy
+
+    def retired_agent(self, name: str) -> bool:
+        return name in self._retired_agents
+
+    def retired_route(self, name: str) -> bool:
+        return name in self._retired_routes
 
     def route_for(self, agent: str) -> RouteSettings:
         return self.routes[self.agents[agent].route]

@@ -106,6 +106,9 @@ class RequestCard:
 # Compatible additions: small pure helpers every renderer needs the same way.
 
 
+WITHDRAW_TOKEN = "-withdraw"
+"""What a card's "Withdraw" menu item carries instead of an action id. Not an identifier,
+so no model-written action can ever be mistaken for it."""
 MAX_REF_CHARS = 64
 """Longest request reference a callback may carry (ours are 16; storage holds 64)."""
 _INDEX = re.compile(r"[0-9]{1,6}", re.ASCII)
@@ -172,3 +175,20 @@ def progress_text(card: RequestCard, t: Callable[..., str]) -> str | None:
 def args_of(card_or_args: RequestCard | AskHumanToolArgs) -> AskHumanToolArgs:
     """Accept either input so platform adapters can read values with what they hold."""
     return card_or_args.args if isinstance(card_or_args, RequestCard) else card_or_args
+
+
+@dataclass(frozen=True)
+class RunLine:
+    """One run a person started, as their Slack App Home lists it (``renderers.home``).
+
+    ``agent`` is admin config; ``prompt`` is what the person typed (untrusted text,
+    shown escaped); ``waiting_on`` is the title or question of its open request, if any
+    (model-written, shown escaped)."""
+
+    id: str
+    agent: str
+    status: str
+    """``running``, ``waiting``, ``succeeded`` or ``failed``."""
+    prompt: str
+    started_at: dt.datetime
+    waiting_on: str | None = None

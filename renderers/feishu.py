@@ -37,6 +37,7 @@ from renderers import i18n
 from renderers.budget import Budget, ladder
 from renderers.card import (
     MAX_REF_CHARS,
+    WITHDRAW_TOKEN,
     RequestCard,
     args_of,
     option_token,
@@ -158,7 +159,7 @@ def _card(card: RequestCard, budget: Budget) -> dict[str, Any]:
     if progress:
         elements.append(_div(progress, 2000))
     if card.status == "pending":
-        elements.append(_form(card, budget))
+        elements += [_form(card, budget), _withdraw_menu(card)]
     else:
         elements += _decision_elements(card, budget)
     return {
@@ -206,7 +207,7 @@ def _tool_elements(card: RequestCard, budget: Budget) -> list[Element]:
     """The tool call to approve, every name and value in ``plain_text`` (never parsed)."""
     view = card.tool
     assert view is not None
-    intro = f"{card.agent_name} wants to run {view.tool}"
+    intro = i18n.t("tool.wants_to_run", agent=card.agent_name, tool=view.tool)
     if view.description:
         intro += "\n" + view.description
     lines = [arg_text(line) for line in arg_lines(view, max(40, min(300, budget.default)))]
@@ -235,7 +236,7 @@ def _form(card: RequestCard, budget: Budget) -> Element:
 def _field_elements(field: AskHumanField, budget: Budget) -> list[Element]:
     label = field.label + (i18n.t("required") if field.required else "")
     if isinstance(field, FileField | FileListField):
-        how = f"📎 {label} — {field_hint(field)}: reply in this card's thread with the file."
+        how = f"📎 {label} — {field_hint(field)}: " + i18n.t("feishu.file_reply")
         return [_div(how, budget.label + 120)]
     if isinstance(field, CheckboxField):
         box = {"tag": "checker", "name": field_key(field), "checked": bool(field.default)}
@@ -301,6 +302,21 @@ def _button(card: RequestCard, index: int, action: AskHumanAction, budget: Budge
     return button
 
 
+def _withdraw_menu(card: RequestCard) -> Element:
+    """The card's overflow menu: "Withdraw" (the run's starter and admins only; the
+    engine refuses anyone else). Its callback value is ``{"r": ref, "w": 1}``."""
+    return {
+        "tag": "overflow",
+        "width": "default",
+        "options": [{"text": _text(i18n.t("withdraw"), 60), "value": WITHDRAW_TOKEN}],
+        "behaviors": [{"type": "callback", "value": {"r": card.ref, "w": 1}}],
+        "confirm": {
+            "title": _text(i18n.t("withdraw_title"), 50),
+            "text": _text(i18n.t("withdraw_confirm"), 300),
+        },
+    }
+
+
 # ---------------------------------------------------------------- decided states
 
 
@@ -334,7 +350,7 @@ def _decision_line(card: RequestCard) -> Element:
     if mention is None:
         return _div(decision_words(card), 1200)
     head, tail = decision_parts(card)
-    content = f"{feishu_escape(truncate(head, 300))} — by {mention}"
+    content = feishu_escape(truncate(head, 300)) + i18n.t("by", who=mention)
     return {"tag": "markdown", "content": content + feishu_escape(truncate(tail, 900))}
 
 
@@ -362,6 +378,9 @@ def parse_callback_value(value: object) -> tuple[str, str] | None:
     if not isinstance(value, dict):
         return None
     ref, action = value.get("r"), value.get("a")
+    if value.get("w") == 1 and "a" not in value:
+        action = WITHDRAW_TOKEN  # the "Withdraw" menu item
+        return (ref, action) if isinstance(ref, str) and 0 < len(ref) <= MAX_REF_CHARS else None
     if (isinstance(ref, str) and 0 < len(ref) <= MAX_REF_CHARS and isinstance(action, str)
             and len(action) <= MAX_ID_CHARS and is_identifier(action)):
         return ref, action

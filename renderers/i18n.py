@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -78,6 +79,68 @@ CATALOG: dict[str, dict[str, str]] = {
         "decided.timeout": "Timed out: no decision",
         "escalated_to": "Escalated to {routes}",
         "reminded_at": "Last reminded {when}",
+        "tool.title": "Approve tool call: {tool}",
+        "tool.question": "The agent {agent} wants to run {tool} with the arguments below. "
+                         "Approve runs exactly this call once; Reject stops it (the reason, "
+                         "if you give one, is passed to the agent).",
+        "tool.reason": "Reason (optional)",
+        "tool.reason_hint": "Why, for the agent and the audit",
+        "tool.approve": "Approve",
+        "tool.reject": "Reject",
+        "tool.wants_to_run": "{agent} wants to run {tool}",
+        "tool.arguments": "Arguments:",
+        "tool.fixed": "(fixed by admin)",
+        "tool.more_chars": "(+{count} characters)",
+        "tool.more_args": "{count} more argument(s) not shown",
+        "hint.options": "options",
+        "hint.any": "choose any",
+        "hint.min": "min {value}",
+        "hint.max": "max {value}",
+        "hint.number": "number",
+        "hint.file": "file upload",
+        "hint.up_to": "(up to {count})",
+        "hint.checkbox": "yes / no",
+        "hint.date": "date (YYYY-MM-DD)",
+        "hint.text": "text",
+        "feishu.file_reply": "reply in this card's thread with the file.",
+        "default": "[default: {value}]",
+        "call_hash_colon": "Call hash: {hash}",
+        "style.primary": " [primary]",
+        "style.destructive": " [destructive]",
+        "pending.none": "Nothing is waiting for you.",
+        "pending.count": "{total} open request(s) you may answer:",
+        "pending.agent": "agent {agent}",
+        "pending.due": ", due {when}",
+        "pending.showing": "Showing {first}–{last} of {total} (page {page} of {pages})",
+        "pending.next_slack": " — `/askhuman pending {next}` for the next page",
+        "pending.next_feishu": "Page {page} of {pages}: send /pending {next} for more.",
+        "help.slack": "*askhuman* lets AI agents ask people for approvals.\n"
+                      "• `/askhuman run <agent> <prompt>` — start a run; its final answer "
+                      "appears here, in a thread.\n"
+                      "• `@askhuman <agent>: <prompt>` — the same, by mentioning me in a "
+                      "channel I'm in.\n"
+                      "• `/askhuman pending [page]` — the open requests you may answer.\n"
+                      "• `/askhuman help` — this message.",
+        "help.no_agents": "You may not start any agent yet; an admin can add you to an "
+                          "agent's `starters`.",
+        "help.agents": "*Agents you may start:* {names}",
+        "help.unknown": "I don't know `{sub}`.",
+        "withdraw": "Withdraw",
+        "withdraw_title": "Withdraw this request?",
+        "withdraw_confirm": "The agent is told the request was cancelled. Only the person "
+                            "who started the run, or an admin, may withdraw it.",
+        "home.title": "Waiting for you",
+        "home.updated": "Updated {when}",
+        "home.nothing": "Nothing is waiting for you.",
+        "home.more": "{more} more not shown here: use /askhuman pending to see them all.",
+        "home.files_on_card": "Attach files on the card itself.",
+        "home.runs": "Runs you started",
+        "home.no_runs": "You have not started any runs yet.",
+        "home.waiting_on": "waiting on: {what}",
+        "run_status.running": "running",
+        "run_status.waiting": "waiting for an answer",
+        "run_status.succeeded": "finished",
+        "run_status.failed": "failed",
     },
     "zh-CN": {
         "status.pending": "等待回复",
@@ -132,6 +195,64 @@ CATALOG: dict[str, dict[str, str]] = {
         "decided.timeout": "已超时：未作决定",
         "escalated_to": "已升级至 {routes}",
         "reminded_at": "上次提醒 {when}",
+        "tool.title": "审批工具调用：{tool}",
+        "tool.question": "智能体 {agent} 想用下面的参数运行 {tool}。批准只会执行这一次调用；"
+                         "拒绝则停止它（如填写原因，会转告智能体）。",
+        "tool.reason": "原因（可选）",
+        "tool.reason_hint": "原因，供智能体和审计参考",
+        "tool.approve": "批准",
+        "tool.reject": "拒绝",
+        "tool.wants_to_run": "{agent} 想运行 {tool}",
+        "tool.arguments": "参数：",
+        "tool.fixed": "（管理员固定）",
+        "tool.more_chars": "（另有 {count} 个字符）",
+        "tool.more_args": "另有 {count} 个参数未显示",
+        "hint.options": "选项",
+        "hint.any": "可多选",
+        "hint.min": "最小 {value}",
+        "hint.max": "最大 {value}",
+        "hint.number": "数字",
+        "hint.file": "上传文件",
+        "hint.up_to": "（最多 {count} 个）",
+        "hint.checkbox": "是 / 否",
+        "hint.date": "日期（YYYY-MM-DD）",
+        "hint.text": "文本",
+        "feishu.file_reply": "请在此卡片的话题中回复文件。",
+        "default": "[默认：{value}]",
+        "call_hash_colon": "调用哈希：{hash}",
+        "style.primary": " [主要]",
+        "style.destructive": " [危险操作]",
+        "pending.none": "没有等待你处理的请求。",
+        "pending.count": "你可以处理的请求共 {total} 个：",
+        "pending.agent": "智能体 {agent}",
+        "pending.due": "，截止 {when}",
+        "pending.showing": "第 {first}–{last} 个，共 {total} 个（第 {page}/{pages} 页）",
+        "pending.next_slack": " — 发送 `/askhuman pending {next}` 查看下一页",
+        "pending.next_feishu": "第 {page}/{pages} 页：发送 /pending {next} 查看更多。",
+        "help.slack": "*askhuman* 让 AI 智能体请人审批。\n"
+                      "• `/askhuman run <agent> <prompt>` — 发起运行；"
+                      "最终结果会在此处的话题中回复。\n"
+                      "• `@askhuman <agent>: <prompt>` — 同上，在我所在的频道中提及我。\n"
+                      "• `/askhuman pending [page]` — 列出你可以处理的请求。\n"
+                      "• `/askhuman help` — 显示此帮助。",
+        "help.no_agents": "你还不能发起任何智能体；管理员可以把你加入智能体的 `starters`。",
+        "help.agents": "*你可以发起的智能体：* {names}",
+        "help.unknown": "我不认识 `{sub}`。",
+        "withdraw": "撤回",
+        "withdraw_title": "撤回此请求？",
+        "withdraw_confirm": "智能体将收到请求已取消的结果。只有发起运行的人或管理员可以撤回。",
+        "home.title": "等待你处理",
+        "home.updated": "更新于 {when}",
+        "home.nothing": "没有等待你处理的请求。",
+        "home.more": "另有 {more} 个未在此显示：发送 /askhuman pending 查看全部。",
+        "home.files_on_card": "请在卡片上上传文件。",
+        "home.runs": "你发起的运行",
+        "home.no_runs": "你还没有发起过运行。",
+        "home.waiting_on": "等待：{what}",
+        "run_status.running": "运行中",
+        "run_status.waiting": "等待回复",
+        "run_status.succeeded": "已完成",
+        "run_status.failed": "失败",
     },
 }
 
@@ -156,6 +277,12 @@ def t(key: str, **values: Any) -> str:
     locale, _tz = _current.get()
     text = CATALOG.get(locale, {}).get(key) or CATALOG[DEFAULT_LOCALE][key]
     return text.format(**values) if values else text
+
+
+def t_or(key: str, fallback: str, **values: Any) -> str:
+    """Like ``t``, but ``fallback`` for a key the catalog lacks (e.g. a run state that
+    is new to this version)."""
+    return t(key, **values) if key in CATALOG[DEFAULT_LOCALE] else fallback
 
 
 def status_word(status: str) -> str:
@@ -211,3 +338,100 @@ def format_when(moment: dt.datetime) -> str:
         except (ZoneInfoNotFoundError, ValueError):
             zone = dt.UTC
     return aware.astimezone(zone).strftime(t("when_format").replace("{tz}", label))
+
+
+# ---------------------------------------------------------------- sentences
+# What the engine and the platform listeners tell one person (refusals, toasts, "already
+# decided", validation errors) is written in English where it is decided. Before it is
+# shown, ``translate`` maps it to the person's locale: each English template below is
+# matched whole (``{name}`` stands for any text, kept as is: labels and names are
+# model- or admin-written and never translated); text matching no template is shown
+# unchanged. Templates are tried in order, the more specific first.
+
+SENTENCES: tuple[tuple[str, str], ...] = (
+    ("You are not allowed to answer this request.", "你无权回复此请求。"),
+    ("You started this run, so you cannot approve it yourself.",
+     "这个运行是你发起的，你不能自己批准。"),
+    ("I can't verify your membership right now; please try again in a minute.",
+     "暂时无法核实你的成员身份，请一分钟后再试。"),
+    ("This request does not exist (the link may be wrong or outdated).",
+     "此请求不存在（链接可能有误或已过期）。"),
+    ("This request's route is no longer configured; ask an admin.",
+     "此请求的路由已不在配置中，请联系管理员。"),
+    ("Already decided by {by} ({choice}) at {when}.", "已由 {by} 处理（{choice}），时间 {when}。"),
+    ("Already decided by {by} at {when}.", "已由 {by} 处理，时间 {when}。"),
+    ("Already decided by {by} ({choice}).", "已由 {by} 处理（{choice}）。"),
+    ("Already decided by {by}.", "已由 {by} 处理。"),
+    ("This request already timed out at {when}.", "此请求已于 {when} 超时。"),
+    ("This request already timed out.", "此请求已超时。"),
+    ("This request was already cancelled by {by} at {when}.",
+     "此请求已被 {by} 取消，时间 {when}。"),
+    ("This request was already cancelled by {by}.", "此请求已被 {by} 取消。"),
+    ("This request is closed: nobody could be reached at {when}.",
+     "此请求已关闭：{when} 时无法联系到任何人。"),
+    ("This request is closed: nobody could be reached.", "此请求已关闭：无法联系到任何人。"),
+    ("This request timed out at {when}.", "此请求已于 {when} 超时。"),
+    ("You are not allowed to cancel this request.", "你无权取消此请求。"),
+    ("Only the person who started this run, or an askhuman admin, may withdraw this request.",
+     "只有发起此运行的人或 askhuman 管理员可以撤回此请求。"),
+    ("Thanks, your answer ({label}) was recorded.", "谢谢，你的回复（{label}）已记录。"),
+    ("Recorded, {votes} of {quorum} needed for {label}.",
+     "已记录，{label} 需要 {quorum} 票，目前 {votes} 票。"),
+    ("Your answer ({action}) is already recorded; waiting for the other approvers.",
+     "你的回复（{action}）已记录，正在等待其他审批人。"),
+    ("Withdrawn by {who}.", "已由 {who} 撤回。"),
+    ("Withdrawn by {who}: {reason}", "已由 {who} 撤回：{reason}"),
+    ("I couldn't record your answer just now (the database is busy); nothing was changed. "
+     "Please click again.", "暂时无法记录你的回复（数据库繁忙），没有任何更改。请再点一次。"),
+    ("Your answer was received, but askhuman couldn't finish processing it yet; it will "
+     "retry and tell you the outcome.",
+     "已收到你的回复，但 askhuman 还未处理完成；它会重试并告诉你结果。"),
+    ("askhuman received your answer but couldn't process it after several tries; nothing "
+     "was changed. Please click again.",
+     "askhuman 收到了你的回复，但多次尝试仍无法处理，没有任何更改。请再点一次。"),
+    ("I can't reach my database right now; please try again shortly.",
+     "暂时无法连接数据库，请稍后再试。"),
+    ("{label} is required", "{label} 为必填项"),
+    ("{label} must be checked", "必须勾选 {label}"),
+    ("{label} must be a number", "{label} 必须是数字"),
+    ("{label} must be at least {value}", "{label} 不能小于 {value}"),
+    ("{label} must be at most {value}", "{label} 不能大于 {value}"),
+    ("{label} must be one of: {values}", "{label} 只能是以下之一：{values}"),
+    ("{label} must be text", "{label} 必须是文本"),
+    ("This request has no action {action}; choose {offered}",
+     "此请求没有操作 {action}；请选择 {offered}"),
+    ("I don't recognise this button; the message may be outdated.",
+     "无法识别这个按钮，消息可能已过期。"),
+    ("This request is already closed.", "此请求已关闭。"),
+    ("I couldn't open the upload form in time; please click again.",
+     "未能及时打开上传表单，请再点一次。"),
+    ("Something went wrong; please try again.", "出了点问题，请重试。"),
+    ("This click is too old; please try again.", "这次点击已过期，请重试。"),
+    ("This button is not valid.", "这个按钮无效。"),
+    ("Received; working on it. The card will show the outcome.",
+     "已收到，正在处理，结果会显示在卡片上。"),
+    ("This card is not active (yet); please try again in a moment.",
+     "此卡片（暂时）不可用，请稍后再试。"),
+    ("This card does not match its request.", "此卡片与其请求不匹配。"),
+    ("I couldn't list your requests just now; please try again shortly.",
+     "暂时无法列出你的请求，请稍后再试。"),
+    ("Listing your open requests failed; see the bot's logs.",
+     "列出你的请求失败，请查看机器人日志。"),
+)
+_SLOT = re.compile(r"\\\{([a-z]+)\\\}")
+_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile("^" + _SLOT.sub(r"(?P<\1>.+?)", re.escape(en)) + "$", re.DOTALL), zh)
+    for en, zh in SENTENCES
+]
+
+
+def translate(text: str, locale: str | None) -> str:
+    """``text`` (an English sentence from the engine or a listener) in ``locale``; the
+    text itself when the locale is English or no template matches."""
+    if normalize(locale) == DEFAULT_LOCALE or not text:
+        return text
+    for pattern, target in _PATTERNS:
+        match = pattern.match(text)
+        if match is not None:
+            return target.format(**match.groupdict())
+    return text

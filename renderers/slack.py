@@ -39,6 +39,7 @@ from renderers import i18n
 from renderers.budget import Budget, ladder
 from renderers.card import (
     MAX_REF_CHARS,
+    WITHDRAW_TOKEN,
     RequestCard,
     args_of,
     index_token,
@@ -64,7 +65,7 @@ from renderers.text import (
     value_lines,
     waiting_notes,
 )
-from renderers.tool_card import FIXED_MARK, arg_lines
+from renderers.tool_card import arg_lines
 
 Block = dict[str, Any]
 
@@ -77,8 +78,10 @@ INPUT_ACTION_ID = "in"
 FILE_MODAL_CALLBACK_ID = "askhuman_files"
 ACTION_PREFIX = "ah:"
 FILE_ACTION_PREFIX = "ahf:"
+WITHDRAW_PREFIX = "ahw:"
 ACTION_ID_PATTERN = re.compile(r"^ah:")
 FILE_ACTION_ID_PATTERN = re.compile(r"^ahf:")
+WITHDRAW_ACTION_ID_PATTERN = re.compile(r"^ahw:")
 _BLOCK_ID = re.compile(r"^v([0-9]{1,9}):(.+)$", re.ASCII)
 _USER_ID = re.compile(r"^[UW][A-Z0-9]+$")
 _STYLES = {"primary": "primary", "destructive": "danger"}
@@ -257,15 +260,15 @@ def _tool_head_blocks(card: RequestCard, budget: Budget) -> list[Block]:
     """
     view = card.tool
     assert view is not None
-    intro = (f"*{slack_escape(truncate(card.agent_name, 100))}* wants to run "
-             f"*{slack_escape(truncate(view.tool, 100))}*")
+    intro = i18n.t("tool.wants_to_run", agent=f"*{slack_escape(truncate(card.agent_name, 100))}*",
+                   tool=f"*{slack_escape(truncate(view.tool, 100))}*")
     if view.description:
         intro += "\n" + slack_escape(truncate(view.description, min(budget.question, 1000)))
     units = [
         f"• *{slack_escape(line.name)}*: {slack_escape(line.text)}"
-        + (f" _{FIXED_MARK}_" if line.fixed else "")
+        + (f" _{i18n.t('tool.fixed')}_" if line.fixed else "")
         for line in arg_lines(view, max(40, min(300, budget.default)))
-    ] or ["_No arguments._"]
+    ] or [f"_{i18n.t('no_arguments')}_"]
     chunks = fit_chunks(split_units(units, SECTION_CHARS), budget.body)
     return [
         {"type": "header", "text": _plain(card.args.title or card.args.question, 150)},
@@ -374,7 +377,33 @@ def _actions_block(card: RequestCard, budget: Budget) -> Block:
         if action.style == "destructive":
             button["confirm"] = _confirm(action, budget)
         buttons.append(button)
+    buttons.append(_withdraw_menu(card))
     return {"type": "actions", "block_id": f"v{card.version}:actions", "elements": buttons}
+
+
+def _withdraw_menu(card: RequestCard) -> dict[str, Any]:
+    """The card's overflow menu: "Withdraw" (the run's starter and admins only; the
+    engine refuses anyone else). Its ``action_id`` is ``ahw:{ref}``."""
+    return {
+        "type": "overflow",
+        "action_id": f"{WITHDRAW_PREFIX}{card.ref}",
+        "options": [{"text": _plain(i18n.t("withdraw"), 75), "value": WITHDRAW_TOKEN}],
+        "confirm": {
+            "title": _plain(i18n.t("withdraw_title"), 100),
+            "text": _plain(i18n.t("withdraw_confirm"), 300),
+            "confirm": _plain(i18n.t("withdraw"), 30),
+            "deny": _plain(i18n.t("cancel"), 30),
+            "style": "danger",
+        },
+    }
+
+
+def parse_withdraw_action_id(action_id: object) -> str | None:
+    """The ref of a "Withdraw" menu's ``action_id``, or None if it is not ours."""
+    if not isinstance(action_id, str) or not action_id.startswith(WITHDRAW_PREFIX):
+        return None
+    ref = action_id[len(WITHDRAW_PREFIX):]
+    return ref if 0 < len(ref) <= MAX_REF_CHARS and ":" not in ref else None
 
 
 def _confirm(action: AskHumanAction, budget: Budget) -> dict[str, Any]:

@@ -44,16 +44,19 @@ def format_when(moment: dt.datetime) -> str:
 def field_hint(field: AskHumanField) -> str:
     """What kind of answer a field expects, in a few words (raw, unescaped)."""
     if isinstance(field, SelectField | MultiSelectField):
-        kind = "options" if isinstance(field, SelectField) else "choose any"
+        kind = i18n.t("hint.options" if isinstance(field, SelectField) else "hint.any")
         return f"{kind}: " + " / ".join(o.label for o in field.options)
     if isinstance(field, NumberField):
-        bounds = [f"min {field.min_value}"] if field.min_value is not None else []
-        bounds += [f"max {field.max_value}"] if field.max_value is not None else []
-        return "number" + (f" ({', '.join(bounds)})" if bounds else "")
+        bounds = ([i18n.t("hint.min", value=field.min_value)]
+                  if field.min_value is not None else [])
+        bounds += ([i18n.t("hint.max", value=field.max_value)]
+                   if field.max_value is not None else [])
+        return i18n.t("hint.number") + (f" ({', '.join(bounds)})" if bounds else "")
     if isinstance(field, FileField | FileListField):
         most = field.max_files or (1 if isinstance(field, FileField) else None)
-        return "file upload" + (f" (up to {most})" if most else "")
-    return {"checkbox": "yes / no", "date": "date (YYYY-MM-DD)"}.get(field.type, "text")
+        return i18n.t("hint.file") + (" " + i18n.t("hint.up_to", count=most) if most else "")
+    key = {"checkbox": "hint.checkbox", "date": "hint.date"}.get(field.type, "hint.text")
+    return i18n.t(key)
 
 
 def value_text(field: AskHumanField | None, value: JsonValue) -> str:
@@ -201,19 +204,21 @@ def _tool_lines(card: RequestCard) -> list[str]:
     view = card.tool
     assert view is not None
     lines = [card.args.title or card.args.question, "",
-             f"{card.agent_name} wants to run {view.tool}"]
+             i18n.t("tool.wants_to_run", agent=card.agent_name, tool=view.tool)]
     if view.description:
         lines.append(truncate(view.description, 2000))
-    lines += ["", "Arguments:"]
-    lines += [f"  {arg_text(line)}" for line in arg_lines(view)] or ["  (none)"]
-    meta = f"From: {card.agent_name} · Call hash: {view.short_binding}"
+    lines += ["", i18n.t("tool.arguments")]
+    lines += [f"  {arg_text(line)}" for line in arg_lines(view)] or [
+        "  " + i18n.t("no_arguments")]
+    meta = (i18n.t("from_colon", agent=card.agent_name) + " · "
+            + i18n.t("call_hash_colon", hash=view.short_binding))
     if card.deadline:
-        meta += f" · Due: {format_when(card.deadline)}"
+        meta += " · " + i18n.t("due_colon", when=format_when(card.deadline))
     progress = progress_text(card, i18n.t) if card.status == "pending" else None
     if progress:
         meta += " · " + progress
     elif card.quorum > 1:
-        meta += f" · Votes: {card.votes}/{card.quorum}"
+        meta += " · " + i18n.t("votes_colon", votes=card.votes, quorum=card.quorum)
     return [*lines, "", meta]
 
 
@@ -224,7 +229,8 @@ def _field_lines(card: RequestCard) -> list[str]:
     for i, field in enumerate(card.args.fields, 1):
         need = i18n.t("required") if field.required else ""
         default = getattr(field, "default", None)
-        shown = f" [default: {value_text(field, default)}]" if default not in (None, "") else ""
+        shown = (" " + i18n.t("default", value=value_text(field, default))
+                 if default not in (None, "") else "")
         lines.append(f"  {i}. {field.label}{need} — {field_hint(field)}{shown}")
     return lines
 
@@ -232,5 +238,6 @@ def _field_lines(card: RequestCard) -> list[str]:
 def _action_lines(card: RequestCard) -> list[str]:
     lines = ["", i18n.t("actions")]
     for i, action in enumerate(card.args.actions, 1):
-        lines.append(f"  {i}. {action.label}{STYLE_WORDS[action.style]}")
+        style = i18n.t(f"style.{action.style}") if action.style != "default" else ""
+        lines.append(f"  {i}. {action.label}{style}")
     return lines

@@ -24,6 +24,7 @@ from typing import Any, cast
 from pydantic import JsonValue
 
 from bot.askhuman.schema import AskHumanAction, AskHumanToolArgs, ParagraphField
+from renderers import i18n
 from renderers.card import RequestCard, ToolApprovalView, ToolArg
 
 APPROVE = "approve"
@@ -36,6 +37,7 @@ STORED_VALUE_CHARS = 4000
 """Longest value kept for display: the card shows at most ``VALUE_CHARS`` of it, and the
 binding hash (not this copy) is what ties the approval to the real arguments."""
 FIXED_MARK = "(fixed by admin)"
+"""The English marker (``i18n.t("tool.fixed")`` in the card's locale)."""
 
 
 @dataclass(frozen=True)
@@ -80,17 +82,17 @@ def view_from_json(data: Mapping[str, Any]) -> ToolApprovalView:
 
 
 def tool_approval_args(view: ToolApprovalView, agent: str) -> AskHumanToolArgs:
-    """The engine-made request behind the card: two buttons and an optional reason."""
+    """The engine-made request behind the card: two buttons and an optional reason, in
+    the current locale (``i18n.speaking``; the engine stores it in ``en`` and
+    ``bot.engine.cards.localized`` rebuilds it in the route's locale)."""
     tool = view.tool[:100]
     return AskHumanToolArgs(
-        title=f"Approve tool call: {tool}",
-        question=(f"The agent {agent[:100]} wants to run {tool} with the arguments below. "
-                  "Approve runs exactly this call once; Reject stops it (the reason, if "
-                  "you give one, is passed to the agent)."),
-        fields=[ParagraphField(name=REASON_FIELD, label="Reason (optional)",
-                               placeholder="Why, for the agent and the audit")],
-        actions=[AskHumanAction(id=APPROVE, label="Approve", style="primary"),
-                 AskHumanAction(id=REJECT, label="Reject", style="destructive")],
+        title=i18n.t("tool.title", tool=tool),
+        question=i18n.t("tool.question", agent=agent[:100], tool=tool),
+        fields=[ParagraphField(name=REASON_FIELD, label=i18n.t("tool.reason"),
+                               placeholder=i18n.t("tool.reason_hint"))],
+        actions=[AskHumanAction(id=APPROVE, label=i18n.t("tool.approve"), style="primary"),
+                 AskHumanAction(id=REJECT, label=i18n.t("tool.reject"), style="destructive")],
         urgency="normal",
     )
 
@@ -114,17 +116,18 @@ def arg_lines(view: ToolApprovalView, value_chars: int = VALUE_CHARS) -> list[Ar
         size = arg.size or len(text)
         collapsed = size > value_chars
         if collapsed:
-            text = f"{text[:value_chars]}… (+{size - value_chars} characters)"
+            text = f"{text[:value_chars]}… " + i18n.t("tool.more_chars",
+                                                       count=size - value_chars)
         lines.append(ArgLine(arg.name[:100], text, arg.fixed, collapsed))
     hidden = len(view.args) - MAX_ARGS_SHOWN
     if hidden > 0:
-        lines.append(ArgLine("…", f"{hidden} more argument(s) not shown", False, True))
+        lines.append(ArgLine("…", i18n.t("tool.more_args", count=hidden), False, True))
     return lines
 
 
 def arg_text(line: ArgLine) -> str:
     """``name: value`` with the fixed marker, before platform escaping."""
-    mark = f" {FIXED_MARK}" if line.fixed else ""
+    mark = " " + i18n.t("tool.fixed") if line.fixed else ""
     return f"{line.name}: {line.text}{mark}"
 
 

@@ -39,7 +39,10 @@ class Run(Base):
     redacted_at: Mapped[dt.datetime | None] = mapped_column()
     """When retention cleared the prompt, snapshot and output (None: kept)."""
 
-    __table_args__ = (Index("ix_runs_redacted_updated", "redacted_at", "updated_at"),)
+    __table_args__ = (
+        Index("ix_runs_redacted_updated", "redacted_at", "updated_at"),
+        Index("ix_runs_started_by", "started_by_platform", "started_by_user", "created_at"),
+    )
 
 
 class HumanRequest(Base):

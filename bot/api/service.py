@@ -109,9 +109,13 @@ class Door:
     def __init__(self, engine: Engine, settings: Settings, policy: CallbackPolicy,
                  webhooks_enabled: bool = True) -> None:
         self.engine = engine
-        self.settings = settings
         self.policy = policy
         self.webhooks_enabled = webhooks_enabled
+
+    @property
+    def settings(self) -> Settings:
+        """The engine's current config: a reload (``bot.reload``) is seen at once."""
+        return self.engine.settings
 
     # ------------------------------------------------------------------ checks
 
@@ -123,6 +127,10 @@ class Door:
         if route not in self.settings.routes:
             raise Problem(422, "unknown-route", f"Route '{route}' is not configured on this "
                           "server; ask an admin.")
+        if self.settings.retired_route(route):
+            raise Problem(422, "retired-route", f"Route '{route}' was removed from this "
+                          "server's configuration: it takes no new requests (its open "
+                          "requests still finish).")
 
     def check_args(self, client: ApiClientInfo, raw: dict[str, Any]) -> AskHumanToolArgs:
         """The ask_human guardrails, with Dify's error texts (as the tool's ModelRetry)."""
@@ -254,6 +262,10 @@ class Door:
                           f"This API client may not start agent '{body.agent}' (its agents: "
                           f"{', '.join(client.agents) or 'none'}).")
         agent = self.settings.agent(body.agent)
+        if agent is None and self.settings.retired_agent(body.agent):
+            raise Problem(422, "retired-agent", f"Agent '{body.agent}' was removed from this "
+                          "server's configuration: it takes no new runs (its open requests "
+                          "still finish).")
         if agent is None:
             raise Problem(422, "unknown-agent", f"Agent '{body.agent}' is not configured on "
                           "this server; ask an admin.")

@@ -207,6 +207,10 @@ class AccessMixin(EngineBase):
     async def _unknown_agent_message(self, agent: str, who: Identity) -> str:
         mine = await self.startable_agents(who)
         shown = agent[:64]
+        if self.settings.retired_agent(agent):
+            return (f"Agent '{shown}' was removed from the configuration: it takes no new "
+                    "runs (its open requests still finish)."
+                    + (f" Agents you may start: {', '.join(mine)}." if mine else ""))
         if not mine:
             return (f"Unknown agent '{shown}', and you may not start any agent; ask an admin "
                     "to add you to an agent's starters.")
@@ -216,6 +220,8 @@ class AccessMixin(EngineBase):
         """Names of the agents ``who`` may start (sorted); unverifiable ones are left out."""
         names = []
         for name, agent in sorted(self.settings.agents.items()):
+            if self.settings.retired_agent(name):
+                continue
             route = self.settings.routes.get(agent.route)
             if await authz.start_refusal(name, agent, route, who,
                                          self._directory(who.platform)) is None:

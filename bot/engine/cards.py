@@ -10,7 +10,8 @@ from pydantic import JsonValue
 
 from bot.askhuman.schema import AskHumanToolArgs
 from renderers.card import CardStatus, RequestCard
-from renderers.tool_card import view_from_json
+from renderers.i18n import DEFAULT_LOCALE, speaking
+from renderers.tool_card import tool_approval_args, view_from_json
 from storage import HumanRequest
 
 
@@ -122,4 +123,19 @@ def localized(card: RequestCard, route: object) -> RequestCard:
     zone = getattr(route, "timezone", None)
     if (locale, zone) == (card.locale, card.timezone):
         return card
-    return dataclasses.replace(card, locale=locale, timezone=zone)
+    return _tool_chrome(dataclasses.replace(card, locale=locale, timezone=zone))
+
+
+def _tool_chrome(card: RequestCard) -> RequestCard:
+    """A tool-approval card's engine-made title, question, reason field and buttons in
+    the card's locale (they are stored in ``en``; ids stay the same, so answers and
+    clicks map exactly as before). Other cards are model-written: never translated."""
+    if card.tool is None or card.locale == DEFAULT_LOCALE:
+        return card
+    with speaking(card.locale):
+        args = tool_approval_args(card.tool, card.agent_name)
+    label = card.action_label
+    if card.action_id is not None:
+        chosen = args.action(card.action_id)
+        label = chosen.label if chosen is not None else label
+    return dataclasses.replace(card, args=args, action_label=label)

@@ -26,10 +26,10 @@ from sqlalchemy.orm import Session
 from bot import metrics
 from bot.engine import inbox, store, worker
 from bot.engine.base import log
-from bot.engine.decisions import DecisionsMixin
 from bot.engine.inbox import Click, Recorded
 from bot.engine.ports import Identity
 from bot.engine.results import RespondResult
+from bot.engine.withdraw import WithdrawMixin
 from storage import Database
 
 RECORD_BUDGET = 2.5
@@ -47,7 +47,7 @@ GAVE_UP = ("askhuman received your answer but couldn't process it after several 
 Teller = Callable[[Identity, Mapping[str, str], str], Awaitable[None]]
 
 
-class ClicksMixin(DecisionsMixin):
+class ClicksMixin(WithdrawMixin):
     """The click inbox: record before the ack, decide exactly once, recover after a crash."""
 
     click_lease = dt.timedelta(seconds=30)
@@ -141,6 +141,8 @@ class ClicksMixin(DecisionsMixin):
     async def _decide_click(self, click: Click, mark: inbox.Mark) -> RespondResult:
         if click.kind == "attach":
             return await self._attach(click.ref, click.responder, click.values, mark)
+        if click.kind == "withdraw":  # bot.engine.withdraw
+            return await self.withdraw(click.ref, click.responder, mark=mark)
         return await self._respond(click.ref, click.responder, click.action_id, click.values,
                                    mark, self._optional(click.platform, "read_click"))
 

@@ -20,6 +20,7 @@ from bot.engine.base import Clock, RuntimeFactory, log, registry_runtimes, targe
 from bot.engine.clicks import ClicksMixin
 from bot.engine.dispatch import DispatchMixin
 from bot.engine.external import ExternalMixin
+from bot.engine.home import HomeMixin
 from bot.engine.pending import PendingMixin
 from bot.engine.ports import Identity
 from bot.engine.results import RespondResult, UnknownAgentError
@@ -47,7 +48,7 @@ __all__ = [
 
 
 class Engine(ExternalMixin, TriggersMixin, RunsMixin, ClicksMixin, PendingMixin,
-             DispatchMixin, SweepsMixin):
+             DispatchMixin, SweepsMixin, HomeMixin):
     """Platform-agnostic approval lifecycle. All methods are safe to call concurrently."""
 
     # ------------------------------------------------------------------ worker loop

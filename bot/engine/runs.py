@@ -51,8 +51,13 @@ class RunsMixin(AccessMixin):
         if check_starters:
             await self._require_starter(agent, started_by)
         elif self.settings.agent(agent) is None:
-            known = ", ".join(sorted(self.settings.agents)) or "none"
-            raise UnknownAgentError(f"Unknown agent '{agent}'. Configured agents: {known}.")
+            known = ", ".join(sorted(a for a in self.settings.agents
+                                     if self.settings.agent(a) is not None)) or "none"
+            gone = self.settings.retired_agent(agent)
+            raise UnknownAgentError(
+                f"Agent '{agent}' was removed from the configuration: it takes no new runs "
+                f"(its open requests still finish). Configured agents: {known}." if gone else
+                f"Unknown agent '{agent}'. Configured agents: {known}.")
         runtime = self._runtime(agent)
         run_id = run_id or uuid.uuid4().hex
         now = self.now()

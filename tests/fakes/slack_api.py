@@ -131,6 +131,8 @@ class FakeSlackAPI:
         self.missing_channels: set[str] = set()
         self.response_url_calls: list[dict[str, Any]] = []
         self.views: list[dict[str, Any]] = []
+        self.homes: dict[str, dict[str, Any]] = {}
+        """user id -> the App Home view last published for them (as Slack stores it)."""
         self.socket_mode_url: str | None = None
         self.socket_acks: list[dict[str, Any]] = []
         self._sockets: list[web.WebSocketResponse] = []
@@ -469,10 +471,14 @@ class FakeSlackAPI:
         return {"ok": True, "members": page, "response_metadata": {"next_cursor": next_cursor}}
 
     def _m_users_info(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Like Slack: ``locale`` (e.g. ``zh-CN``) only with ``include_locale=true``."""
         user = str(body.get("user") or "")
         if user not in self.users:
             return {"ok": False, "error": "user_not_found"}
-        return {"ok": True, "user": self.users[user]}
+        info = dict(self.users[user])
+        if not _truthy(body.get("include_locale")):
+            info.pop("locale", None)
+        return {"ok": True, "user": info}
 
     def _m_users_lookupByEmail(self, body: Mapping[str, Any]) -> dict[str, Any]:
         email = str(body.get("email") or "").lower()
@@ -493,6 +499,53 @@ class FakeSlackAPI:
         with self._lock:
             self.views.append(view)
         return {"ok": True, "view": {"id": f"V{len(self.views)}", **view}}
+
+    def _m_views_publish(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Publish a user's App Home: ``user_id`` + ``view`` (a JSON object, or a JSON
+        string in a form body) of type ``home``, at most 100 blocks, validated with
+        slack-sdk; an optional ``hash`` must match the last one (``hash_conflict``)."""
+        user = str(body.get("user_id") or "")
+        view = body.get("view")
+        if isinstance(view, str):
+            try:
+                view = json.loads(view)
+            except json.JSONDecodeError:
+                return {"ok": False, "error": "invalid_arguments"}
+        if not user:
+            return {"ok": False, "error": "invalid_arguments",
+                    "response_metadata": {"messages": ["[ERROR] missing required field: user_id"]}}
+        if self.users and user not in self.users:
+            return {"ok": False, "error": "user_not_found"}
+        if not isinstance(view, dict) or view.get("type") != "home":
+            return {"ok": False, "error": "invalid_arguments",
+                    "response_metadata": {"messages": ["[ERROR] view.type must be home"]}}
+        blocks = view.get("blocks") or []
+        error = validate_blocks(blocks) if len(blocks) <= 100 else "invalid_blocks too many"
+        if error is None:
+            try:
+                View(**view).to_dict()
+            except (SlackObjectFormationError, TypeError, ValueError) as exc:
+                error = f"invalid_arguments {exc}"
+        if error is not None:
+            code, _, detail = error.partition(" ")
+            return {"ok": False, "error": "invalid_arguments",
+                    "response_metadata": {"messages": [f"[ERROR] {code} {detail}".strip()]}}
+        with self._lock:
+            previous = self.homes.get(user)
+            if body.get("hash") and previous is not None and body["hash"] != previous["hash"]:
+                return {"ok": False, "error": "hash_conflict"}
+            number = len(self.views) + len(self.homes) + 1
+            stored = {"id": previous["id"] if previous else f"VH{number}", "team_id": TEAM_ID,
+                      "type": "home", "blocks": blocks,
+                      "private_metadata": view.get("private_metadata", ""),
+                      "callback_id": view.get("callback_id", ""), "state": {"values": {}},
+                      "hash": f"{int(time.time())}.{next(self._ts)}",
+                      "clear_on_close": False, "notify_on_close": False,
+                      "root_view_id": None, "previous_view_id": None, "app_id": "A0APP",
+                      "external_id": view.get("external_id", ""), "bot_id": BOT_ID}
+            stored["root_view_id"] = stored["id"]
+            self.homes[user] = stored
+        return {"ok": True, "view": stored}
 
     def _m_apps_connections_open(self, body: Mapping[str, Any]) -> dict[str, Any]:
         if self.socket_mode_url is None:

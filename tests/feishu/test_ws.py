@@ -33,8 +33,12 @@ async def feed(f: Feishu, payload: dict[str, Any]) -> Any:
 
 
 def toast_of(response: Any) -> dict[str, Any]:
+    """The toast's type and English content (its ``i18n`` translations are checked in
+    tests/ops/test_locale.py)."""
     data = json.loads(lark.JSON.marshal(response))
-    return dict(data.get("toast") or {})
+    toast = dict(data.get("toast") or {})
+    toast.pop("i18n", None)
+    return toast
 
 
 async def start_run(f: Feishu, text: str = "@_user_1 deploy: ship v4.0.0") -> str:

@@ -36,3 +36,73 @@ def test_bad_locale_or_timezone_names_the_key(tmp_path: Path) -> None:
         with pytest.raises(ConfigError) as caught:
             load_settings(path)
         assert f"routes.ops.{key}" in str(caught.value), str(caught.value)
+
+
+async def test_refusals_pending_and_help_speak_the_persons_language(
+    fake_slack: FakeSlackAPI, fake_feishu: tuple[FakeFeishuApi, str], tmp_path: Path
+) -> None:
+    """Slack: the clicker's ``locale`` (users.info include_locale) picks the language of
+    what only they see; Feishu: toasts carry both languages (Feishu shows the person's)
+    and replies follow the route's locale. Model text is never translated."""
+    import json
+
+    from tests.api.conftest import FEISHU_ALICE
+    from tests.slack.conftest import ALICE, MALLORY
+
+    values = ops_config(f"sqlite:///{tmp_path / 'askhuman.db'}", locale="zh-CN",
+                        timezone="Asia/Shanghai")
+    fake_slack.users[MALLORY]["locale"] = "zh-CN"
+    fake_slack.users[ALICE]["locale"] = "zh-CN"
+    fake_slack.users[ALICE]["tz"] = "Asia/Shanghai"
+    async with running_door(fake_slack, fake_feishu, Settings.model_validate(values)) as ops:
+        ref, ts = await start(ops)
+
+        # A refused click: told in the clicker's Slack language.
+        await ops.slack.interact(ops.slack.click_payload(ts, "Approve", MALLORY))
+        await ops.slack.wait_until(lambda: ops.slack.ephemerals_to(MALLORY), what="refusal")
+        assert ops.slack.ephemerals_to(MALLORY) == ["你无权回复此请求。"]
+
+        # /askhuman pending and help in Alice's language, dates in her time zone.
+        before = len(fake_slack.response_url_calls)
+        await ops.slack.command("pending", user=ALICE)
+        await ops.slack.wait_until(lambda: len(fake_slack.response_url_calls) > before,
+                                   what="the pending list")
+        listed = fake_slack.response_url_calls[before]["text"]
+        assert "你可以处理的请求共 1 个" in listed and "截止" in listed and "UTC+8" in listed
+        assert "Deploy v1.0.0?" in listed  # the model's words, as written
+        before = len(fake_slack.response_url_calls)
+        await ops.slack.command("help", user=ALICE)
+        await ops.slack.wait_until(lambda: len(fake_slack.response_url_calls) > before,
+                                   what="help")
+        assert "让 AI 智能体请人审批" in fake_slack.response_url_calls[before]["text"]
+
+        # Feishu: a refused click's toast offers Chinese next to English.
+        card = await ops.feishu_card()
+        refused = (await ops.click_feishu(card, ref, operator="ou_stranger")).json()
+        assert refused["toast"]["type"] == "error"
+        assert refused["toast"]["i18n"]["zh_cn"] == "你无权回复此请求。"
+        assert refused["toast"]["i18n"]["en_us"] == refused["toast"]["content"]
+
+        # An allowed click: its success toast offers Chinese too.
+        ok = (await ops.click_feishu(card, ref, operator=FEISHU_ALICE)).json()
+        assert ok["toast"]["type"] == "success" and "谢谢" in json.dumps(ok, ensure_ascii=False)
+
+
+def test_pending_lists_follow_the_locale() -> None:
+    import dataclasses
+
+    from bot.engine.results import PendingPage
+    from bot.platforms.feishu.pending import pending_reply
+    from bot.platforms.slack.listeners.commands import help_text, pending_text
+    from tests.renderers.cases import make_card
+
+    card = dataclasses.replace(make_card("deploy"), locale="zh-CN", timezone="Asia/Shanghai")
+    page = PendingPage([card], 12, 1, 10)
+    feishu = pending_reply(page)
+    assert "你可以处理的请求共 12 个" in feishu and "/pending 2" in feishu and "UTC+8" in feishu
+    assert card.args.title in feishu
+    english = pending_reply(PendingPage([make_card("deploy")], 1, 1, 10))
+    assert english.startswith("1 open request(s) you may answer:")
+    assert "open request(s)" in pending_text(page) and "共 12 个" in pending_text(page, "zh-CN")
+    assert "Agents you may start" in help_text(["deploy"])
+    assert "你可以发起的智能体" in help_text(["deploy"], "zh_CN")

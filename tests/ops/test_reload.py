@@ -12,6 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from bot.cli import app
+from bot.engine import Identity
 from bot.settings import load_settings
 from tests.api.conftest import running_door
 from tests.fakes.feishu_api import FakeFeishuApi
@@ -70,3 +71,57 @@ async def test_sighup_reloads_a_valid_config_and_keeps_the_old_one_when_broken(
                            "the CLI-triggered reload")
     finally:
         os.environ.pop("ASKHUMAN_PID_FILE", None)
+
+
+async def test_removed_agents_and_routes_refuse_new_work_while_open_requests_finish(
+    fake_slack: FakeSlackAPI, fake_feishu: tuple[FakeFeishuApi, str], tmp_path: Path
+) -> None:
+    from sqlalchemy import select
+
+    from storage import HumanRequest
+    from tests.api.conftest import DEPLOY_ARGS, add_client
+    from tests.ops.test_admin_cli import run_row
+    from tests.slack.conftest import STARTER
+
+    path = tmp_path / "askhuman.yaml"
+    values = ops_config(f"sqlite:///{tmp_path / 'askhuman.db'}")
+    path.write_text(yaml.safe_dump(values))
+    async with running_door(fake_slack, fake_feishu, load_settings(path)) as ops:
+        ci = add_client(ops.database, "ci-bot", ["ops"], ["deploy"])
+        ref, ts = await start(ops)  # an open request of agent deploy on route ops
+
+        # Reload without agent deploy and route ops (another agent and route remain).
+        fresh = ops_config(f"sqlite:///{tmp_path / 'askhuman.db'}")
+        fresh["agents"] = {"other": {**values["agents"]["deploy"], "route": "ops2"}}
+        fresh["routes"] = {"ops2": values["routes"]["ops"]}
+        path.write_text(yaml.safe_dump(fresh))
+        os.kill(os.getpid(), signal.SIGHUP)
+        await wait_for(lambda: "other" in ops.engine.settings.agents, "the reload")
+
+        # New work is refused, saying why.
+        before = len(fake_slack.response_url_calls)
+        await ops.slack.command("run deploy ship v2.0.0")
+        await wait_for(lambda: len(fake_slack.response_url_calls) > before, "the reply")
+        reply = fake_slack.response_url_calls[before]["text"]
+        assert "was removed from the configuration" in reply and "other" in reply
+        created = await ops.create(ci, {"route": "ops", "args": DEPLOY_ARGS})
+        assert created.status_code == 422 and "was removed" in created.text, created.text
+        assert created.json()["type"].endswith("retired-route")
+        listed = await ops.engine.startable_agents(Identity("slack", STARTER))
+        assert listed == ["other"]
+
+        # The open request still finishes: the decision, the card update, the resume.
+        await ops.approve_in_slack(ts)
+        await wait_for(lambda: run_row(ops).status == "succeeded", "the resume")
+        assert "Deployed v1.0.0" in str(run_row(ops).output)
+        with ops.database.transaction() as session:
+            assert session.scalars(select(HumanRequest.status).where(
+                HumanRequest.ref == ref)).one() == "submitted"
+            assert session.query(HumanRequest).count() == 1  # nothing new was asked
+        assert "Answered" in str(ops.slack.card_message(ts).blocks)
+
+        # Defining the agent and route again makes them live again.
+        path.write_text(yaml.safe_dump(values))
+        os.kill(os.getpid(), signal.SIGHUP)
+        await wait_for(lambda: ops.engine.settings.agent("deploy") is not None, "re-adding")
+        assert not ops.engine.settings.retired_route("ops")

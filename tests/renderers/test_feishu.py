@@ -16,7 +16,10 @@ def test_form_and_buttons() -> None:
     card = feishu.render_card(make_card("incident"))
     assert_valid_feishu(card)
     assert card["header"]["template"] == "blue"
-    form = card["body"]["elements"][-1]
+    form, menu = card["body"]["elements"][-2:]
+    assert menu["tag"] == "overflow" and menu["options"][0]["value"] == "-withdraw"
+    assert feishu.parse_callback_value(menu["behaviors"][0]["value"]) == (
+        "req_incident_7f3a", "-withdraw")
     assert form["tag"] == "form"
     buttons = [d for d in walk(form) if d.get("tag") == "button"]
     assert [b["type"] for b in buttons] == ["primary_filled", "danger_filled", "default"]

@@ -49,3 +49,77 @@ def test_unknown_locale_falls_back_to_english() -> None:
     card = dataclasses.replace(make_card("deploy", "timeout"), locale="fr-FR")
     assert "Timed out" in text.render_text(card)
     assert set(i18n.CATALOG["zh-CN"]) == set(i18n.CATALOG["en"])
+
+
+def _tool_card(locale: str) -> RequestCard:
+    """A tool-approval card as the engine shows it on a route in ``locale``."""
+    from bot.engine.cards import localized
+    from renderers.tool_card import tool_approval_card, tool_approval_view
+
+    view = tool_approval_view("delete_branch", "Deletes a git branch.",
+                              {"branch": "feature/<!channel>", "force": True},
+                              {"repo": "acme/api"}, "ab" * 32)
+    card = tool_approval_card("req_tool_7f3a", view, "ops-agent",
+                              make_card("deploy").deadline)
+    return localized(card, type("Route", (), CHINA if locale == "zh-CN" else {})())
+
+
+@pytest.mark.parametrize("platform", ["slack", "feishu", "text"])
+@pytest.mark.parametrize("locale", ["en", "zh-CN"])
+def test_golden_tool_card(locale: str, platform: str) -> None:
+    """Tool-approval chrome (title, question, reason, buttons, "wants to run", the admin
+    marker) follows the route's locale; tool names and argument values never do."""
+    rendered = _render_card(_tool_card(locale), platform)
+    _check(f"{locale}.tool.pending", platform, rendered)
+    assert "delete_branch" in rendered and "feature/" in rendered and "acme/api" in rendered
+    chinese = ("审批工具调用", "想运行", "管理员固定", "批准", "拒绝")
+    if locale == "zh-CN":
+        assert all(word in rendered for word in chinese), rendered[:400]
+        assert "Approve" not in rendered and "wants to run" not in rendered
+    else:
+        assert not any(word in rendered for word in chinese)
+        assert "wants to run" in rendered and "(fixed by admin)" in rendered
+
+
+def test_zh_cn_tool_card_answers_map_to_the_same_ids() -> None:
+    card = _tool_card("zh-CN")
+    assert [a.id for a in card.args.actions] == ["approve", "reject"]
+    assert [f.name for f in card.args.fields] == ["reason"]
+    decided = dataclasses.replace(_tool_card("en"), status="submitted", action_id="reject",
+                                  action_label="Reject")
+    from bot.engine.cards import localized
+
+    shown = localized(decided, type("Route", (), CHINA)())
+    assert shown.action_label == "拒绝" and "已回复: 拒绝" in text.render_text(shown)
+
+
+def test_every_sentence_people_are_told_has_a_chinese_template() -> None:
+    """The sentence catalog matches the texts as the engine and listeners write them: if
+    one of them changes, this fails instead of the person silently getting English."""
+    from bot.engine import authz
+    from bot.engine.access import NOT_FOUND
+    from bot.engine.clicks import DEFERRED, GAVE_UP, NOT_RECORDED
+    from bot.engine.health import DATABASE_DOWN
+    from bot.engine.values import quoted
+    from bot.engine.withdraw import NOT_ALLOWED as WITHDRAW_REFUSED
+    from bot.platforms.feishu.handlers import WORKING
+    from bot.platforms.slack.listeners.actions import UNKNOWN_BUTTON
+    from bot.platforms.slack.listeners.commands import PENDING_FAILED
+
+    told = [authz.NOT_ALLOWED, authz.SELF_APPROVAL, authz.UNVERIFIED, NOT_FOUND, DEFERRED,
+            GAVE_UP, NOT_RECORDED, DATABASE_DOWN, WITHDRAW_REFUSED, WORKING, UNKNOWN_BUTTON,
+            PENDING_FAILED, f"{quoted('Environment')} is required",
+            "Already decided by Alice (Approve) at 2025-01-31 12:00 UTC.",
+            "This request timed out at 2025-01-31 12:00 UTC.",
+            f"Recorded, 1 of 2 needed for {quoted('Approve')}.",
+            "Thanks, your answer (Approve) was recorded."]
+    for sentence in told:
+        chinese = i18n.translate(sentence, "zh-CN")
+        assert chinese != sentence and not any(c.isascii() and c.isalpha() for c in
+                                               chinese.replace("Environment", "")
+                                               .replace("Alice", "").replace("Approve", "")
+                                               .replace("UTC", "").replace("askhuman", "")), \
+            (sentence, chinese)
+        assert i18n.translate(sentence, "en") == sentence
+    assert i18n.translate("Something the catalog has never seen.", "zh-CN") == (
+        "Something the catalog has never seen.")

@@ -30,7 +30,11 @@ def _args(**extra: Any) -> AskHumanToolArgs:
 def test_buttons_carry_only_ref_and_action() -> None:
     card = make_card("deploy")
     actions = next(b for b in slack.render_request(card)["blocks"] if b["type"] == "actions")
-    approve, reject = actions["elements"]
+    approve, reject, menu = actions["elements"]
+    assert menu["type"] == "overflow" and menu["action_id"] == "ahw:req_deploy_7f3a"
+    assert slack.parse_withdraw_action_id(menu["action_id"]) == "req_deploy_7f3a"
+    assert slack.parse_withdraw_action_id("ahw:") is None
+    assert slack.parse_withdraw_action_id("ah:req_deploy_7f3a:approve") is None
     assert approve["action_id"] == approve["value"] == "ah:req_deploy_7f3a:approve"
     assert approve["style"] == "primary" and reject["style"] == "danger"
     assert "confirm" in reject and "confirm" not in approve

@@ -162,7 +162,8 @@ class Slack:
         out = {}
         for block in self.card_message(ts, channel).blocks:
             for element in block.get("elements", []) if block["type"] == "actions" else []:
-                out[element["text"]["text"]] = element
+                if element["type"] == "button":  # not the "Withdraw" overflow menu
+                    out[element["text"]["text"]] = element
         return out
 
     def click_payload(

@@ -14,7 +14,7 @@ def test_upgrade_creates_schema_and_is_idempotent(db_url: str) -> None:
     assert current_revision(db_url) is None
     storage.upgrade(db_url)
     storage.upgrade(db_url)  # second call is a no-op
-    assert current_revision(db_url) == head_revision() == "0011_waiting"
+    assert current_revision(db_url) == head_revision() == "0012_home"
     engine = make_engine(db_url)
     try:
         tables = set(inspect(engine).get_table_names())

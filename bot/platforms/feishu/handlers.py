@@ -45,10 +45,11 @@ from bot.engine.results import EngineError, PendingPage, RespondResult
 from bot.platforms.feishu.adapter import FeishuAdapter, plain_text
 from bot.platforms.feishu.client import FeishuApi, FeishuApiError, dumps
 from bot.platforms.feishu.delegate import delegate_command, delegate_rest, mention_ids
+from bot.platforms.feishu.i18n import toast_i18n
 from bot.platforms.feishu.names import NEUTRAL, OPEN_ID_IN_TEXT, NameCache
 from bot.platforms.feishu.pending import PENDING_PER_PAGE, pending_command, pending_reply
 from bot.platforms.feishu.replay import ReplayGuard, parse_epoch
-from renderers.card import RequestCard
+from renderers.card import WITHDRAW_TOKEN, RequestCard
 from renderers.feishu import parse_callback_value, read_values
 from renderers.markdown import message_text as inert_text
 
@@ -154,7 +155,8 @@ current_reply: contextvars.ContextVar[ReplyContext | None] = contextvars.Context
 def toast(kind: str, content: str) -> P2CardActionTriggerResponse:
     """A toast-only callback reply (never a 2.0 card: Feishu may reject it, 200673)."""
     shown = inert_text(content, 500) or "…"
-    return P2CardActionTriggerResponse({"toast": {"type": kind, "content": shown}})
+    return P2CardActionTriggerResponse({"toast": {"type": kind, "content": shown,
+                                                  **toast_i18n(shown)}})
 
 
 _TOAST_KIND = {
@@ -402,6 +404,7 @@ class FeishuEventHandlers:
             values = {k: v for k, v in form_value.items() if isinstance(k, str)}
         return await self._store_and_decide(
             Click(PLATFORM, ref, who, action_id, values,
+                  kind="withdraw" if action_id == WITHDRAW_TOKEN else "respond",
                   reply_to={"message": message_id} if message_id else {}),
             deadline, handoff)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from pydantic import JsonValue
@@ -70,8 +70,24 @@ class SlackAdapter:
 
     platform = PLATFORM
 
-    def __init__(self, client: AsyncWebClient) -> None:
+    def __init__(
+        self, client: AsyncWebClient, *, on_change: Callable[[], None] | None = None,
+        on_home_notice: Callable[[str, str], Awaitable[object]] | None = None,
+    ) -> None:
         self._client = client
+        self._on_change = on_change
+        self._on_home_notice = on_home_notice
+        """Tells a person on their App Home (a click made there has no channel)."""
+        """Called after a card was posted or updated, or a run result posted (App Home
+        refreshes the people watching it; ``bot.platforms.slack.home``)."""
+
+    def _changed(self) -> None:
+        if self._on_change is not None:
+            try:
+                self._on_change()
+            except Exception:  # Home is a convenience; never fail a delivery for it
+                log.exception("app home refresh could not be scheduled",
+                              extra={"platform": PLATFORM})
 
     async def deliver(
         self, card: RequestCard, target: DeliveryTarget, key: PostKey | None = None
@@ -116,6 +132,7 @@ class SlackAdapter:
         ref = DeliveryRef(
             platform=PLATFORM, channel=str(posted["channel"]), message_id=str(posted["ts"])
         )
+        self._changed()
         log.info(
             "slack card delivered",
             extra={
@@ -149,6 +166,7 @@ class SlackAdapter:
                 },
             )
             return
+        self._changed()
         log.info(
             "slack card updated",
             extra={
@@ -169,6 +187,7 @@ class SlackAdapter:
         try:
             await self._post_in_thread(origin.channel, origin.thread, text, "(empty output)",
                                        key)
+            self._changed()
         except SlackErrors as exc:
             log.warning(
                 "posting run result failed",
@@ -214,6 +233,11 @@ class SlackAdapter:
         engine decided later (after a restart). Slack refusing (they left the channel,
         say) is logged, not retried; a transport error is raised for a retry."""
         channel = reply_to.get("channel")
+        if not channel and self._on_home_notice is not None:
+            # A click on App Home: Home itself is where they are told.
+            await self._on_home_notice(
+                who.user_id, truncate(slack_escape(text), MAX_EPHEMERAL_CHARS) or "Done.")
+            return
         if not channel:
             log.info("no channel to tell the clicker in", extra={"platform": PLATFORM})
             return

@@ -23,13 +23,16 @@ from bot.engine.ports import Identity
 from bot.platforms.slack.dedupe import RecentIds
 from bot.platforms.slack.directory import SlackDirectory
 from bot.platforms.slack.engine_api import SlackEngine
+from bot.platforms.slack.home import HomeTab
 from bot.platforms.slack.inbound import Refusal, bolt_request, check_signature, log_refusal
 from bot.platforms.slack.listeners.actions import (
     ActionListener,
     FileButtonListener,
+    WithdrawListener,
     ignore_other_actions,
 )
 from bot.platforms.slack.listeners.commands import CommandListener
+from bot.platforms.slack.listeners.home import HomeOpenedListener
 from bot.platforms.slack.listeners.mentions import MentionListener
 from bot.platforms.slack.listeners.views import FileSubmissionListener
 from bot.platforms.slack.replies import audit_refusal
@@ -108,8 +111,10 @@ def build_app(
     directory: SlackDirectory | None = None,
     command: str = COMMAND,
     seen_events: RecentIds | None = None,
+    home: HomeTab | None = None,
 ) -> AsyncApp:
-    """The Bolt app. ``signing_secret=None`` is only valid for Socket Mode."""
+    """The Bolt app. ``signing_secret=None`` is only valid for Socket Mode; ``home``
+    serves App Home (``app_home_opened``, refusals of clicks on Home)."""
     bolt_log = logging.getLogger("bot.platforms.slack.bolt")
     quiet = _UnusedEnvTokenFilter()
     bolt_log.addFilter(quiet)
@@ -126,7 +131,10 @@ def build_app(
     app.command(command)(CommandListener(engine))
     app.event("app_mention")(MentionListener(engine, directory))
     app.action(render.FILE_ACTION_ID_PATTERN)(FileButtonListener(engine))
-    app.action(render.ACTION_ID_PATTERN)(ActionListener(engine))
+    app.action(render.ACTION_ID_PATTERN)(ActionListener(engine, home=home))
+    app.action(render.WITHDRAW_ACTION_ID_PATTERN)(WithdrawListener(engine, home=home))
+    if home is not None:
+        app.event("app_home_opened")(HomeOpenedListener(home))
     app.action({"type": "block_actions"})(ignore_other_actions)
     app.view(render.FILE_MODAL_CALLBACK_ID)(FileSubmissionListener(engine))
     return app

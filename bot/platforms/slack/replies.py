@@ -39,7 +39,11 @@ async def tell(
     respond: AsyncRespond | None = None,
     thread_ts: str | None = None,
 ) -> None:
-    """Send ``text`` (already safe mrkdwn) to ``user`` only."""
+    """Send ``text`` (already safe mrkdwn) to ``user`` only, in their Slack locale when
+    the catalog has the sentence (``bot.platforms.slack.people``)."""
+    from bot.platforms.slack.people import in_their_words
+
+    text = await in_their_words(client, user, text)
     if channel:
         try:
             kwargs: dict[str, Any] = {"channel": channel, "user": user, "text": text}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
@@ -24,6 +24,7 @@ from bot.platforms.slack.client import make_client
 from bot.platforms.slack.config import SlackConfig
 from bot.platforms.slack.directory import SlackDirectory
 from bot.platforms.slack.engine_api import SlackEngine
+from bot.platforms.slack.home import HomeEngine, HomeTab
 
 log = logging.getLogger(__name__)
 
@@ -53,15 +54,24 @@ class SlackPlatform:
     ) -> None:
         self.config = config
         self.client = client or make_client(config)
-        self.adapter = SlackAdapter(self.client)
+        self.home = HomeTab(engine, self.client) if _has_home(engine) else None
+        self.adapter = SlackAdapter(self.client,
+                                    on_change=self.home.changed if self.home else None,
+                                    on_home_notice=self._home_notice if self.home else None)
         self.directory = SlackDirectory(self.client, ttl_seconds=directory_ttl)
         self.app: AsyncApp = build_app(
             engine,
             self.client,
             signing_secret=None if config.socket_mode else config.signing_secret,
             directory=self.directory,
+            home=self.home,
         )
         self._socket_handler: Any = None
+
+    async def _home_notice(self, user_id: str, text: str) -> None:
+        """Tell someone who clicked on App Home, on their Home (``tell_clicker``)."""
+        if self.home is not None:
+            await self.home.publish(user_id, notice=text, force=True)
 
     def register(self, engine: AdapterRegistry) -> None:
         """Let the engine deliver through Slack and authorize with Slack membership."""
@@ -97,6 +107,11 @@ class SlackPlatform:
     def background_tasks(self) -> list[Callable[[asyncio.Event], Awaitable[None]]]:
         """Long-running coroutines ``serve`` must run next to uvicorn."""
         return [self.run_socket_mode] if self.config.socket_mode else []
+
+
+def _has_home(engine: object) -> TypeGuard[HomeEngine]:
+    """App Home needs the engine's ``runs_started_by`` (stand-ins in tests may lack it)."""
+    return callable(getattr(engine, "runs_started_by", None))
 
 
 def from_env(

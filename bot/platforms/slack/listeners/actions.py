@@ -16,7 +16,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slack_bolt.async_app import AsyncAck, AsyncRespond
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -31,7 +31,11 @@ from bot.platforms.slack.engine_api import SlackEngine
 from bot.platforms.slack.identity import from_interaction
 from bot.platforms.slack.replies import audit_refusal, safe_text, tell
 from renderers import slack as render
-from renderers.card import RequestCard, index_token
+from renderers.card import WITHDRAW_TOKEN, RequestCard, index_token
+from renderers.home import card_state
+
+if TYPE_CHECKING:
+    from bot.platforms.slack.home import HomeTab
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +56,18 @@ def message_location(body: Mapping[str, Any]) -> tuple[str | None, str | None]:
     channel = container.get("channel_id") or (body.get("channel") or {}).get("id")
     ts = container.get("message_ts") or (body.get("message") or {}).get("ts")
     return (str(channel) if channel else None, str(ts) if ts else None)
+
+
+def home_state(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The Home view's ``state.values`` when the click came from App Home, else None."""
+    view = body.get("view")
+    container = body.get("container") or {}
+    if not isinstance(view, dict) or view.get("type") != "home" or (
+            container.get("type") not in (None, "view")):
+        return None
+    state = view.get("state")
+    values = state.get("values") if isinstance(state, dict) else None
+    return values if isinstance(values, dict) else {}
 
 
 class AcksFirst:
@@ -112,8 +128,10 @@ class ActionListener:
     not crowd out the acks either.
     """
 
-    def __init__(self, engine: SlackEngine, *, concurrency: int = 4, replies: int = 4) -> None:
+    def __init__(self, engine: SlackEngine, *, concurrency: int = 4, replies: int = 4,
+                 home: HomeTab | None = None) -> None:
         self._engine = engine
+        self._home = home
         self._slots = asyncio.Semaphore(concurrency)
         self._reply_slots = asyncio.Semaphore(replies)
         self._acks_first = AcksFirst()
@@ -128,9 +146,7 @@ class ActionListener:
     ) -> None:
         who = responder(body)
         channel, ts = message_location(body)
-        parsed = render.parse_action_id(action.get("action_id")) or render.parse_action_id(
-            action.get("value")
-        )
+        parsed = self._parse(action)
         if parsed is None:
             await ack()
             await audit_refusal(self._engine, None, who, UNKNOWN_BUTTON, check="unknown_button",
@@ -142,7 +158,8 @@ class ActionListener:
         ref, token = parsed
         self._acks_first.arrived()
         try:
-            recorded, message = await self._record(ref, token, who, body, channel, ts)
+            recorded, message = await self._record(ref, token, who, body, channel, ts,
+                                                   self.kind)
         except Exception:
             log.exception("recording a click failed", extra={"platform": "slack", "ref": ref[:64]})
             recorded, message = None, NOT_RECORDED
@@ -153,14 +170,28 @@ class ActionListener:
             await self._acks_first.wait()
             async with self._slots:
                 message = await self._decide(recorded)
-        if message:
+        from_home = home_state(body) is not None
+        if from_home and self._home is not None:
+            # Home has no ephemeral messages: the notice goes on top of a fresh Home.
+            async with self._reply_slots:
+                await self._home.publish(who.user_id, notice=message, force=True)
+        elif message:
             async with self._reply_slots:
                 await tell(client, user=who.user_id, channel=channel, text=message,
                            respond=respond)
 
+    kind = "respond"
+    """The click inbox ``kind`` this listener stores."""
+
+    @staticmethod
+    def _parse(action: Mapping[str, Any]) -> tuple[str, str] | None:
+        """``(ref, action token)`` of one of our buttons, or None."""
+        return render.parse_action_id(action.get("action_id")) or render.parse_action_id(
+            action.get("value"))
+
     async def _record(
         self, ref: str, token: str, who: Identity, body: Mapping[str, Any],
-        channel: str | None, ts: str | None,
+        channel: str | None, ts: str | None, kind: str = "respond",
     ) -> tuple[Recorded | None, str | None]:
         """Store the click before the ack: ``(recorded, None)``, or ``(None, text to tell)``
         when it could not be stored. No database read on this path: the values are
@@ -168,10 +199,15 @@ class ActionListener:
         (``SlackAdapter.read_click``)."""
         state = body.get("state")
         state_values = state.get("values") if isinstance(state, dict) else None
+        on_home = home_state(body)
+        if on_home is not None:
+            state_values = card_state(on_home, ref)
         if not isinstance(state_values, dict):
             state_values = {}
         reply_to = {k: v for k, v in (("channel", channel), ("message", ts)) if v}
-        click = Click("slack", ref, who, token, state_values, reply_to=reply_to)
+        if kind != "respond":
+            state_values = {}  # a withdrawal carries no answer
+        click = Click("slack", ref, who, token, state_values, kind=kind, reply_to=reply_to)
         try:
             recorded = await self._engine.record_click(click, budget=ACK_BUDGET)
         except ClickTooLarge as exc:
@@ -199,6 +235,21 @@ class ActionListener:
                 "outcome": result.outcome,
             },
         )
+
+
+class WithdrawListener(ActionListener):
+    """The "Withdraw" item of a card's overflow menu (``ahw:{ref}``): stored in the click
+    inbox as ``kind="withdraw"`` before the ack, then decided like any click; the engine
+    allows only the run's starter and admins, and anyone else is told why."""
+
+    kind = "withdraw"
+
+    @staticmethod
+    def _parse(action: Mapping[str, Any]) -> tuple[str, str] | None:
+        ref = render.parse_withdraw_action_id(action.get("action_id"))
+        selected = action.get("selected_option")
+        chosen = selected.get("value") if isinstance(selected, dict) else None
+        return (ref, WITHDRAW_TOKEN) if ref and chosen == WITHDRAW_TOKEN else None
 
 
 class FileButtonListener:

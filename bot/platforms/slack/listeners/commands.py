@@ -8,6 +8,7 @@ of the agent's ``starters``; a refusal is told to them alone and nothing is post
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -22,9 +23,11 @@ from bot.platforms.slack.client import error_code
 from bot.platforms.slack.delegate import delegate_command
 from bot.platforms.slack.engine_api import SlackEngine
 from bot.platforms.slack.identity import from_command
+from bot.platforms.slack.people import in_their_words, people
 from bot.platforms.slack.replies import safe_text
 from bot.platforms.slack.runs import start_run
 from bot.platforms.slack.text import quote
+from renderers import i18n
 from renderers.markdown import slack_escape
 from renderers.text import format_when, summary
 
@@ -49,13 +52,14 @@ PENDING_PER_PAGE = 10
 PENDING_FAILED = "I couldn't list your requests just now; please try again shortly."
 
 
-def help_text(agents: list[str]) -> str:
-    """``HELP`` plus the agents the asker may start (agent names are admin config)."""
-    if not agents:
-        return (f"{HELP}\nYou may not start any agent yet; an admin can add you to an "
-                "agent's `starters`.")
-    names = ", ".join(f"`{slack_escape(name)}`" for name in agents)
-    return f"{HELP}\n*Agents you may start:* {names}"
+def help_text(agents: list[str], locale: str | None = None) -> str:
+    """The help plus the agents the asker may start (agent names are admin config), in
+    ``locale`` (``renderers.i18n``; ``HELP`` is the English text)."""
+    with i18n.speaking(locale):
+        if not agents:
+            return f"{i18n.t('help.slack')}\n{i18n.t('help.no_agents')}"
+        names = ", ".join(f"`{slack_escape(name)}`" for name in agents)
+        return f"{i18n.t('help.slack')}\n" + i18n.t("help.agents", names=names)
 
 
 def parse(text: str) -> tuple[str, str]:
@@ -64,23 +68,28 @@ def parse(text: str) -> tuple[str, str]:
     return head.lower(), rest.strip()
 
 
-def pending_text(page: PendingPage) -> str:
-    """An ephemeral page of open requests; card text is untrusted and escaped."""
-    if not page.total:
-        return "Nothing is waiting for you. :tada:"
-    lines = [f"*{page.total} open request(s) you may answer:*"]
-    for card in page.cards:
-        due = f", due {format_when(card.deadline)}" if card.deadline else ""
-        lines.append(
-            f"• {slack_escape(summary(card, 150))} (agent `{slack_escape(card.agent_name)}`{due})"
-        )
-    if page.pages > 1:
-        last = page.first + len(page.cards) - 1
-        more = (f" — `/askhuman pending {page.page + 1}` for the next page"
-                if page.page < page.pages else "")
-        lines.append(f"_Showing {page.first}–{last} of {page.total} "
-                     f"(page {page.page} of {page.pages}){more}._")
-    return "\n".join(lines)
+def pending_text(page: PendingPage, locale: str | None = None,
+                 timezone: str | None = None) -> str:
+    """An ephemeral page of open requests in the asker's ``locale`` (dates in their
+    ``timezone``); card text is untrusted, escaped and never translated."""
+    with i18n.speaking(locale, timezone):
+        if not page.total:
+            return i18n.t("pending.none") + " :tada:"
+        lines = ["*" + i18n.t("pending.count", total=page.total) + "*"]
+        for card in page.cards:
+            due = i18n.t("pending.due", when=format_when(card.deadline)) if card.deadline \
+                else ""
+            agent = i18n.t("pending.agent", agent=f"`{slack_escape(card.agent_name)}`")
+            shown = dataclasses.replace(card, locale=i18n.current_locale())
+            lines.append(f"• {slack_escape(summary(shown, 150))} ({agent}{due})")
+        if page.pages > 1:
+            last = page.first + len(page.cards) - 1
+            more = (i18n.t("pending.next_slack", next=page.page + 1)
+                    if page.page < page.pages else "")
+            lines.append("_" + i18n.t("pending.showing", first=page.first, last=last,
+                                      total=page.total, page=page.page, pages=page.pages)
+                         + f"{more}._")
+        return "\n".join(lines)
 
 
 def page_number(text: str) -> int:
@@ -112,13 +121,15 @@ class CommandListener:
             await ack()
             refusal = await self._engine.start_refusal(agent, user)
             if refusal is not None:  # audited by the engine; nothing is posted in channel
-                await respond(text=safe_text(refusal), response_type="ephemeral")
+                words = await in_their_words(client, user.user_id, refusal)
+                await respond(text=safe_text(words), response_type="ephemeral")
                 return
             channel = str(command["channel_id"])
             await self._run(client, respond, user, channel, agent, prompt.strip())
         elif sub == "pending":
             await ack()
-            await self._pending(respond, user, page_number(rest))
+            locale, zone = await people(client).person(user.user_id)
+            await self._pending(respond, user, page_number(rest), locale, zone)
         elif sub == "delegate":
             await ack()
             directory = getattr(self._engine, "_directory", lambda _p: None)("slack")
@@ -128,11 +139,15 @@ class CommandListener:
             # Help lists only the agents this person may start (directory lookups), so it
             # is sent after the ack rather than in it.
             await ack()
-            lead = "" if sub in ("", "help") else f"I don't know `{slack_escape(sub[:40])}`.\n\n"
+            locale = await people(client).locale(user.user_id)
+            with i18n.speaking(locale):
+                lead = "" if sub in ("", "help") else i18n.t(
+                    "help.unknown", sub=slack_escape(sub[:40])) + "\n\n"
             agents = await self._engine.startable_agents(user)
-            await respond(text=lead + help_text(agents), response_type="ephemeral")
+            await respond(text=lead + help_text(agents, locale), response_type="ephemeral")
 
-    async def _pending(self, respond: AsyncRespond, user: Identity, number: int) -> None:
+    async def _pending(self, respond: AsyncRespond, user: Identity, number: int,
+                       locale: str | None = None, zone: str | None = None) -> None:
         """List one page of the asker's open requests; when that fails, say so (never
         silence)."""
         try:
@@ -142,9 +157,9 @@ class CommandListener:
             log.warning("listing pending requests failed", exc_info=not down,
                         extra={"platform": "slack", "error": type(exc).__name__})
             text = DATABASE_DOWN if down else PENDING_FAILED
-            await respond(text=text, response_type="ephemeral")
+            await respond(text=i18n.translate(text, locale), response_type="ephemeral")
             return
-        await respond(text=pending_text(page), response_type="ephemeral")
+        await respond(text=pending_text(page, locale, zone), response_type="ephemeral")
 
     async def _run(
         self,

@@ -1,0 +1,58 @@
+"""Withdraw: the person who started a run, or an admin, takes back its pending request.
+
+The "Withdraw" item on a card's menu arrives as a click like any button (stored in
+the click inbox before the ack, ``kind="withdraw"``), so an acknowledged withdrawal is
+never lost. Unlike ``cancel`` (which approvers may use too), only the run's starter
+and the ``admins:`` list may withdraw: anyone else is refused, audited, and the
+request is left untouched. A withdrawal resolves the request ``cancelled`` in one
+compare-and-set, with its audit row, resume job and the card update of every copy,
+and closes the stored click in that same transaction.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from bot.askhuman.schema import cancelled_result
+from bot.engine import inbox
+from bot.engine.access import NOT_FOUND
+from bot.engine.decisions import DecisionsMixin
+from bot.engine.ports import Identity
+from bot.engine.results import RespondResult
+
+WITHDRAW_ACTION = "__withdraw"
+"""The ``action_id`` a withdraw click carries in the click inbox."""
+NOT_ALLOWED = ("Only the person who started this run, or an askhuman admin, may withdraw "
+               "this request.")
+
+
+class WithdrawMixin(DecisionsMixin):
+    """``withdraw``: the starter or an admin cancels a pending request from the card."""
+
+    async def withdraw(self, ref: str, actor: Identity, reason: str = "",
+                       mark: inbox.Mark | None = None) -> RespondResult:
+        """Resolve ``ref`` ``cancelled`` if ``actor`` started its run or is an admin."""
+        found = await self._read(lambda s: self._load(s, ref))
+        if found is None:
+            return await self._refuse("not_found", NOT_FOUND, ref, actor, "withdraw_unknown_ref",
+                                      mark=mark)
+        _request, run, card = found
+        is_starter = (run.started_by_platform, run.started_by_user) == (
+            actor.platform, actor.user_id)
+        if not is_starter and not self.settings.admins.includes(actor.platform, actor.user_id):
+            return await self._refuse("rejected", NOT_ALLOWED, ref, actor,
+                                      "withdraw_unauthorized", card, run.id, mark=mark)
+        who = actor.display_name or actor.user_id
+        result = cancelled_result(f"Withdrawn by {who}: {reason}" if reason else
+                                  f"Withdrawn by {who}.")
+
+        def resolve(session: Session) -> RespondResult:
+            answer = self._resolve_in(session, ref, result, "withdrawn", actor)
+            if mark is not None:
+                inbox.finish(session, mark, self.now(), answer.outcome, answer.message)
+            return answer
+
+        answer = await self._tx(resolve)
+        if answer.outcome == "accepted":
+            self._poke()
+        return RespondResult(answer.outcome, answer.message, await self.card(ref))

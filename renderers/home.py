@@ -1,0 +1,156 @@
+"""A person's Slack App Home: what waits for their answer, and the runs they started.
+
+Each pending request is shown with the same blocks as its card (``render_request``):
+the same buttons, whose ``action_id`` (``ah:{ref}:{action}``) goes through the same
+click path. Block ids must be unique within a view, and two requests may have fields
+of the same name, so every ``block_id`` of a request gets the prefix ``{ref}|``;
+``card_state`` strips it again so the stored click looks exactly like a card's.
+File fields open a modal tied to a message, so Home points to the card for those.
+
+Model-written text (titles, questions, labels, the person's own prompts) is escaped and
+never translated; the chrome comes from ``renderers.i18n`` in the person's locale.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from renderers import i18n
+from renderers.card import RequestCard, RunLine
+from renderers.markdown import check_slack, plain, slack_escape, truncate
+from renderers.slack import FILE_ACTION_PREFIX, render_request
+
+Block = dict[str, Any]
+
+MAX_BLOCKS = 100
+"""Slack's limit for a Home tab view."""
+RESERVED = 12
+"""Blocks kept for the header, the notice and the runs list's heading and footer."""
+MAX_TEXT_CHARS = 60000
+"""Stay well inside what Slack accepts for one view."""
+CALLBACK_ID = "askhuman_home"
+SEPARATOR = "|"
+
+
+def _plain(text: str, limit: int) -> dict[str, Any]:
+    return {"type": "plain_text", "text": plain(text, limit) or "…", "emoji": True}
+
+
+def _mrkdwn(text: str) -> Block:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": truncate(text, 3000) or " ",
+                                        "verbatim": True}}
+
+
+def _context(text: str) -> Block:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": truncate(text, 2000)
+                                             or " ", "verbatim": True}]}
+
+
+def home_view(
+    cards: Sequence[RequestCard],
+    total: int,
+    runs: Sequence[RunLine],
+    *,
+    locale: str | None = None,
+    timezone: str | None = None,
+    notice: str | None = None,
+    now: dt.datetime | None = None,
+) -> dict[str, Any]:
+    """The ``home`` view for one person: ``cards`` (of ``total`` they may answer),
+    their ``runs``, and an optional ``notice`` (a refusal told on Home, where Slack
+    offers no ephemeral message; already safe mrkdwn)."""
+    with i18n.speaking(locale, timezone):
+        blocks: list[Block] = [{"type": "header", "text": _plain(i18n.t("home.title"), 150)}]
+        if notice:
+            blocks.append(_mrkdwn(":warning: " + notice))
+        if now is not None:
+            blocks.append(_context(i18n.t("home.updated", when=i18n.format_when(now))))
+        request_blocks, shown = _requests(cards, locale, timezone)
+        blocks += request_blocks
+        if not total:
+            blocks.append(_mrkdwn(i18n.t("home.nothing")))
+        elif shown < total:
+            blocks.append(_context(i18n.t("home.more", more=total - shown)))
+        blocks += _runs(runs)
+    view = {"type": "home", "callback_id": CALLBACK_ID, "private_metadata": "",
+            "blocks": blocks[:MAX_BLOCKS]}
+    check_slack({"blocks": view["blocks"]})
+    return view
+
+
+def _requests(
+    cards: Sequence[RequestCard], locale: str | None, timezone: str | None
+) -> tuple[list[Block], int]:
+    """As many whole cards as fit in the view, with prefixed block ids."""
+    budget = MAX_BLOCKS - RESERVED
+    out: list[Block] = []
+    shown = 0
+    chars = 0
+    for card in cards:
+        if locale:
+            card = dataclasses.replace(card, locale=i18n.normalize(locale),
+                                       timezone=timezone or card.timezone)
+        blocks = [_for_home(card, block) for block in render_request(card)["blocks"]]
+        size = sum(len(str(b)) for b in blocks)
+        if len(out) + len(blocks) + 1 > budget or chars + size > MAX_TEXT_CHARS:
+            break
+        out += [{"type": "divider"}, *blocks]
+        chars += size
+        shown += 1
+    return out, shown
+
+
+def _for_home(card: RequestCard, block: Block) -> Block:
+    """One card block as Home shows it: block ids prefixed with the ref; a file button
+    (its modal belongs to a message) replaced by a pointer to the card."""
+    block = dict(block)
+    accessory = block.get("accessory")
+    if isinstance(accessory, dict) and str(accessory.get("action_id", "")).startswith(
+            FILE_ACTION_PREFIX):
+        del block["accessory"]
+        text = dict(block["text"])
+        text["text"] = truncate(text["text"] + "\n_" + i18n.t("home.files_on_card") + "_", 3000)
+        block["text"] = text
+    if "block_id" in block:
+        block["block_id"] = home_block_id(card.ref, str(block["block_id"]))
+    return block
+
+
+def home_block_id(ref: str, block_id: str) -> str:
+    """``{ref}|{card block id}`` (card block ids fall back to ``v{n}:#{index}`` when
+    long, so this stays within Slack's 255 characters for our 16-char refs)."""
+    return f"{ref}{SEPARATOR}{block_id}"[:255]
+
+
+def card_state(state_values: Mapping[str, Any], ref: str) -> dict[str, Any]:
+    """The Home view's ``state.values`` → the ones of ``ref``'s card, as the card's own
+    message would carry them (prefix stripped; other requests' inputs dropped)."""
+    prefix = f"{ref}{SEPARATOR}"
+    return {bid[len(prefix):]: value for bid, value in state_values.items()
+            if isinstance(bid, str) and bid.startswith(prefix)}
+
+
+def _runs(runs: Sequence[RunLine]) -> list[Block]:
+    blocks: list[Block] = [{"type": "divider"},
+                           {"type": "header", "text": _plain(i18n.t("home.runs"), 150)}]
+    if not runs:
+        return [*blocks, _mrkdwn(i18n.t("home.no_runs"))]
+    lines = []
+    for run in runs:
+        state = i18n.t_or(f"run_status.{run.status}", run.status)
+        line = (f"• *{slack_escape(truncate(run.agent, 100))}* — {slack_escape(state)} · "
+                f"{i18n.format_when(run.started_at)}\n"
+                f"   {slack_escape(truncate(' '.join(run.prompt.split()), 200))}")
+        if run.waiting_on:
+            line += "\n   " + i18n.t("home.waiting_on",
+                                     what=slack_escape(truncate(run.waiting_on, 150)))
+        lines.append(line)
+    text = ""
+    for line in lines:
+        if len(text) + len(line) + 1 > 2900:
+            break
+        text += ("\n" if text else "") + line
+    return [*blocks, _mrkdwn(text)]
