@@ -68,6 +68,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "no_arguments": "No arguments.",
         "required": " (required)",
         "when_format": "%Y-%m-%d %H:%M {tz}",
+        "click.received": "Received — recording your answer. The card will show the outcome.",
+        "click.about": "About your answer on an askhuman card: {text}",
     },
     "zh-CN": {
         "status.pending": "等待回复",
@@ -112,6 +114,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "no_arguments": "无参数。",
         "required": "（必填）",
         "when_format": "%Y-%m-%d %H:%M {tz}",
+        "click.received": "已收到，正在记录你的回复。卡片会显示结果。",
+        "click.about": "关于你在 askhuman 卡片上的回复：{text}",
     },
 }
 
@@ -136,6 +140,12 @@ def t(key: str, **values: Any) -> str:
     locale, _tz = _current.get()
     text = CATALOG.get(locale, {}).get(key) or CATALOG[DEFAULT_LOCALE][key]
     return text.format(**values) if values else text
+
+
+def say(locale: str | None, key: str, **values: Any) -> str:
+    """``t(key)`` in ``locale`` (for texts outside a card: toasts, direct messages)."""
+    with speaking(locale):
+        return t(key, **values)
 
 
 def status_word(status: str) -> str:

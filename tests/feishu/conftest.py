@@ -27,6 +27,7 @@ from bot.askhuman.schema import AskHumanToolResult, DeferredToolCallPayload
 from bot.commands.serve_cmd import PlatformRuntime, build_app
 from bot.engine import Engine, registry_runtimes
 from bot.platforms.feishu import FeishuConfig, FeishuPlatform, build_feishu_platform
+from bot.platforms.feishu.handlers import WORKING
 from bot.settings import Settings
 from storage import AuditLog, Database
 from tests.fakes.asgi_server import AsgiServer, serve_in_loop
@@ -39,6 +40,8 @@ from tests.fakes.feishu_signing import (
     sign_event,
 )
 
+RECEIVED = {"type": "info", "content": WORKING}
+"""The toast of every click that was stored (decided afterwards)."""
 ENCRYPT_KEY = "test-encrypt-key"
 VERIFICATION_TOKEN = "test-verification-token"
 APP_SECRET = "test-app-secret"
@@ -183,6 +186,24 @@ class Feishu:
         response = await self.post_event(event)
         assert response.status_code == 200, response.text
         return str(event["event"]["message"]["message_id"])
+
+    async def click(self, card: Message, **kw: Any) -> httpx.Response:
+        """Click like Feishu does: the toast says "received" at once (the click is
+        stored); then wait until it is decided and the clicker told (``settle``)."""
+        response = await self.post_event(self.click_event(card, **kw))
+        assert response.status_code == 200, response.text
+        assert response.json()["toast"] == RECEIVED, response.text
+        await self.settle()
+        return response
+
+    async def settle(self) -> None:
+        """Wait until the clicks answered so far are decided and their clickers told."""
+        await self.platform.handlers.drain()
+
+    def told(self, user: str) -> list[str]:
+        """What the bot told ``user`` privately (their chat with the bot), oldest first."""
+        return [str(json.loads(m.content)["text"]) for m in list(self.fake.messages.values())
+                if m.chat_id == f"oc_p2p_{user}" and m.msg_type == "text"]
 
     def click_event(
         self,
