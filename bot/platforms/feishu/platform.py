@@ -106,6 +106,7 @@ class FeishuPlatform:
         await self.handlers.drain(timeout=5.0)
         if self._long_connection is not None:
             self._long_connection.stop()
+        self.api.shutdown()
 
     def feed_ws_event(self, payload: bytes) -> Any:
         """Dispatch a raw event exactly as the long connection would (no checks)."""
