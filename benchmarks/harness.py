@@ -132,9 +132,12 @@ class Parties(AbstractContextManager["Parties"]):
         party.url = f"http://127.0.0.1:{port}"
         return party
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, *exc: object) -> None:
         for party in reversed(self.started):
             party.stop()
+            if kind is not None:  # show what each party said before the failure
+                tail = party.log.read_text(errors="replace")[-2000:]
+                print(f"--- {party.name} (pid {party.pid}) log tail:\n{tail}", file=sys.stderr)
 
 
 def wait_http(party: Party, path: str = "/healthz", timeout: float = 60.0) -> None:
@@ -218,7 +221,7 @@ def busy(db: Path) -> int:
                for table in ("click_inbox", "outbox", "resume_jobs"))
 
 
-async def settle(db: Path, refs: Sequence[str], timeout: float = 120.0) -> dict[str, int]:
+async def settle(db: Path, refs: Sequence[str], timeout: float = 60.0) -> dict[str, int]:
     """Wait until every ref is decided and askhuman has nothing left to do (so the next
     round does not pay for this one's background work); the decided counts."""
     deadline = time.monotonic() + timeout
