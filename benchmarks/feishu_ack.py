@@ -35,19 +35,7 @@ from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
-from harness import (  # noqa: E402
-    FAKE_BACKLOG,
-    Call,
-    CallsFor,
-    Parties,
-    burst,
-    delivered,
-    free_port,
-    measure_rounds,
-    ratio_table,
-    serve_asgi,
-    wait_http,
-)
+import harness as h  # noqa: E402
 
 ENCRYPT_KEY = "bench-encrypt-key"
 VERIFICATION_TOKEN = "bench-verification-token"
@@ -67,7 +55,7 @@ def run_fake(port: int, app_id: str) -> None:
 
     fake = FakeFeishuApi(app_id=app_id, app_secret=APP_SECRET,
                          chats={APPROVALS: [STARTER], ORIGIN: [STARTER]})
-    serve_asgi(fake.app, port, backlog=FAKE_BACKLOG)
+    h.serve_asgi(fake.app, port, backlog=h.FAKE_BACKLOG)
 
 
 # ---------------------------------------------------------------- role: baseline
@@ -106,7 +94,7 @@ def run_baseline(port: int) -> None:
     async def healthz(_request: Request) -> Response:
         return Response(b"ok")
 
-    serve_asgi(Starlette(routes=[Route("/feishu/events", events, methods=["POST"]),
+    h.serve_asgi(Starlette(routes=[Route("/feishu/events", events, methods=["POST"]),
                                  Route("/healthz", healthz)]), port)
 
 
@@ -125,11 +113,11 @@ def write_config(path: Path, db: Path, operators: list[str]) -> None:
     }))
 
 
-def signed_call(event: dict[str, Any]) -> Call:
+def signed_call(event: dict[str, Any]) -> h.Call:
     from tests.fakes.feishu_signing import sign_event
 
     signed = sign_event(event, ENCRYPT_KEY, nonce=uuid.uuid4().hex)
-    return Call("/feishu/events", signed.body, signed.headers)
+    return h.Call("/feishu/events", signed.body, signed.headers)
 
 
 class Client:
@@ -149,17 +137,17 @@ class Client:
             text=f"@_user_1 deploy: ship v{tag}.{i}", mentions=[bot_mention()]))
             for i in range(count)]
         for start in range(0, count, 20):
-            await burst(self.app_url, calls[start:start + 20])
+            await h.burst(self.app_url, calls[start:start + 20])
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            fresh = {m: r for m, r in delivered(self.db, "feishu").items() if m not in self.seen}
+            fresh = {m: r for m, r in h.delivered(self.db, "feishu").items() if m not in self.seen}
             if len(fresh) >= count:
                 self.seen.update(fresh)
                 return sorted(fresh.items())
             await asyncio.sleep(0.05)
         raise RuntimeError(f"only {len(fresh)} of {count} cards were posted")
 
-    def click(self, operator: str, message_id: str, ref: str) -> Call:
+    def click(self, operator: str, message_id: str, ref: str) -> h.Call:
         from tests.fakes.feishu_signing import card_action_event
 
         return signed_call(card_action_event(
@@ -177,7 +165,7 @@ def read_toast(_app: str, body: bytes) -> str:
 
 async def run_case(case: str, client: Client, apps: dict[str, str], operators: list[str],
                    rounds: int) -> list[str]:
-    async def prepare(n: int) -> tuple[list[str], CallsFor]:
+    async def prepare(n: int) -> tuple[list[str], h.CallsFor]:
         cards = await client.new_cards(1 if case == "race" else len(operators), f"{case}{n}")
         if case == "race":
             pairs = [(op, *cards[0]) for op in operators]
@@ -186,9 +174,9 @@ async def run_case(case: str, client: Client, apps: dict[str, str], operators: l
         return ([ref for _, ref in cards],
                 lambda _app: [client.click(op, message, ref) for op, message, ref in pairs])
 
-    measured = await measure_rounds(apps, rounds, client.db, prepare, read_toast)
+    measured = await h.measure_rounds(apps, rounds, client.db, prepare, read_toast)
     what = ("one card, N approvers" if case == "race" else "N cards, one click each")
-    lines = ratio_table(f"Feishu card action → toast, {case} ({what}), N = {len(operators)}, "
+    lines = h.ratio_table(f"Feishu card action → toast, {case} ({what}), N = {len(operators)}, "
                         f"{rounds} round(s)", measured.latencies, "bare lark-oapi")
     for app, said in measured.replies.items():
         lines.append(f"\n{app} replies: " + "; ".join(f"{v} × {k!r}" for k, v in
@@ -200,21 +188,21 @@ async def run_case(case: str, client: Client, apps: dict[str, str], operators: l
 async def client_main(clicks: int, rounds: int, cases: list[str]) -> None:
     operators = [f"ou_op{i:05d}" for i in range(clicks)]
     app_id = f"cli_bench_{uuid.uuid4().hex[:8]}"
-    with tempfile.TemporaryDirectory() as tmp, Parties(Path(tmp)) as parties:
-        fake_port, app_port, base_port = free_port(), free_port(), free_port()
+    with tempfile.TemporaryDirectory() as tmp, h.Parties(Path(tmp)) as parties:
+        fake_port, app_port, base_port = h.free_port(), h.free_port(), h.free_port()
         fake = parties.role(SCRIPT, "fake", "--port", str(fake_port), "--app-id", app_id)
         fake.url = f"http://127.0.0.1:{fake_port}"
         baseline = parties.role(SCRIPT, "baseline", "--port", str(base_port))
         baseline.url = f"http://127.0.0.1:{base_port}"
         db, config = Path(tmp) / "askhuman.db", Path(tmp) / "askhuman.yaml"
         write_config(config, db, operators)
-        wait_http(fake, "/")
+        h.wait_http(fake, "/")
         app = parties.askhuman(config, app_port, {
             "FEISHU_APP_ID": app_id, "FEISHU_APP_SECRET": APP_SECRET, "FEISHU_MODE": "http",
             "FEISHU_DOMAIN": fake.url, "FEISHU_ENCRYPT_KEY": ENCRYPT_KEY,
             "FEISHU_VERIFICATION_TOKEN": VERIFICATION_TOKEN})
-        wait_http(app)
-        wait_http(baseline)
+        h.wait_http(app)
+        h.wait_http(baseline)
         client = Client(app.url, app_id, db)
         apps = {"askhuman": app.url, "bare lark-oapi": baseline.url}
         for case in cases:

@@ -108,6 +108,11 @@ class Parties(AbstractContextManager["Parties"]):
     workdir: Path
     started: list[Party] = field(default_factory=list)
 
+    def __enter__(self) -> Parties:
+        # A SIGTERM to the client (``timeout``, Ctrl-C's cousin) still stops the children.
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        return self
+
     def spawn(self, name: str, argv: Sequence[str], env: dict[str, str] | None = None) -> Party:
         log = self.workdir / f"{name.replace(' ', '_')}.log"
         with log.open("wb") as out:
@@ -138,6 +143,10 @@ class Parties(AbstractContextManager["Parties"]):
             if kind is not None:  # show what each party said before the failure
                 tail = party.log.read_text(errors="replace")[-2000:]
                 print(f"--- {party.name} (pid {party.pid}) log tail:\n{tail}", file=sys.stderr)
+
+
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def wait_http(party: Party, path: str = "/healthz", timeout: float = 60.0) -> None:

@@ -33,20 +33,7 @@ from urllib.parse import quote, urlencode
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
-from harness import (  # noqa: E402
-    Call,
-    CallsFor,
-    Parties,
-    burst,
-    delivered,
-    free_port,
-    measure_rounds,
-    ratio_table,
-    serve_asgi,
-    signal_ready,
-    wait_file,
-    wait_http,
-)
+import harness as h  # noqa: E402
 
 SECRET = "bench-signing-secret"
 CHANNEL = "C0BENCH"
@@ -76,8 +63,8 @@ def run_fake(port: int, users: int, ready: Path) -> None:
         return JSONResponse({m.ts: m.blocks for m in list(fake.messages.values())
                              if m.channel == CHANNEL and m.blocks})
 
-    signal_ready(ready, fake.base_url)
-    serve_asgi(Starlette(routes=[Route("/_bench/cards", cards)]), port)
+    h.signal_ready(ready, fake.base_url)
+    h.serve_asgi(Starlette(routes=[Route("/_bench/cards", cards)]), port)
 
 
 def approvers(count: int) -> list[str]:
@@ -116,7 +103,7 @@ def run_baseline(port: int, api_url: str) -> None:
     async def healthz(_request: Request) -> Response:
         return Response(b"ok")
 
-    serve_asgi(Starlette(routes=[Route("/slack/events", events, methods=["POST"]),
+    h.serve_asgi(Starlette(routes=[Route("/slack/events", events, methods=["POST"]),
                                  Route("/healthz", healthz)]), port)
 
 
@@ -135,11 +122,11 @@ def write_config(path: Path, db: Path) -> None:
     }))
 
 
-def signed(body: str) -> Call:
+def signed(body: str) -> h.Call:
     from slack_sdk.signature import SignatureVerifier
 
     ts = str(int(time.time()))
-    return Call("/slack/events", body.encode(), {
+    return h.Call("/slack/events", body.encode(), {
         "Content-Type": "application/x-www-form-urlencoded",
         "X-Slack-Request-Timestamp": ts,
         "X-Slack-Signature": SignatureVerifier(SECRET).generate_signature(
@@ -185,10 +172,10 @@ class Client:
             "response_url": f"http://127.0.0.1:{self.api_port}/response_url/cmd"}))
             for i in range(count)]
         for start in range(0, count, 20):
-            await burst(self.app_url, calls[start:start + 20])
+            await h.burst(self.app_url, calls[start:start + 20])
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            fresh = {m: r for m, r in delivered(self.db, "slack").items() if m not in self.seen}
+            fresh = {m: r for m, r in h.delivered(self.db, "slack").items() if m not in self.seen}
             if len(fresh) >= count:
                 with urllib.request.urlopen(self.fake_url + "/_bench/cards") as reply:
                     blocks = json.loads(reply.read())
@@ -197,7 +184,7 @@ class Client:
             await asyncio.sleep(0.05)
         raise RuntimeError(f"only {len(fresh)} of {count} cards were posted")
 
-    def click(self, user: str, card: tuple[str, str, list[Any]]) -> Call:
+    def click(self, user: str, card: tuple[str, str, list[Any]]) -> h.Call:
         ts, _ref, blocks = card
         return signed(click_body(blocks, ts, user, self.api_port))
 
@@ -208,15 +195,15 @@ def read_ack(_app: str, _body: bytes) -> str:
 
 async def run_case(case: str, client: Client, apps: dict[str, str], users: list[str],
                    rounds: int) -> list[str]:
-    async def prepare(n: int) -> tuple[list[str], CallsFor]:
+    async def prepare(n: int) -> tuple[list[str], h.CallsFor]:
         cards = await client.new_cards(1 if case == "race" else len(users), f"{case}{n}")
         pairs = ([(u, cards[0]) for u in users] if case == "race"
                  else list(zip(users, cards, strict=True)))
         return [ref for _, ref, _ in cards], lambda _app: [client.click(u, c) for u, c in pairs]
 
-    measured = await measure_rounds(apps, rounds, client.db, prepare, read_ack)
+    measured = await h.measure_rounds(apps, rounds, client.db, prepare, read_ack)
     what = "one card, N approvers" if case == "race" else "N cards, one click each"
-    lines = ratio_table(f"Slack click → ack, {case} ({what}), N = {len(users)}, "
+    lines = h.ratio_table(f"Slack click → ack, {case} ({what}), N = {len(users)}, "
                         f"{rounds} round(s)", measured.latencies, "bare Bolt")
     lines.append("\n" + "; ".join(measured.rounds))
     return lines
@@ -225,13 +212,13 @@ async def run_case(case: str, client: Client, apps: dict[str, str], users: list[
 async def client_main(clicks: int, rounds: int, cases: list[str]) -> None:
     from tests.fakes.slack_api import BOT_TOKEN
 
-    with tempfile.TemporaryDirectory() as tmp, Parties(Path(tmp)) as parties:
-        fake_port, app_port, base_port = free_port(), free_port(), free_port()
+    with tempfile.TemporaryDirectory() as tmp, h.Parties(Path(tmp)) as parties:
+        fake_port, app_port, base_port = h.free_port(), h.free_port(), h.free_port()
         fake = parties.role(SCRIPT, "fake", "--port", str(fake_port), "--clicks", str(clicks),
                             "--ready", str(Path(tmp) / "fake.ready"))
         fake.url = f"http://127.0.0.1:{fake_port}"
-        api_url = wait_file(fake, Path(tmp) / "fake.ready")
-        wait_http(fake, "/_bench/cards")
+        api_url = h.wait_file(fake, Path(tmp) / "fake.ready")
+        h.wait_http(fake, "/_bench/cards")
         baseline = parties.role(SCRIPT, "baseline", "--port", str(base_port), "--api", api_url)
         baseline.url = f"http://127.0.0.1:{base_port}"
         db, config = Path(tmp) / "askhuman.db", Path(tmp) / "askhuman.yaml"
@@ -239,8 +226,8 @@ async def client_main(clicks: int, rounds: int, cases: list[str]) -> None:
         app = parties.askhuman(config, app_port, {
             "SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": SECRET,
             "SLACK_API_URL": api_url})
-        wait_http(app)
-        wait_http(baseline)
+        h.wait_http(app)
+        h.wait_http(baseline)
         client = Client(app.url, fake.url, api_url, db)
         apps = {"askhuman": app.url, "bare Bolt": baseline.url}
         for case in cases:
