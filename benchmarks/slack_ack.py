@@ -63,8 +63,15 @@ def run_fake(port: int, users: int, ready: Path) -> None:
         return JSONResponse({m.ts: m.blocks for m in list(fake.messages.values())
                              if m.channel == CHANNEL and m.blocks})
 
+    async def count(request: Request) -> JSONResponse:
+        """How many messages in ``channel`` contain ``text`` (final answers, say)."""
+        channel, text = request.query_params["channel"], request.query_params["text"]
+        return JSONResponse(sum(1 for m in list(fake.messages.values())
+                                if m.channel == channel and text in m.text))
+
     h.signal_ready(ready, fake.base_url)
-    h.serve_asgi(Starlette(routes=[Route("/_bench/cards", cards)]), port)
+    h.serve_asgi(Starlette(routes=[Route("/_bench/cards", cards),
+                                   Route("/_bench/count", count)]), port)
 
 
 def approvers(count: int) -> list[str]:
@@ -110,11 +117,11 @@ def run_baseline(port: int, api_url: str) -> None:
 # ---------------------------------------------------------------- the load client
 
 
-def write_config(path: Path, db: Path) -> None:
+def write_config(path: Path, database_url: str) -> None:
     import yaml
 
     path.write_text(yaml.safe_dump({
-        "database_url": f"sqlite:///{db}",
+        "database_url": database_url,
         "agents": {"deploy": {"model": "scripted:deploy", "route": "ops",
                               "starters": {"slack": {"users": [STARTER]}}}},
         "routes": {"ops": {"timeout": "30m", "slack": {
@@ -222,7 +229,7 @@ async def client_main(clicks: int, rounds: int, cases: list[str]) -> None:
         baseline = parties.role(SCRIPT, "baseline", "--port", str(base_port), "--api", api_url)
         baseline.url = f"http://127.0.0.1:{base_port}"
         db, config = Path(tmp) / "askhuman.db", Path(tmp) / "askhuman.yaml"
-        write_config(config, db)
+        write_config(config, f"sqlite:///{db}")
         app = parties.askhuman(config, app_port, {
             "SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": SECRET,
             "SLACK_API_URL": api_url})
