@@ -35,7 +35,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).res
 
 import harness as h  # noqa: E402
 import slack_ack as slack  # noqa: E402
-from pg_scratch import drop_database, scratch_database  # noqa: E402
+from pg_scratch import scratch  # noqa: E402
 
 APPROVER = "U00000"
 
@@ -111,11 +111,8 @@ def main() -> None:
                                      ns.runs, ns.in_flight))
     print(f"| one `serve`, SQLite | {rate:.1f} |", flush=True)
     if base:
-        url, name = scratch_database(base)
-        try:
+        with scratch(base) as url:
             rate = asyncio.run(one_setup(url, 2, ns.runs, ns.in_flight))
-        finally:
-            drop_database(base, name)
         print(f"| two `serve` replicas, PostgreSQL | {rate:.1f} |")
 
 

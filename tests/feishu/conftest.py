@@ -13,6 +13,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,7 +81,7 @@ class FileAskingRuntime:
         return Outcome.finished("GOT " + json.dumps(got, sort_keys=True), snapshot)
 
 
-def make_settings(db_url: str, **route: Any) -> Settings:
+def make_settings(db_url: str, locale: str = "en", **route: Any) -> Settings:
     feishu: dict[str, Any] = {
         "chat_id": APPROVALS,
         "approvers": {"users": [ALICE_EMAIL, BOB], "channel_members": True},
@@ -94,7 +95,7 @@ def make_settings(db_url: str, **route: Any) -> Settings:
                        "ask_human": {"allow_file_fields": True, "allowed_field_types": [
                            "paragraph", "select", "file", "file-list"]}},
         },
-        "routes": {"ops": {"timeout": "30m", "feishu": feishu}},
+        "routes": {"ops": {"timeout": "30m", "locale": locale, "feishu": feishu}},
     })
 
 
@@ -293,6 +294,20 @@ def _engine(tmp_path: Path, **route: Any) -> tuple[Engine, Database, Settings]:
     database = Database(url)
     database.upgrade()
     return Engine(database, settings, runtimes(settings)), database, settings
+
+
+@asynccontextmanager
+async def served(
+    fake_api: tuple[FakeFeishuApi, str], engine: Engine, database: Database, settings: Settings
+) -> AsyncIterator[Feishu]:
+    """The served app (``serve``'s ``build_app`` under uvicorn) for ``settings``."""
+    fake, fake_url = fake_api
+    platform = build_feishu_platform(settings, engine, config=make_config(fake_url, fake.app_id))
+    app = build_app(engine, [PlatformRuntime("feishu", platform.endpoints(),
+                                             platform.background_tasks())])
+    async with serve_in_loop(app) as url, httpx.AsyncClient(timeout=10) as http:
+        yield Feishu(fake, engine, database, platform, url, http)
+    database.dispose()
 
 
 @pytest.fixture

@@ -10,27 +10,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from sqlalchemy import func, select
 
-from bot.commands.serve_cmd import PlatformRuntime, build_app
-from bot.engine import Engine
-from bot.platforms.feishu import build_feishu_platform
-from bot.settings import Settings
 from storage import AuditLog, ClickInbox, Database, Vote
-from tests.fakes.asgi_server import serve_in_loop
 from tests.fakes.feishu_api import FakeFeishuApi
-from tests.feishu.conftest import (
-    ALICE,
-    BOB,
-    CAROL,
-    RECEIVED,
-    Feishu,
-    make_config,
-    make_settings,
-    runtimes,
-)
+from tests.feishu.conftest import ALICE, BOB, CAROL, RECEIVED, Feishu, _engine, served
 
 
 def _count(database: Database, model: Any, **where: Any) -> int:
@@ -104,20 +89,9 @@ async def feishu_zh(
     tmp_path: Path, fake_api: tuple[FakeFeishuApi, str]
 ) -> AsyncIterator[Feishu]:
     """The served app with a zh-CN route."""
-    fake, fake_url = fake_api
-    url = f"sqlite:///{tmp_path / 'askhuman.db'}"
-    data = make_settings(url).model_dump(mode="json", exclude_unset=True)
-    data["routes"]["ops"]["locale"] = "zh-CN"
-    settings = Settings.model_validate(data)
-    database = Database(url)
-    database.upgrade()
-    engine = Engine(database, settings, runtimes(settings))
-    platform = build_feishu_platform(settings, engine, config=make_config(fake_url, fake.app_id))
-    app = build_app(engine, [PlatformRuntime("feishu", platform.endpoints(),
-                                             platform.background_tasks())])
-    async with serve_in_loop(app) as served, httpx.AsyncClient(timeout=10) as http:
-        yield Feishu(fake, engine, database, platform, served, http)
-    database.dispose()
+    engine, database, settings = _engine(tmp_path, locale="zh-CN")
+    async with served(fake_api, engine, database, settings) as f:
+        yield f
 
 
 async def test_toast_and_private_message_speak_the_route_locale(feishu_zh: Feishu) -> None:

@@ -10,16 +10,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from sqlalchemy import select
 
-from bot.commands.serve_cmd import PlatformRuntime, build_app
-from bot.platforms.feishu import build_feishu_platform
 from storage import AuditLog, HumanRequest
-from tests.fakes.asgi_server import serve_in_loop
 from tests.fakes.feishu_api import FakeFeishuApi
-from tests.feishu.conftest import ALICE, BOB, CAROL, Feishu, _engine, make_config
+from tests.feishu.conftest import ALICE, BOB, CAROL, Feishu, _engine, served
 
 AT = re.compile(r"<at\b[^>]*>", re.IGNORECASE)
 
@@ -89,14 +85,9 @@ async def feishu_bot_not_in_chat(
     tmp_path: Path, fake_api: tuple[FakeFeishuApi, str]
 ) -> AsyncIterator[Feishu]:
     """The served app with a route whose chat the bot was never added to (230002)."""
-    fake, fake_url = fake_api
     engine, database, settings = _engine(tmp_path, chat_id="oc_bot_not_member")
-    platform = build_feishu_platform(settings, engine, config=make_config(fake_url, fake.app_id))
-    app = build_app(engine, [PlatformRuntime("feishu", platform.endpoints(),
-                                             platform.background_tasks())])
-    async with serve_in_loop(app) as url, httpx.AsyncClient(timeout=10) as http:
-        yield Feishu(fake, engine, database, platform, url, http)
-    database.dispose()
+    async with served(fake_api, engine, database, settings) as f:
+        yield f
 
 
 async def test_undeliverable_card_is_explained_in_words(feishu_bot_not_in_chat: Feishu) -> None:
