@@ -339,6 +339,9 @@ async def measure_rounds(
             await asyncio.sleep(pause)
             latencies, bodies = await burst(apps[name], calls_for(name))
             said = [read_reply(name, body) for body in bodies]
+            if os.environ.get("BENCH_VERBOSE"):
+                ms = sorted(round(x * 1000) for x in latencies)
+                print(f"round {n} {name}: ms {ms[::10]} … {ms[-3:]}", file=sys.stderr)
             if n:
                 measured.latencies[name] += latencies
                 measured.replies[name].update(said)
