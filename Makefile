@@ -14,9 +14,14 @@ lint:
 	.venv/bin/mypy --strict bot/askhuman renderers storage
 	.venv/bin/mypy bot
 
-bench:  # a few minutes; set ASKHUMAN_TEST_POSTGRES_URL to add the PostgreSQL rows
+bench:  # ~15 minutes on 2 cores; set ASKHUMAN_TEST_POSTGRES_URL to add the PostgreSQL rows
 	@scripts/bootstrap.sh
 	.venv/bin/python benchmarks/render.py --repeat 300
 	.venv/bin/python benchmarks/expiry.py --requests 10000 --rounds 3
 	.venv/bin/python benchmarks/throughput.py --runs 200
-	.venv/bin/python benchmarks/slack_ack.py --clicks 100
+	.venv/bin/python benchmarks/serve_throughput.py --runs 200
+	.venv/bin/python benchmarks/slack_ack.py --clicks 100 --rounds 4
+	.venv/bin/python benchmarks/feishu_ack.py --clicks 100 --rounds 4
+	.venv/bin/python benchmarks/idle_rss.py --repeat 3
+	.venv/bin/python benchmarks/tool_approval.py --runs 50 --concurrency 10
+	.venv/bin/python benchmarks/api_latency.py --requests 40

@@ -31,9 +31,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 os.environ.setdefault("SKIP_SLACK_SDK_WARNING", "1")
 
+import harness as h  # noqa: E402
 import httpx  # noqa: E402
 from standardwebhooks import Webhook  # noqa: E402
 from starlette.applications import Starlette  # noqa: E402
@@ -41,7 +42,7 @@ from starlette.requests import Request  # noqa: E402
 from starlette.responses import Response  # noqa: E402
 from starlette.routing import Route  # noqa: E402
 
-from tests.fakes.asgi_server import AsgiServer, free_port  # noqa: E402
+from tests.fakes.asgi_server import AsgiServer  # noqa: E402
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlackAPI  # noqa: E402
 from tests.slack.conftest import Slack  # noqa: E402
 
@@ -98,24 +99,6 @@ def write_config(directory: Path, database: str) -> Path:
     return path
 
 
-def start_server(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "serve", "--port", str(port), "--log-level", "warning"],
-        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-async def wait_healthy(url: str) -> None:
-    async with httpx.AsyncClient() as http:
-        for _ in range(600):
-            try:
-                if (await http.get(url + "/healthz")).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            await asyncio.sleep(0.1)
-    raise RuntimeError(f"{url} did not come up")
-
-
 async def card_ts(fake: FakeSlackAPI, ref: str) -> str:
     for _ in range(20000):
         for message in list(fake.messages.values()):
@@ -123,11 +106,6 @@ async def card_ts(fake: FakeSlackAPI, ref: str) -> str:
                 return str(message.ts)
         await asyncio.sleep(0.001)
     raise TimeoutError(f"no card for {ref}")
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -149,18 +127,14 @@ async def run(args: argparse.Namespace) -> None:
         assert key and secret, created.stdout + created.stderr
         receiver = Receiver()
         receiver.secret = secret.group(1)
-        ports = [free_port() for _ in range(args.replicas)]
-        servers = [start_server(env, port) for port in ports]
-        urls = [f"http://127.0.0.1:{port}" for port in ports]
-        try:
-            with AsgiServer(receiver.app()) as hooks:
-                for url in urls:
-                    await wait_healthy(url)
-                await measure(args, fake, urls, key.group(1), hooks.url + "/hook", receiver)
-        finally:
+        platform = {k: v for k, v in env.items() if k.startswith(("ASKHUMAN_SECRET", "SLACK_"))}
+        with h.Parties(directory) as parties, AsgiServer(receiver.app()) as hooks:
+            servers = [parties.askhuman(config, h.free_port(), platform, name=f"askhuman {i}")
+                       for i in range(args.replicas)]
             for server in servers:
-                server.terminate()
-                server.wait(15)
+                h.wait_http(server)
+            await measure(args, fake, [server.url for server in servers], key.group(1),
+                          hooks.url + "/hook", receiver)
 
 
 async def measure(args: argparse.Namespace, fake: FakeSlackAPI, urls: list[str], key: str,
@@ -208,7 +182,7 @@ def report(args: argparse.Namespace, acks: list[float], polls: list[float],
     for name, values in (("Slack click ack", acks), ("long-poll answer", polls),
                          ("webhook delivered", hooks)):
         ms = [v * 1000 for v in values]
-        print(f"{name:28}{statistics.median(ms):8.1f}{percentile(ms, 0.99):8.1f}"
+        print(f"{name:28}{statistics.median(ms):8.1f}{h.pct(ms, 0.99):8.1f}"
               f"{max(ms):8.1f}")
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pg_scratch import drop_database, scratch_database
+from pg_scratch import scratch
 from sqlalchemy import func, select
 
 from storage import HumanRequest, OutboxItem, ResumeJob
@@ -81,11 +81,8 @@ def main() -> None:
                         one_round(f"sqlite:///{tmp}/bench.db", ns.requests, trace))
                 else:
                     base = os.environ["ASKHUMAN_TEST_POSTGRES_URL"]
-                    url, name = scratch_database(base)
-                    try:
+                    with scratch(base) as url:
                         took, peak, counts = asyncio.run(one_round(url, ns.requests, trace))
-                    finally:
-                        drop_database(base, name)
             if trace:
                 peaks.append(peak)
             else:

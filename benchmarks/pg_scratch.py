@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
@@ -24,3 +26,13 @@ def drop_database(base: str, name: str) -> None:
     with admin.connect() as conn:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     admin.dispose()
+
+
+@contextmanager
+def scratch(base: str) -> Iterator[str]:
+    """A ``scratch_database`` for the ``with`` block (its URL), dropped afterwards."""
+    url, name = scratch_database(base)
+    try:
+        yield url
+    finally:
+        drop_database(base, name)

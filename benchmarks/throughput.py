@@ -31,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pg_scratch import drop_database, scratch_database
+from pg_scratch import scratch
 from sqlalchemy import select
 
 from bot.settings import WorkerSettings
@@ -105,11 +105,8 @@ def main() -> None:
                                                 ns.in_flight, concurrency))
                 else:
                     assert base is not None
-                    url, name = scratch_database(base)
-                    try:
+                    with scratch(base) as url:
                         row = asyncio.run(one_round(url, ns.runs, ns.in_flight, concurrency))
-                    finally:
-                        drop_database(base, name)
             print(f"| {backend} | {concurrency} | {row['decisions/s']:.0f} | "
                   f"{row['p50 ms']:.0f} | {row['p99 ms']:.0f} |")
 

@@ -26,7 +26,6 @@ import json
 import os
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -51,12 +50,14 @@ TOKEN = "xoxb-bench-token"
 
 
 def run_fake(ready: Path) -> None:
+    from harness import signal_ready
+
     from tests.fakes.slack_api import FakeSlackAPI
 
     with FakeSlackAPI(token=TOKEN) as fake:
         fake.add_users([APPROVER, STARTER])
         fake.channel_members[CHANNEL] = [APPROVER]
-        ready.write_text(fake.base_url)
+        signal_ready(ready, fake.base_url)
         while True:
             time.sleep(3600)
 
@@ -65,7 +66,7 @@ def run_fake(ready: Path) -> None:
 
 
 def run_app(fake_url: str, db_url: str, port: int) -> None:
-    import uvicorn
+    from harness import serve_asgi
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, UserPromptPart
     from pydantic_ai.models.function import FunctionModel
 
@@ -77,7 +78,8 @@ def run_app(fake_url: str, db_url: str, port: int) -> None:
 
     settings = Settings.model_validate({
         "database_url": db_url,
-        "agents": {"ops": {"model": "scripted:ops", "route": "ops", "tools": [
+        "agents": {"ops": {"model": "scripted:ops", "route": "ops",
+                           "starters": {"slack": {"users": [STARTER]}}, "tools": [
             {"python": "bench_tools:record", "approval": "always"}]}},
         "routes": {"ops": {"timeout": "1h", "slack": {
             "channel": CHANNEL, "approvers": {"users": [APPROVER]}}}},
@@ -97,7 +99,7 @@ def run_app(fake_url: str, db_url: str, port: int) -> None:
     engine = Engine(database, settings, lambda _name: runtime)
     env = {"SLACK_BOT_TOKEN": TOKEN, "SLACK_SIGNING_SECRET": SECRET, "SLACK_API_URL": fake_url}
     app = build_app(engine, start_platforms(engine, settings, env))
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", log_config=None)
+    serve_asgi(app, port)
 
 
 # ---------------------------------------------------------------- role: load client
@@ -155,12 +157,8 @@ async def wait_for(predicate: Any, timeout: float, what: str) -> None:
         await asyncio.sleep(0.02)
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 async def load(url: str, db_path: Path, journal: Path, runs: int, concurrency: int) -> None:
+    import harness as h
     import httpx
 
     tags = [f"bench-{i:04d}" for i in range(runs)]
@@ -200,7 +198,7 @@ async def load(url: str, db_path: Path, journal: Path, runs: int, concurrency: i
     print(f"{'':<28}{'p50 ms':>10}{'p99 ms':>10}{'max ms':>10}")
     for name, values in (("click ack", acks), ("click -> tool started", latencies)):
         print(f"{name:<28}{statistics.median(values) * 1000:>10.1f}"
-              f"{pct(values, 0.99) * 1000:>10.1f}{max(values) * 1000:>10.1f}")
+              f"{h.pct(values, 0.99) * 1000:>10.1f}{max(values) * 1000:>10.1f}")
 
 
 def main() -> None:
@@ -223,46 +221,21 @@ def main() -> None:
 
 
 def orchestrate(runs: int, concurrency: int) -> None:
-    from tests.fakes.asgi_server import free_port
+    import harness as h
 
-    with tempfile.TemporaryDirectory(prefix="askhuman-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="askhuman-bench-") as tmp, \
+            h.Parties(Path(tmp)) as parties:
         tmpdir = Path(tmp)
         journal, db_path, ready = tmpdir / "journal.txt", tmpdir / "bench.db", tmpdir / "fake"
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(BENCH)]),
-               "BENCH_JOURNAL": str(journal)}
-        me = [sys.executable, str(Path(__file__).resolve())]
-        children = [subprocess.Popen([*me, "--role", "fake", "--ready", str(ready)], env=env)]
-        try:
-            deadline = time.monotonic() + 30
-            while not ready.exists() or not ready.read_text():
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the fake Slack API did not start")
-                time.sleep(0.05)
-            port = free_port()
-            children.append(subprocess.Popen([
-                *me, "--role", "app", "--fake-url", ready.read_text(),
-                "--db", f"sqlite:///{db_path}", "--port", str(port)], env=env))
-            url = f"http://127.0.0.1:{port}"
-            _wait_http(url + "/healthz", 60)
-            asyncio.run(load(url, db_path, journal, runs, concurrency))
-        finally:
-            for child in reversed(children):
-                child.terminate()
-                child.wait(20)
-
-
-def _wait_http(url: str, timeout: float) -> None:
-    import httpx
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError("askhuman did not start")
+        env = {"BENCH_JOURNAL": str(journal)}
+        fake = parties.role("tool_approval.py", "fake", "--ready", str(ready), env=env)
+        fake_url = h.wait_file(fake, ready, timeout=30)
+        port = h.free_port()
+        app = parties.role("tool_approval.py", "app", "--fake-url", fake_url,
+                           "--db", f"sqlite:///{db_path}", "--port", str(port), env=env)
+        app.url = f"http://127.0.0.1:{port}"
+        h.wait_http(app)
+        asyncio.run(load(app.url, db_path, journal, runs, concurrency))
 
 
 if __name__ == "__main__":

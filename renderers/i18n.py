@@ -141,6 +141,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "run_status.waiting": "waiting for an answer",
         "run_status.succeeded": "finished",
         "run_status.failed": "failed",
+        "click.received": "Received — recording your answer. The card will show the outcome.",
+        "click.about": "About your answer on an askhuman card: {text}",
     },
     "zh-CN": {
         "status.pending": "等待回复",
@@ -253,6 +255,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "run_status.waiting": "等待回复",
         "run_status.succeeded": "已完成",
         "run_status.failed": "失败",
+        "click.received": "已收到，正在记录你的回复。卡片会显示结果。",
+        "click.about": "关于你在 askhuman 卡片上的回复：{text}",
     },
 }
 
@@ -283,6 +287,10 @@ def t_or(key: str, fallback: str, **values: Any) -> str:
     """Like ``t``, but ``fallback`` for a key the catalog lacks (e.g. a run state that
     is new to this version)."""
     return t(key, **values) if key in CATALOG[DEFAULT_LOCALE] else fallback
+def say(locale: str | None, key: str, **values: Any) -> str:
+    """``t(key)`` in ``locale`` (for texts outside a card: toasts, direct messages)."""
+    with speaking(locale):
+        return t(key, **values)
 
 
 def status_word(status: str) -> str:

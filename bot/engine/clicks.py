@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bot import metrics
@@ -30,7 +31,7 @@ from bot.engine.inbox import Click, Recorded
 from bot.engine.ports import Identity
 from bot.engine.results import RespondResult
 from bot.engine.withdraw import WithdrawMixin
-from storage import Database
+from storage import Database, Delivery, HumanRequest
 
 RECORD_BUDGET = 2.5
 """Seconds a listener may spend storing a click before it must ack (Slack allows 3)."""
@@ -43,6 +44,8 @@ DEFERRED = ("Your answer was received, but askhuman couldn't finish processing i
             "it will retry and tell you the outcome.")
 GAVE_UP = ("askhuman received your answer but couldn't process it after several tries; "
            "nothing was changed. Please click again.")
+UNKNOWN_MESSAGE = "This card is not active (yet); please try again in a moment."
+WRONG_MESSAGE = "This card does not match its request."
 
 Teller = Callable[[Identity, Mapping[str, str], str], Awaitable[None]]
 
@@ -141,10 +144,36 @@ class ClicksMixin(WithdrawMixin):
     async def _decide_click(self, click: Click, mark: inbox.Mark) -> RespondResult:
         if click.kind == "attach":
             return await self._attach(click.ref, click.responder, click.values, mark)
+        refused = await self._wrong_message(click, mark)
+        if refused is not None:
+            return refused
         if click.kind == "withdraw":  # bot.engine.withdraw
             return await self.withdraw(click.ref, click.responder, mark=mark)
         return await self._respond(click.ref, click.responder, click.action_id, click.values,
                                    mark, self._optional(click.platform, "read_click"))
+
+    async def _wrong_message(self, click: Click, mark: inbox.Mark) -> RespondResult | None:
+        """For adapters whose clicks name the message they came from
+        (``clicks_name_their_message``, Feishu): refuse, audited and closing the row, a
+        click from a message that is not a card of the request it claims (fail closed:
+        an unknown message too). One indexed read; None when the click may go on."""
+        message_id = click.reply_to.get("message")
+        if not message_id or not self._optional(click.platform, "clicks_name_their_message"):
+            return None
+        delivered = await self._read(lambda s: s.scalars(
+            select(HumanRequest.ref).join(Delivery, Delivery.request_id == HumanRequest.id)
+            .where(Delivery.platform == click.platform, Delivery.message_id == message_id)
+        ).first())
+        if delivered == click.ref:
+            return None
+        if delivered is None:
+            text, check = UNKNOWN_MESSAGE, {"check": "unknown_message"}
+        else:
+            text, check = WRONG_MESSAGE, {"check": "ref_mismatch", "card_ref": delivered}
+        details: dict[str, Any] = {"platform": click.platform, **check,
+                                   "message_id": message_id[:200]}
+        return await self._refuse("rejected", text, click.ref, click.responder,
+                                  "adapter_refused", details=details, mark=mark)
 
     async def _release_click(self, mark: inbox.Mark, exc: BaseException, attempts: int,
                              state: str = "running") -> None:

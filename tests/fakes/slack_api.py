@@ -201,7 +201,7 @@ class FakeSlackAPI:
         app.router.add_get("/link", self._handle_socket)
         runner = web.AppRunner(app, access_log=None)
         loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=1024)  # bursts of 100+ clicks
+        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)  # bursts of 100+ clicks
         loop.run_until_complete(site.start())
         server = site._server
         assert server is not None

@@ -13,6 +13,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from bot.askhuman.schema import AskHumanToolResult, DeferredToolCallPayload
 from bot.commands.serve_cmd import PlatformRuntime, build_app
 from bot.engine import Engine, registry_runtimes
 from bot.platforms.feishu import FeishuConfig, FeishuPlatform, build_feishu_platform
+from bot.platforms.feishu.handlers import WORKING
 from bot.settings import Settings
 from storage import AuditLog, Database
 from tests.fakes.asgi_server import AsgiServer, serve_in_loop
@@ -39,6 +41,8 @@ from tests.fakes.feishu_signing import (
     sign_event,
 )
 
+RECEIVED = {"type": "info", "content": WORKING}
+"""The toast of every click that was stored (decided afterwards)."""
 ENCRYPT_KEY = "test-encrypt-key"
 VERIFICATION_TOKEN = "test-verification-token"
 APP_SECRET = "test-app-secret"
@@ -77,7 +81,7 @@ class FileAskingRuntime:
         return Outcome.finished("GOT " + json.dumps(got, sort_keys=True), snapshot)
 
 
-def make_settings(db_url: str, **route: Any) -> Settings:
+def make_settings(db_url: str, locale: str = "en", **route: Any) -> Settings:
     feishu: dict[str, Any] = {
         "chat_id": APPROVALS,
         "approvers": {"users": [ALICE_EMAIL, BOB], "channel_members": True},
@@ -91,7 +95,7 @@ def make_settings(db_url: str, **route: Any) -> Settings:
                        "ask_human": {"allow_file_fields": True, "allowed_field_types": [
                            "paragraph", "select", "file", "file-list"]}},
         },
-        "routes": {"ops": {"timeout": "30m", "feishu": feishu}},
+        "routes": {"ops": {"timeout": "30m", "locale": locale, "feishu": feishu}},
     })
 
 
@@ -184,6 +188,24 @@ class Feishu:
         assert response.status_code == 200, response.text
         return str(event["event"]["message"]["message_id"])
 
+    async def click(self, card: Message, **kw: Any) -> httpx.Response:
+        """Click like Feishu does: the toast says "received" at once (the click is
+        stored); then wait until it is decided and the clicker told (``settle``)."""
+        response = await self.post_event(self.click_event(card, **kw))
+        assert response.status_code == 200, response.text
+        assert response.json()["toast"] == RECEIVED, response.text
+        await self.settle()
+        return response
+
+    async def settle(self) -> None:
+        """Wait until the clicks answered so far are decided and their clickers told."""
+        await self.platform.handlers.drain()
+
+    def told(self, user: str) -> list[str]:
+        """What the bot told ``user`` privately (their chat with the bot), oldest first."""
+        return [str(json.loads(m.content)["text"]) for m in list(self.fake.messages.values())
+                if m.chat_id == f"oc_p2p_{user}" and m.msg_type == "text"]
+
     def click_event(
         self,
         card: Message,
@@ -272,6 +294,20 @@ def _engine(tmp_path: Path, **route: Any) -> tuple[Engine, Database, Settings]:
     database = Database(url)
     database.upgrade()
     return Engine(database, settings, runtimes(settings)), database, settings
+
+
+@asynccontextmanager
+async def served(
+    fake_api: tuple[FakeFeishuApi, str], engine: Engine, database: Database, settings: Settings
+) -> AsyncIterator[Feishu]:
+    """The served app (``serve``'s ``build_app`` under uvicorn) for ``settings``."""
+    fake, fake_url = fake_api
+    platform = build_feishu_platform(settings, engine, config=make_config(fake_url, fake.app_id))
+    app = build_app(engine, [PlatformRuntime("feishu", platform.endpoints(),
+                                             platform.background_tasks())])
+    async with serve_in_loop(app) as url, httpx.AsyncClient(timeout=10) as http:
+        yield Feishu(fake, engine, database, platform, url, http)
+    database.dispose()
 
 
 @pytest.fixture

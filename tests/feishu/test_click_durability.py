@@ -48,12 +48,14 @@ async def test_the_toast_comes_after_the_click_is_stored(feishu_http: Feishu) ->
     assert _inbox(f.database) == [("done", "accepted")]
 
 
-async def test_a_decided_toast_means_a_closed_inbox_row(feishu_http: Feishu) -> None:
+async def test_a_received_toast_means_a_stored_click_decided_once(feishu_http: Feishu) -> None:
     f = feishu_http
     await f.send_text("@_user_1 deploy: ship v1.2.3")
     card = await f.wait_card()
     response = await f.post_event(f.click_event(card, operator=ALICE))
-    assert response.json()["toast"]["type"] == "success"
+    assert response.json()["toast"] == {"type": "info", "content": WORKING}
+    assert _inbox(f.database) in ([("running", None)], [("done", "accepted")])
+    await f.platform.handlers.drain()
     assert _inbox(f.database) == [("done", "accepted")]
 
 
@@ -81,5 +83,6 @@ async def test_a_click_the_database_cannot_store_in_time_gets_an_error_toast(
     assert all(state == "failed" for state, _ in _inbox(f.database))
     # Clicking again, as the toast asks, works.
     again = await feed(f, f.click_event(card, operator=ALICE))
-    assert toast_of(again)["type"] == "success"
+    assert toast_of(again) == {"type": "info", "content": WORKING}
+    await f.platform.handlers.drain()
     assert await f.status(card) == "submitted"

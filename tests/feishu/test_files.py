@@ -14,6 +14,7 @@ from tests.feishu.conftest import (
     APPROVALS,
     MALLORY,
     ORIGIN,
+    RECEIVED,
     STARTER,
     VERIFICATION_TOKEN,
     Feishu,
@@ -54,7 +55,7 @@ async def test_file_reply_is_attached_then_submitted(feishu_ws: Feishu) -> None:
     assert await f.status(card) == "pending"  # decided only when the form is submitted
 
     response = await feed(f, f.click_event(card, operator=ALICE, action="submit", form_value={}))
-    assert json.loads(lark.JSON.marshal(response))["toast"]["type"] == "success"
+    assert json.loads(lark.JSON.marshal(response))["toast"] == RECEIVED
     answer = await f.wait_reply(start["event"]["message"]["message_id"])
     got = json.loads(answer.removeprefix("GOT "))
     assert got["values"]["report"] == [{
@@ -78,7 +79,10 @@ async def test_submit_without_required_file_is_refused(feishu_ws: Feishu) -> Non
                                 app_id=f.fake.app_id))
     card = await f.wait_card()
     response = await feed(f, f.click_event(card, operator=ALICE, action="submit", form_value={}))
-    assert json.loads(lark.JSON.marshal(response))["toast"]["type"] == "error"
+    assert json.loads(lark.JSON.marshal(response))["toast"] == RECEIVED
+    await f.settle()
+    [told] = f.told(ALICE)
+    assert "Report" in told, told
     assert await f.status(card) == "pending"
 
 

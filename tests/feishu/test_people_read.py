@@ -10,16 +10,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from sqlalchemy import select
 
-from bot.commands.serve_cmd import PlatformRuntime, build_app
-from bot.platforms.feishu import build_feishu_platform
 from storage import AuditLog, HumanRequest
-from tests.fakes.asgi_server import serve_in_loop
 from tests.fakes.feishu_api import FakeFeishuApi
-from tests.feishu.conftest import ALICE, BOB, CAROL, Feishu, _engine, make_config
+from tests.feishu.conftest import ALICE, BOB, CAROL, Feishu, _engine, served
 
 AT = re.compile(r"<at\b[^>]*>", re.IGNORECASE)
 
@@ -32,8 +28,7 @@ async def test_decided_card_mentions_the_decider_only(feishu_http: Feishu) -> No
     f = feishu_http
     await f.send_text("@_user_1 deploy: ship v4.0.0")
     card = await f.wait_card()
-    response = await f.post_event(f.click_event(card, operator=ALICE))
-    assert response.json()["toast"]["type"] == "success"
+    await f.click(card, operator=ALICE)
     patched = await f.wait_patch(card)
     body = _texts(patched)
     assert AT.findall(body) == [f"<at id={ALICE}>"]  # exactly one mention: the decider
@@ -43,16 +38,16 @@ async def test_decided_card_mentions_the_decider_only(feishu_http: Feishu) -> No
     assert "id=all" not in body and "@all" not in body.lower()
 
 
-async def test_already_decided_toast_names_the_decider(feishu_http: Feishu) -> None:
+async def test_already_decided_message_names_the_decider(feishu_http: Feishu) -> None:
     f = feishu_http
     await f.send_text("@_user_1 deploy: ship v4.0.1")
     card = await f.wait_card()
-    assert (await f.post_event(f.click_event(card, operator=ALICE))).json()["toast"][
-        "type"] == "success"
-    late = (await f.post_event(f.click_event(card, operator=BOB))).json()["toast"]
-    assert late["type"] == "error"
-    assert late["content"].startswith("Already decided by Alice Chen (Approve) at ")
-    assert "ou_" not in late["content"]
+    await f.click(card, operator=ALICE)
+    await f.click(card, operator=BOB)
+    [late] = f.told(BOB)
+    assert late.startswith(
+        "About your answer on an askhuman card: Already decided by Alice Chen (Approve) at ")
+    assert "ou_" not in late
     # The audit keeps the id (who decided, verifiably), only people read the name.
     with f.database.transaction() as session:
         row = session.scalars(select(HumanRequest)).one()
@@ -63,12 +58,12 @@ async def test_unknown_name_becomes_neutral_words(feishu_http: Feishu) -> None:
     f = feishu_http
     await f.send_text("@_user_1 deploy: ship v4.0.2")
     card = await f.wait_card()
-    assert (await f.post_event(f.click_event(card, operator=CAROL))).json()["toast"][
-        "type"] == "success"
+    await f.click(card, operator=CAROL)
     f.fake.fail_next("user.get", 50, status=500)  # nor can Bob's name be looked up now
-    late = (await f.post_event(f.click_event(card, operator=BOB))).json()["toast"]
-    assert late["content"].startswith("Already decided by another approver (Approve)")
-    assert CAROL not in late["content"] and "ou_" not in late["content"]
+    await f.click(card, operator=BOB)
+    [late] = f.told(BOB)
+    assert "Already decided by another approver (Approve)" in late
+    assert CAROL not in late and "ou_" not in late
     patched = await f.wait_patch(card)
     assert AT.findall(_texts(patched)) == [f"<at id={CAROL}>"]
 
@@ -77,10 +72,11 @@ async def test_names_are_cached(feishu_http: Feishu) -> None:
     f = feishu_http
     await f.send_text("@_user_1 deploy: ship v4.0.3")
     card = await f.wait_card()
-    await f.post_event(f.click_event(card, operator=ALICE))
+    await f.click(card, operator=ALICE)
     for _ in range(3):
-        late = (await f.post_event(f.click_event(card, operator=BOB))).json()["toast"]
-        assert "Alice Chen" in late["content"]
+        await f.click(card, operator=BOB)
+    told = f.told(BOB)
+    assert len(told) == 3 and all("Alice Chen" in late for late in told)
     assert len(f.fake.calls_to("user.get")) == 1
 
 
@@ -89,14 +85,9 @@ async def feishu_bot_not_in_chat(
     tmp_path: Path, fake_api: tuple[FakeFeishuApi, str]
 ) -> AsyncIterator[Feishu]:
     """The served app with a route whose chat the bot was never added to (230002)."""
-    fake, fake_url = fake_api
     engine, database, settings = _engine(tmp_path, chat_id="oc_bot_not_member")
-    platform = build_feishu_platform(settings, engine, config=make_config(fake_url, fake.app_id))
-    app = build_app(engine, [PlatformRuntime("feishu", platform.endpoints(),
-                                             platform.background_tasks())])
-    async with serve_in_loop(app) as url, httpx.AsyncClient(timeout=10) as http:
-        yield Feishu(fake, engine, database, platform, url, http)
-    database.dispose()
+    async with served(fake_api, engine, database, settings) as f:
+        yield f
 
 
 async def test_undeliverable_card_is_explained_in_words(feishu_bot_not_in_chat: Feishu) -> None:

@@ -14,6 +14,9 @@ import hashlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import JsonValue
 
 from bot.engine.ports import (
     DeliveryError,
@@ -26,7 +29,8 @@ from bot.engine.ports import (
 from bot.platforms.feishu.client import FeishuApi, FeishuApiError, dumps
 from bot.platforms.feishu.errors import feishu_words
 from renderers.card import RequestCard
-from renderers.feishu import render_card
+from renderers.feishu import read_values, render_card
+from renderers.i18n import normalize, say
 from renderers.markdown import message_text
 
 log = logging.getLogger("askhuman.feishu.adapter")
@@ -94,9 +98,15 @@ class FeishuAdapter:
     """Implements ``bot.engine.ports.PlatformAdapter`` for Feishu."""
 
     platform = "feishu"
+    clicks_name_their_message = True
+    """A stored click's ``reply_to["message"]`` is the card it came from: the engine
+    checks that message carries the clicked request before deciding (``bot.engine.clicks``)."""
 
-    def __init__(self, api: FeishuApi, hold_timeout: float = HOLD_TIMEOUT_SECONDS) -> None:
+    def __init__(self, api: FeishuApi, hold_timeout: float = HOLD_TIMEOUT_SECONDS,
+                 default_locale: str = "en") -> None:
         self._api = api
+        self.default_locale = normalize(default_locale)
+        self._locales: dict[str, str] = {}
         self._hold_timeout = hold_timeout
         self._holds: dict[str, _Hold] = {}
         self._patch_locks: dict[str, asyncio.Lock] = {}
@@ -113,6 +123,7 @@ class FeishuAdapter:
         card for this target, so a retry within Feishu's dedupe window returns the
         message an interrupted try created; ``key`` is not needed."""
         content = self._render(card)
+        self._remember_locale(card)
         id_type = receive_id_type(target)
         try:
             sent = await self._api.send_message(
@@ -197,8 +208,10 @@ class FeishuAdapter:
         """Tell one person, in their chat with the bot, what became of a card click the
         engine decided later (after a restart); the card itself shows it to everyone.
         The uuid makes a retried send a no-op on Feishu's side."""
-        content = dumps({"text": plain_text(f"About your answer on an askhuman card: {text}")})
-        key = f"tell|{who.user_id}|{reply_to.get('message', '')}|{text}"
+        about = say(reply_to.get("locale") or self.default_locale, "click.about", text=text)
+        content = dumps({"text": plain_text(about)})
+        # One message per click (``click``: its inbox row), however often it is retried.
+        key = f"tell|{who.user_id}|{reply_to.get('message', '')}|{reply_to.get('click', '')}|{text}"
         uuid = hashlib.sha256(key.encode()).hexdigest()[:32]
         try:
             await self._api.send_message("open_id", who.user_id, "text", content, uuid)
@@ -206,6 +219,24 @@ class FeishuAdapter:
             log.warning("could not tell the clicker", extra={"code": exc.code})
             if exc.retryable:
                 raise
+
+    @staticmethod
+    def read_click(
+        card: RequestCard, action_id: str, values: Mapping[str, Any]
+    ) -> tuple[str, dict[str, JsonValue]]:
+        """A stored click's button action and raw ``form_value`` → ``(action id, values)``
+        (the handlers store clicks before the toast, without reading the card)."""
+        return action_id, read_values(values, card)
+
+    def locale_of(self, request_ref: str) -> str:
+        """The locale of ``request_ref``'s card as last sent or patched by this process
+        (the platform's default otherwise): a toast needs it without a database read."""
+        return self._locales.get(request_ref, self.default_locale)
+
+    def _remember_locale(self, card: RequestCard) -> None:
+        self._locales[card.ref] = normalize(card.locale)
+        while len(self._locales) > MAX_TRACKED_MESSAGES:
+            del self._locales[next(iter(self._locales))]
 
     # -- callback holds (used by the event handlers) ------------------------------------
 
@@ -246,6 +277,7 @@ class FeishuAdapter:
                     raise refused(str(exc), exc) from exc
                 raise
             self._patched_versions[ref.message_id] = card.version
+            self._remember_locale(card)
             self._forget_old_messages()
             log.info(
                 "feishu card patched",

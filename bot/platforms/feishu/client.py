@@ -10,6 +10,9 @@ backoff and jitter) and raise ``FeishuApiError`` for everything else.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
+import functools
 import json
 import logging
 import random
@@ -120,6 +123,10 @@ def pool_lark_connections() -> None:
         transport.requests = _PooledRequests()
 
 
+CALL_THREADS = 16
+"""Concurrent blocking lark-oapi calls per process (the HTTP pool holds 32)."""
+
+
 class FeishuApi:
     """Async, retrying access to the Feishu Open API (messages, contacts, chats)."""
 
@@ -127,6 +134,11 @@ class FeishuApi:
         pool_lark_connections()
         self._config = config
         self._sleep = sleep or asyncio.sleep
+        # lark-oapi blocks (``requests``): its calls get threads of their own, so a burst
+        # of card patches or private messages never queues the database's calls, which
+        # use the loop's default pool (the click path waits for those).
+        self._threads = concurrent.futures.ThreadPoolExecutor(
+            max_workers=CALL_THREADS, thread_name_prefix="feishu-api")
         self.client: Any = (
             lark.Client.builder()
             .app_id(config.app_id)
@@ -136,6 +148,10 @@ class FeishuApi:
             .log_level(lark.LogLevel.WARNING)
             .build()
         )
+
+    def shutdown(self) -> None:
+        """Let the call threads go once their calls are done (at the platform's stop)."""
+        self._threads.shutdown(wait=False)
 
     # -- messages ---------------------------------------------------------------------
 
@@ -307,7 +323,8 @@ class FeishuApi:
     ) -> _Outcome:
         """One call, classified: a response, or an error with an optional server delay."""
         try:
-            resp = await asyncio.to_thread(method, request)
+            call = functools.partial(contextvars.copy_context().run, method, request)
+            resp = await asyncio.get_running_loop().run_in_executor(self._threads, call)
         except Exception as exc:  # network errors, non-JSON error pages, token fetch errors
             code = getattr(exc, "code", None)
             return _Outcome(

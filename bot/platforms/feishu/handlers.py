@@ -1,18 +1,21 @@
 """Inbound Feishu events, shared by the HTTP callback endpoint and the long connection.
 
-The SDK's ``EventDispatcherHandler`` calls these handlers synchronously, on a thread
-that is *not* the application's event loop (a ``to_thread`` worker for HTTP, the
-long-connection thread for WS). They hand work to the main loop with
-``run_coroutine_threadsafe``: a card click waits (at most ``reply_budget``, counted
-from the callback's arrival) for the engine's decision so the toast can say what
-happened; a message starts a run in the background so Feishu gets its acknowledgement
-at once.
+A card click is answered first and decided afterwards. The toast is the click's
+acknowledgement and Feishu never resends an acknowledged click, so the click is stored
+in the engine's click inbox before any toast other than an error: once the signature,
+decryption, dedupe and that durable write have succeeded, the toast says "received"
+(``renderers.i18n``, the card's locale). Then, in the background, the engine decides
+from the stored click (``decide_click``: message → ref check, authorization, values,
+compare-and-set), the outbox patches the card for everyone, and a clicker whose answer
+was not taken (refused, late, unauthorized, a vote short of the quorum) is told
+privately, in their chat with the bot. If the click could not even be stored, the
+toast is an error asking to click again. A crash after the toast loses nothing: the
+engine's worker decides stored clicks and tells the clicker.
 
-The toast is the click's acknowledgement, and Feishu never resends an acknowledged
-click, so the click is stored in the engine's click inbox before any toast other than
-an error: if the decision is not ready in time the toast says "received" only when the
-click is already in the database (the worker finishes it and the card shows the
-outcome); if it could not even be stored, the toast is an error asking to click again.
+The HTTP endpoint calls ``answer_click`` on the main loop (no thread, no second
+decryption). The long connection's SDK calls ``on_card_action`` and ``on_message``
+synchronously on its own thread; they hand work to the main loop with
+``run_coroutine_threadsafe``.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from lark_oapi.event.callback.model.p2_card_action_trigger import (
 )
 from pydantic import JsonValue
 
-from bot.engine.clicks import NOT_RECORDED
+from bot.engine.clicks import DEFERRED, NOT_RECORDED
 from bot.engine.health import DATABASE_DOWN, database_unreachable
 from bot.engine.inbox import Click, ClickTooLarge, Recorded
 from bot.engine.ports import Identity, Origin
@@ -50,7 +53,8 @@ from bot.platforms.feishu.names import NEUTRAL, OPEN_ID_IN_TEXT, NameCache
 from bot.platforms.feishu.pending import PENDING_PER_PAGE, pending_command, pending_reply
 from bot.platforms.feishu.replay import ReplayGuard, parse_epoch
 from renderers.card import WITHDRAW_TOKEN, RequestCard
-from renderers.feishu import parse_callback_value, read_values
+from renderers.feishu import parse_callback_value
+from renderers.i18n import CATALOG, say
 from renderers.markdown import message_text as inert_text
 
 log = logging.getLogger("askhuman.feishu.events")
@@ -62,7 +66,31 @@ HELP_TEXT = ("To start a run, write `<agent>: <what to do>`, for example `deploy
 FILE_MESSAGE_TYPES = ("file", "image", "media", "audio")
 DUPLICATE = "duplicate"
 """``_decide``'s verdict for a callback already handled (answered with ``{}``)."""
-WORKING = "Received; working on it. The card will show the outcome."
+ANSWERS_FIRST_QUIET = 0.02
+"""Decisions start once no click has arrived for this long (seconds)..."""
+ANSWERS_FIRST_PATIENCE = 1.0
+"""...or after this long at the latest."""
+DECIDING = 4
+"""Stored clicks decided at a time by one process (the rest wait their turn)."""
+
+
+WORKING = CATALOG["en"]["click.received"]
+"""The toast of a stored click (English)."""
+
+
+def received_text(click: Click) -> str:
+    """The toast for a stored click, in its card's locale."""
+    return say(click.reply_to.get("locale"), "click.received")
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """A click that passed the checks needing no database, ready to be stored."""
+
+    click: Click
+    event_id: str
+    shared_new: bool | None
+    """The endpoint's verdict on ``event:{event_id}`` (None: record it when storing)."""
 
 
 class EngineApi(Protocol):
@@ -191,6 +219,11 @@ class FeishuEventHandlers:
         self._ws_release_delay = ws_release_delay
         self._loop: asyncio.AbstractEventLoop | None = None
         self._background: set[concurrent.futures.Future[Any]] = set()
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self._answering = 0
+        self._last_arrival = 0.0
+        self._deciding = asyncio.Semaphore(DECIDING)
+        self._telling = asyncio.Semaphore(DECIDING)
 
     def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         """The application's loop: engine calls and adapter holds run there."""
@@ -206,8 +239,11 @@ class FeishuEventHandlers:
         )
 
     async def drain(self, timeout: float = 10.0) -> None:
-        """Wait (on the main loop) until scheduled message handling has finished."""
-        pending = [asyncio.wrap_future(f) for f in set(self._background)]
+        """Wait (on the main loop) until scheduled message handling and click decisions
+        have finished."""
+        pending: list[asyncio.Future[Any]] = [
+            asyncio.wrap_future(f) for f in set(self._background)]
+        pending.extend(self._tasks)
         if pending:
             await asyncio.wait(pending, timeout=timeout)
 
@@ -260,16 +296,62 @@ class FeishuEventHandlers:
     # -- card.action.trigger ------------------------------------------------------------
 
     def on_card_action(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
-        """Answer a click within the 3-second budget; never raises (the SDK would 500)."""
+        """The long connection's click (on the SDK's thread): answer within the budget;
+        never raises (the SDK would 500)."""
         try:
             return self._card_action(data)
         except Exception:
             log.exception("feishu card callback failed")
             return toast("error", "Something went wrong; please try again.")
 
+    async def answer_click(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
+        """An HTTP callback's click, on the main loop (no thread hop): the endpoint has
+        checked the signature, decrypted once and recorded nonce and event id. Answers
+        as soon as the click is stored; never raises."""
+        try:
+            admitted = self._admit_click(data)
+            if not isinstance(admitted, Admitted):
+                return admitted
+            ref = admitted.click.ref
+            self._adapter.hold(ref)  # before any await: patches wait for this reply
+            self._schedule_release(self._require_loop(), ref)
+            ctx = current_reply.get()
+            deadline = (ctx.started if ctx is not None else time.monotonic()) + self._budget
+            kind, text = await self._store(admitted, deadline, None)
+            return self._answer(admitted, kind, text)
+        except Exception:
+            log.exception("feishu card callback failed")
+            return toast("error", "Something went wrong; please try again.")
+
     def _card_action(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
-        header, event = data.header, data.event
+        admitted = self._admit_click(data)
+        if not isinstance(admitted, Admitted):
+            return admitted
         loop = self._require_loop()
+        ref = admitted.click.ref
+        deadline = time.monotonic() + self._budget
+        handoff = Handoff()
+        future = asyncio.run_coroutine_threadsafe(
+            self._held_store(admitted, deadline, handoff), loop)
+        try:
+            kind, text = future.result(timeout=max(deadline - time.monotonic(), 0.0))
+        except concurrent.futures.TimeoutError:
+            if not handoff.give_up():
+                log.warning("feishu click not stored within the reply budget",
+                            extra={"ref": ref})
+                return toast("error", NOT_RECORDED)
+            kind, text = "info", received_text(admitted.click)  # stored; decided later
+        finally:
+            self._schedule_release(loop, ref)
+        return self._answer(admitted, kind, text)
+
+    def _admit_click(
+        self, data: P2CardActionTrigger
+    ) -> P2CardActionTriggerResponse | Admitted:
+        """Checks that need no database (this process's dedupe, replay window, shape):
+        a refusal toast, or the click to store. The rest (card, message, authorization,
+        values) is checked when deciding, from the stored click."""
+        header, event = data.header, data.event
         event_id = getattr(header, "event_id", None) or ""
         operator = getattr(getattr(event, "operator", None), "open_id", None)
         who = Identity(PLATFORM, operator) if operator else None
@@ -289,7 +371,7 @@ class FeishuEventHandlers:
                               check="stale_event", event_id=event_id[:200],
                               create_time=str(getattr(header, "create_time", None))[:32])
             return toast("error", "This click is too old; please try again.")
-        if not operator or event is None or parsed is None:
+        if who is None or event is None or parsed is None:
             log.warning("malformed feishu callback refused", extra={"event_id": event_id})
             self._audit_later(claimed_ref, who, "Malformed Feishu callback (no operator or "
                               "no valid button value).", check="malformed_callback",
@@ -297,134 +379,100 @@ class FeishuEventHandlers:
             return toast("error", "This button is not valid.")
         ref, action_id = parsed
         form_value = getattr(action, "form_value", None) or {}
-        ctx = current_reply.get()
-        deadline = (ctx.started if ctx is not None else time.monotonic()) + self._budget
-        handoff = Handoff()
-        # One hand-off to the loop: the coroutine holds the ref before deciding (before
-        # its first await), so the engine's card update is parked until our reply has
-        # been sent; released by the transport (always queued after this coroutine).
-        future = asyncio.run_coroutine_threadsafe(
-            self._held_decide(ref, action_id, Identity(PLATFORM, operator), form_value,
-                              message_id, event_id, self._shared_verdict(event_id),
-                              deadline, handoff),
-            loop,
-        )
+        values = {k: v for k, v in form_value.items() if isinstance(k, str)}
+        # Read with the card when deciding (``FeishuAdapter.read_click``); the message
+        # is checked against the ref then too (``clicks_name_their_message``).
+        reply_to = {"locale": self._adapter.locale_of(ref)}
+        if message_id:
+            reply_to["message"] = str(message_id)
+        kind = "withdraw" if action_id == WITHDRAW_TOKEN else "respond"
+        click = Click(PLATFORM, ref, who, action_id, values, kind=kind, reply_to=reply_to)
+        return Admitted(click, event_id, self._shared_verdict(event_id))
+
+    async def _held_store(
+        self, admitted: Admitted, deadline: float, handoff: Handoff
+    ) -> tuple[str, str]:
+        self._adapter.hold(admitted.click.ref)  # before the first await
+        return await self._store(admitted, deadline, handoff)
+
+    async def _store(
+        self, admitted: Admitted, deadline: float, handoff: Handoff | None
+    ) -> tuple[str, str]:
+        """Shared dedupe, then store the click (by ``deadline``, ``time.monotonic``); the
+        toast to send. Deciding is queued for later (``_decide_later``). ``handoff``
+        (long connection) says whether the SDK thread still waits for the answer."""
+        self._answering += 1
+        self._last_arrival = time.monotonic()
         try:
-            kind, text = future.result(timeout=max(deadline - time.monotonic(), 0.0))
-        except concurrent.futures.TimeoutError:
-            if handoff.give_up():
-                log.warning("feishu decision slower than the reply budget; the click is "
-                            "stored and will be decided", extra={"ref": ref})
-                return toast("info", WORKING)
-            log.warning("feishu click not stored within the reply budget", extra={"ref": ref})
-            return toast("error", NOT_RECORDED)
+            click, event_id = admitted.click, admitted.event_id
+            shared_new = admitted.shared_new
+            if shared_new is None and event_id:
+                shared_new = await self.first_seen(f"event:{event_id}")
+            if shared_new is False:
+                # Another replica (or an earlier run of this one) already handled it.
+                log.info("duplicate feishu callback ignored (shared)",
+                         extra={"event_id": event_id})
+                await self.audit(click.ref, click.responder, "Duplicate Feishu callback "
+                                 "(already handled).", check="duplicate_event",
+                                 event_id=event_id[:200])
+                return DUPLICATE, ""
+            try:
+                recorded = await self._engine.record_click(
+                    click, budget=deadline - time.monotonic())
+            except ClickTooLarge as exc:
+                await self.audit(click.ref, click.responder, str(exc), check="click_too_large")
+                return "error", str(exc)
+            if recorded is None:
+                return "error", NOT_RECORDED
+            if handoff is not None and not handoff.stored():
+                await self._engine.abandon_click(recorded)  # the clicker was asked to retry
+                return "error", NOT_RECORDED
+            self._track(asyncio.ensure_future(self._decide_later(recorded)))
+            return "info", received_text(click)
         finally:
-            self._schedule_release(loop, ref)
+            self._answering -= 1
+
+    def _answer(self, admitted: Admitted, kind: str, text: str) -> P2CardActionTriggerResponse:
         if kind == DUPLICATE:
             return P2CardActionTriggerResponse({})
-        log.info(
-            "feishu card callback answered",
-            extra={"ref": ref, "event_id": event_id, "operator": operator, "toast": kind},
-        )
+        log.info("feishu card callback answered", extra={
+            "ref": admitted.click.ref, "event_id": admitted.event_id,
+            "operator": admitted.click.responder.user_id, "toast": kind})
         return toast(kind, text)
 
-    async def _held_decide(
-        self,
-        ref: str,
-        action_id: str,
-        who: Identity,
-        form_value: Mapping[str, Any],
-        message_id: str | None,
-        event_id: str = "",
-        shared_new: bool | None = None,
-        deadline: float | None = None,
-        handoff: Handoff | None = None,
-    ) -> tuple[str, str]:
-        self._adapter.hold(ref)
-        return await self._decide(ref, action_id, who, form_value, message_id, event_id,
-                                  shared_new, deadline, handoff)
-
-    async def _decide(
-        self,
-        ref: str,
-        action_id: str,
-        who: Identity,
-        form_value: Mapping[str, Any],
-        message_id: str | None,
-        event_id: str = "",
-        shared_new: bool | None = None,
-        deadline: float | None = None,
-        handoff: Handoff | None = None,
-    ) -> tuple[str, str]:
-        """``shared_new``: the endpoint's verdict on ``event:{event_id}`` (None: record
-        it here). ``deadline`` (``time.monotonic``) bounds storing the click, and
-        ``handoff`` says whether the reply is still waiting for it."""
-        if shared_new is None and event_id:
-            shared_new = await self.first_seen(f"event:{event_id}")
-        if shared_new is False:
-            # Another replica (or an earlier run of this one) already handled it.
-            log.info("duplicate feishu callback ignored (shared)", extra={"event_id": event_id})
-            await self.audit(ref, who, "Duplicate Feishu callback (already handled).",
-                             check="duplicate_event", event_id=event_id[:200])
-            return DUPLICATE, ""
-        card: RequestCard | None
-        if message_id:
-            found = await self._engine.card_for_message(PLATFORM, message_id)
-            if found is None:
-                # Unknown message (or its delivery is not recorded yet): fail closed.
-                log.warning(
-                    "feishu callback from an unknown message",
-                    extra={"ref": ref[:64], "message_id": message_id, "operator": who.user_id},
-                )
-                message = "This card is not active (yet); please try again in a moment."
-                await self.audit(ref, who, message, check="unknown_message",
-                                 message_id=message_id[:200])
-                return "error", message
-            delivered, card = found
-            if delivered != ref:
-                # The button claims a request other than the one this card carries.
-                log.warning(
-                    "feishu callback ref does not match its message",
-                    extra={"ref": ref[:64], "message_id": message_id, "operator": who.user_id},
-                )
-                message = "This card does not match its request."
-                await self.audit(ref, who, message, check="ref_mismatch",
-                                 message_id=message_id[:200], card_ref=delivered)
-                return "error", message
-        else:
-            card = await self._engine.card(ref)
-        if card is None:
-            result = await self._engine.respond(ref, who, action_id, {})
-            return "error", await self._humanize(result.message)
+    async def _decide_later(self, recorded: Recorded) -> None:
+        """Decide a stored click once the burst of answers is over, then tell the
+        clicker privately unless the card says it all (their answer was taken). If
+        deciding fails, the engine hands the click to its worker, which tells them."""
+        await self._answers_first()
+        async with self._deciding:
+            result = await self._engine.decide_click(recorded)
+        click = recorded.click
+        log.info("feishu click decided", extra={
+            "ref": click.ref[:64], "operator": click.responder.user_id,
+            "outcome": result.outcome})
+        if result.outcome == "accepted" or result.message == DEFERRED:
+            return
         try:
-            values = read_values(form_value, card)
-        except ValueError as exc:
-            log.info("feishu form values unreadable", extra={"ref": ref, "error": str(exc)})
-            # Let the engine authorize first and audit the refusal with the raw values.
-            values = {k: v for k, v in form_value.items() if isinstance(k, str)}
-        return await self._store_and_decide(
-            Click(PLATFORM, ref, who, action_id, values,
-                  kind="withdraw" if action_id == WITHDRAW_TOKEN else "respond",
-                  reply_to={"message": message_id} if message_id else {}),
-            deadline, handoff)
+            text = await self._humanize(result.message)
+            async with self._telling:
+                await self._adapter.tell_clicker(
+                    click.responder, {**click.reply_to, "click": str(recorded.mark.id)}, text)
+        except Exception:
+            log.exception("could not tell a feishu clicker the outcome",
+                          extra={"ref": click.ref[:64], "outcome": result.outcome})
 
-    async def _store_and_decide(
-        self, click: Click, deadline: float | None, handoff: Handoff | None
-    ) -> tuple[str, str]:
-        """Store the click (before any reply but an error), then decide from it."""
-        budget = (deadline - time.monotonic()) if deadline is not None else self._budget
-        try:
-            recorded = await self._engine.record_click(click, budget=budget)
-        except ClickTooLarge as exc:
-            await self.audit(click.ref, click.responder, str(exc), check="click_too_large")
-            return "error", str(exc)
-        if recorded is None:
-            return "error", NOT_RECORDED
-        if handoff is not None and not handoff.stored():
-            await self._engine.abandon_click(recorded)  # the clicker was asked to retry
-            return "error", NOT_RECORDED
-        result = await self._engine.decide_click(recorded)
-        return _TOAST_KIND.get(result.outcome, "error"), await self._humanize(result.message)
+    async def _answers_first(self) -> None:
+        """Wait while clicks are still being stored and answered (they have a 3 s
+        deadline; decisions have none), at most ``ANSWERS_FIRST_PATIENCE`` seconds."""
+        give_up = time.monotonic() + ANSWERS_FIRST_PATIENCE
+        while time.monotonic() < give_up and (
+                self._answering or time.monotonic() - self._last_arrival < ANSWERS_FIRST_QUIET):
+            await asyncio.sleep(ANSWERS_FIRST_QUIET)
+
+    def _track(self, task: asyncio.Future[Any]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _humanize(self, text: str) -> str:
         """Engine text for a toast or reply: open_ids become names (plain text has no

@@ -2,25 +2,27 @@
 
 Order of checks, cheapest first, and none of them by the SDK (which logs a traceback
 for every request it refuses): body size (``bot.web.BodyLimit``) → signature on the
-raw bytes and timestamp window → decrypt and parse (``inbound.open_body``) →
-verification token → ``url_verification`` answered here → nonce (transport replay
-protection; the SDK has none) → the SDK dispatcher, which decrypts and checks again
-and calls our handlers → reply → release held card patches. An unsigned request may
-only be a small ``url_verification`` carrying our token; anything else gets 401.
+raw bytes and timestamp window → decrypt and parse, once (``inbound.open_body_text``)
+→ verification token → ``url_verification`` answered here → nonce (transport replay
+protection; the SDK has none) and event id, recorded together → dispatch without a
+second decryption or check: a card click goes to ``answer_click`` on the main loop
+(an SDK ``P2CardActionTrigger`` built from the parsed body), anything else to the SDK
+dispatcher's ``_do_without_validation`` (what its long connection uses) → reply →
+release held card patches. No thread pool is involved. An unsigned request may only
+be a small ``url_verification`` carrying our token; anything else gets 401.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import contextvars
 import hashlib
 import hmac
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from lark_oapi.core.model import RawRequest
+from lark_oapi.core.json import JSON
+from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTrigger
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -31,7 +33,7 @@ from bot.platforms.feishu.inbound import (
     URL_VERIFICATION,
     BadBody,
     event_id,
-    open_body,
+    open_body_text,
     token_matches,
 )
 from bot.platforms.feishu.replay import ReplayGuard, parse_epoch
@@ -45,6 +47,8 @@ _FORWARDED = (TIMESTAMP, NONCE, SIGNATURE, "X-Request-Id", "Content-Type")
 """Header names exactly as lark-oapi looks them up (its lookup is case-sensitive)."""
 UNSIGNED_MAX_BYTES = 4096
 """An unsigned body is only opened if it is this small (a url_verification is < 1 KB)."""
+CARD_ACTION = "card.action.trigger"
+ClickAnswerer = Callable[[P2CardActionTrigger], Awaitable[Any]]
 
 
 def expected_signature(timestamp: str, nonce: str, encrypt_key: str, body: bytes) -> str:
@@ -63,9 +67,9 @@ def make_endpoint(
     guard: ReplayGuard,
     encrypt_key: str,
     bind_loop: Callable[[asyncio.AbstractEventLoop], None],
-    executor: concurrent.futures.Executor,
     *,
     verification_token: str,
+    answer_click: ClickAnswerer | None = None,
     first_seen: Callable[[str], Awaitable[bool]] | None = None,
     first_seen_chain: Callable[[Sequence[str]], Awaitable[list[bool]]] | None = None,
     audit: Callable[..., Awaitable[None]] | None = None,
@@ -73,9 +77,8 @@ def make_endpoint(
     """Build the endpoint; ``bind_loop`` tells the handlers which loop is the app's.
 
     ``verification_token`` is checked here, before the SDK (which would log a traceback
-    for a wrong one). ``executor`` runs the (blocking) SDK dispatcher. It must not be
-    the loop's default executor: a handler waits there for the engine, which itself
-    needs that pool.
+    for a wrong one). ``answer_click(data)`` answers a card click on the loop
+    (``FeishuEventHandlers.answer_click``); without it clicks go to the dispatcher too.
     ``first_seen(key)`` shares nonces with the other replicas (``engine.first_seen``);
     with ``first_seen_chain(keys)`` (``engine.first_seen_chain``) the event id is
     recorded in the same transaction, right after the nonce, and its verdict handed to
@@ -91,8 +94,11 @@ def make_endpoint(
                         **{k: str(v)[:200] for k, v in extra.items()})
         return _reject(status, reason, **extra)
 
-    async def admit(headers: dict[str, str], body: bytes) -> Response | dict[str, Any]:
-        """Signature → timestamp → body → token: a refusal, or the opened callback."""
+    async def admit(
+        headers: dict[str, str], body: bytes
+    ) -> Response | tuple[dict[str, Any], bytes]:
+        """Signature → timestamp → body → token: a refusal, or the opened callback and
+        its plaintext."""
         timestamp, nonce = headers.get(TIMESTAMP), headers.get(NONCE)
         signature = headers.get(SIGNATURE)
         signed = timestamp is not None or nonce is not None or signature is not None
@@ -112,7 +118,7 @@ def make_endpoint(
         elif len(body) > UNSIGNED_MAX_BYTES:
             return _reject(401, "missing signature headers")
         try:
-            payload = open_body(body, encrypt_key)
+            payload, plaintext = open_body_text(body, encrypt_key)
         except BadBody as exc:
             if signed:
                 return await refuse_signed(400, str(exc))
@@ -121,7 +127,7 @@ def make_endpoint(
             return _reject(401, "wrong verification token")
         if not signed and payload.get("type") != URL_VERIFICATION:
             return _reject(401, "missing signature headers")
-        return payload
+        return payload, plaintext
 
     async def claim_nonce(
         nonce: str, payload: dict[str, Any], context: ReplyContext
@@ -146,9 +152,10 @@ def make_endpoint(
         body = await request.body()  # at most ``http.max_body_bytes`` (bot.web.BodyLimit)
         context = ReplyContext()
         headers = {name: request.headers[name] for name in _FORWARDED if name in request.headers}
-        payload = await admit(headers, body)
-        if isinstance(payload, Response):
-            return payload
+        admitted = await admit(headers, body)
+        if isinstance(admitted, Response):
+            return admitted
+        payload, plaintext = admitted
         if payload.get("type") == URL_VERIFICATION:
             # Answered here, signed or not (the console's check may come unsigned):
             # the verification token is what shows that it comes from Feishu.
@@ -156,25 +163,16 @@ def make_endpoint(
         refused = await claim_nonce(headers[NONCE], payload, context)
         if refused is not None:
             return refused
-        raw = RawRequest()
-        raw.uri = request.url.path
-        raw.headers = headers
-        raw.body = body
         token = current_reply.set(context)
         try:
-            # Run in a copy of this context, so the handlers see ``context``.
-            call_context = contextvars.copy_context()
-            result = await asyncio.get_running_loop().run_in_executor(
-                executor, call_context.run, dispatcher.do, raw
-            )
+            content, problem = await _dispatch(dispatcher, answer_click, payload, plaintext)
         finally:
             current_reply.reset(token)
-        if result.status_code != 200:
+        if content is None:
             await _release(adapter, context.held_refs)
-            detail = (result.content or b"")[:200].decode("utf-8", "replace")
-            return await refuse_signed(400, "sdk refused the callback", detail=detail)
+            return await refuse_signed(400, "sdk refused the callback", detail=problem[:200])
         return Response(
-            content=result.content or b"{}",
+            content=content,
             status_code=200,
             media_type="application/json",
             # Starlette runs this after the body has been sent: only then may the
@@ -183,6 +181,28 @@ def make_endpoint(
         )
 
     return feishu_events
+
+
+async def _dispatch(
+    dispatcher: Any, answer_click: ClickAnswerer | None, payload: dict[str, Any],
+    plaintext: bytes,
+) -> tuple[bytes | None, str]:
+    """Hand a checked callback to its handler: ``(reply body, "")``, or ``(None, why)``
+    when the SDK cannot handle it (an event type nobody registered, say)."""
+    header = payload.get("header")
+    kind = header.get("event_type") if isinstance(header, dict) else None
+    try:
+        if answer_click is not None and payload.get("schema") and kind == CARD_ACTION:
+            reply = await answer_click(P2CardActionTrigger(payload))
+        else:
+            reply = dispatcher._do_without_validation(plaintext)
+    except Exception as exc:
+        log.info("feishu callback not handled", extra={"event_type": str(kind)[:64],
+                                                       "error": str(exc)[:200]})
+        return None, str(exc)
+    if reply is None:
+        return b'{"msg":"success"}', ""
+    return JSON.marshal(reply).encode(), ""
 
 
 def _challenge(payload: dict[str, Any]) -> Response:

@@ -39,8 +39,15 @@ def open_body(body: bytes, encrypt_key: str) -> dict[str, Any]:
     Also checks the shape the SDK relies on: a 2.0 event (``schema``) has a
     ``header`` object, or the SDK fails on it with a traceback.
     """
+    return open_body_text(body, encrypt_key)[0]
+
+
+def open_body_text(body: bytes, encrypt_key: str) -> tuple[dict[str, Any], bytes]:
+    """``open_body`` and the plaintext JSON it parsed, for the SDK's dispatch without a
+    second decryption (``EventDispatcherHandler._do_without_validation``)."""
     outer = _json_object(body, "body")
     encrypted = outer.get("encrypt")
+    plaintext: str | bytes = body
     if encrypted is None:
         payload = outer
     elif not isinstance(encrypted, str) or not encrypted or not encrypt_key:
@@ -53,7 +60,7 @@ def open_body(body: bytes, encrypt_key: str) -> dict[str, Any]:
         payload = _json_object(plaintext, "decrypted body")
     if payload.get("schema") and not isinstance(payload.get("header"), dict):
         raise BadBody("2.0 event without a header object")
-    return payload
+    return payload, plaintext.encode() if isinstance(plaintext, str) else plaintext
 
 
 def claimed_token(payload: dict[str, Any]) -> Any:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -40,12 +39,13 @@ class FeishuPlatform:
         engine: EngineApi,
         api: FeishuApi | None = None,
         approver_entries: list[str] | None = None,
+        default_locale: str = "en",
     ) -> None:
         self.config = config
         self.approver_entries = list(approver_entries or [])
         """Configured approvers (open_ids, emails, mobiles) resolved by ``start()``."""
         self.api = api or FeishuApi(config)
-        self.adapter = FeishuAdapter(self.api)
+        self.adapter = FeishuAdapter(self.api, default_locale=default_locale)
         self.directory = FeishuDirectory(self.api)
         self.guard = ReplayGuard(window_seconds=config.replay_window_seconds)
         self.names = NameCache(self.api.user_name)
@@ -56,17 +56,14 @@ class FeishuPlatform:
         )
         # On the WS path the SDK neither decrypts nor checks anything; keys stay unused.
         self.dispatcher = self.handlers.dispatcher(config.encrypt_key, config.verification_token)
-        self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=8, thread_name_prefix="feishu-callback"
-        )
         self.http_endpoint: Callable[[Request], Awaitable[Response]] = make_endpoint(
             self.dispatcher,
             self.adapter,
             self.guard,
             config.encrypt_key,
             self.handlers.bind_loop,
-            self._executor,
             verification_token=config.verification_token,
+            answer_click=self.handlers.answer_click,
             first_seen=self.handlers.first_seen,
             first_seen_chain=self.handlers.first_seen_chain,
             audit=self.handlers.audit,
@@ -109,7 +106,7 @@ class FeishuPlatform:
         await self.handlers.drain(timeout=5.0)
         if self._long_connection is not None:
             self._long_connection.stop()
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self.api.shutdown()
 
     def feed_ws_event(self, payload: bytes) -> Any:
         """Dispatch a raw event exactly as the long connection would (no checks)."""
@@ -127,6 +124,13 @@ def feishu_approver_entries(settings: Any) -> list[str]:
         if starters is not None:
             entries.extend(starters.users)
     return list(dict.fromkeys(entries))
+
+
+def feishu_locale(settings: Any) -> str:
+    """The locale of toasts for cards this process has not sent itself: the routes'
+    locale when every Feishu route has the same one, else ``en``."""
+    locales = {route.locale for route in settings.routes.values() if route.feishu is not None}
+    return locales.pop() if len(locales) == 1 else "en"
 
 
 def feishu_configured(settings: Any, env: Mapping[str, str]) -> bool:
@@ -153,6 +157,7 @@ def build_feishu_platform(
         config or FeishuConfig.from_env(env),
         engine,
         approver_entries=feishu_approver_entries(settings),
+        default_locale=feishu_locale(settings),
     )
     engine.register_adapter(platform.adapter, platform.directory)
     if hasattr(engine, "background_card_updates"):

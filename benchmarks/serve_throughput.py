@@ -1,0 +1,120 @@
+"""End-to-end decisions per second of ``askhuman serve``, black-box, over Slack.
+
+Processes on 127.0.0.1 (``benchmarks/harness.py``): the fake Slack Web API
+(``slack_ack.py --role fake``), one ``askhuman serve`` on SQLite, or two replicas on
+one PostgreSQL database when ``ASKHUMAN_TEST_POSTGRES_URL`` is set (a scratch database
+per round, ``pg_scratch``), and this load client. The client starts N runs of the
+scripted ``deploy`` agent with signed slash commands and waits for their N cards; then
+it clicks Approve on every card, ``--in-flight`` clicks at a time (spread over the
+replicas), and waits until the N final answers ("Deployed …") are posted. Each
+decision is the full path: durable click → compare-and-set → card update through the
+outbox → resume of the agent → final answer posted.
+
+    decisions/s = N / (first click sent → last final answer seen)
+
+    python benchmarks/serve_throughput.py --runs 200 [--in-flight 100]
+
+The in-process variant (``throughput.py``) measures the engine alone, with the
+answer → resume-start latency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
+
+import harness as h  # noqa: E402
+import slack_ack as slack  # noqa: E402
+from pg_scratch import scratch  # noqa: E402
+
+APPROVER = "U00000"
+
+
+def fetch(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=30) as reply:
+        return json.loads(reply.read())
+
+
+async def post_cards(url: str, fake_url: str, api_port: str, runs: int) -> dict[str, Any]:
+    """Start ``runs`` runs; the blocks of each new card by its ts."""
+    from urllib.parse import urlencode
+
+    calls = [slack.signed(urlencode({
+        "command": "/askhuman", "text": f"run deploy ship v7.{i}.0", "user_id": slack.STARTER,
+        "user_name": "starter", "channel_id": slack.ORIGIN, "team_id": "T0TEST",
+        "response_url": f"http://127.0.0.1:{api_port}/response_url/cmd"})) for i in range(runs)]
+    for start in range(0, runs, 20):
+        await h.burst(url, calls[start:start + 20])
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        cards = fetch(fake_url + "/_bench/cards")
+        if len(cards) >= runs:
+            return dict(cards)
+        await asyncio.sleep(0.2)
+    raise RuntimeError(f"only {len(cards)} of {runs} cards were posted")
+
+
+async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int) -> float:
+    from tests.fakes.slack_api import BOT_TOKEN
+
+    with tempfile.TemporaryDirectory() as tmp, h.Parties(Path(tmp)) as parties:
+        ready = Path(tmp) / "fake.ready"
+        fake = parties.role("slack_ack.py", "fake", "--port", str(port := h.free_port()),
+                            "--clicks", "1", "--ready", str(ready))
+        fake.url = f"http://127.0.0.1:{port}"
+        api_url = h.wait_file(fake, ready)
+        api_port = api_url.split(":")[2].split("/")[0]
+        config = Path(tmp) / "askhuman.yaml"
+        slack.write_config(config, database_url)
+        env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": slack.SECRET,
+               "SLACK_API_URL": api_url}
+        servers = []
+        for i in range(replicas):  # one after another: the first one migrates the database
+            servers.append(parties.askhuman(config, h.free_port(), env, name=f"askhuman {i}"))
+            h.wait_http(servers[-1])
+        cards = await post_cards(servers[0].url, fake.url, api_port, runs)
+        clicks = [slack.signed(slack.click_body(blocks, ts, APPROVER, api_port))
+                  for ts, blocks in cards.items()]
+        count = (f"{fake.url}/_bench/count?channel={slack.ORIGIN}&text=Deployed")
+        begin = time.perf_counter()
+        for start in range(0, len(clicks), in_flight):
+            wave = clicks[start:start + in_flight]
+            await asyncio.gather(*(h.burst(server.url, wave[i::replicas])
+                                   for i, server in enumerate(servers)))
+        deadline = time.monotonic() + 600
+        while (done := fetch(count)) < runs:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {done} of {runs} final answers were posted")
+            await asyncio.sleep(0.05)
+        return runs / (time.perf_counter() - begin)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--in-flight", type=int, default=100)
+    ns = parser.parse_args()
+    base = os.environ.get("ASKHUMAN_TEST_POSTGRES_URL")
+    print("| setup | decisions/s (click → final answer posted) |\n|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        rate = asyncio.run(one_setup(f"sqlite:///{Path(tmp) / 'askhuman.db'}", 1,
+                                     ns.runs, ns.in_flight))
+    print(f"| one `serve`, SQLite | {rate:.1f} |", flush=True)
+    if base:
+        with scratch(base) as url:
+            rate = asyncio.run(one_setup(url, 2, ns.runs, ns.in_flight))
+        print(f"| two `serve` replicas, PostgreSQL | {rate:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
