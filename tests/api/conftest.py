@@ -180,6 +180,24 @@ class Door:
                                     headers=signed.headers)
 
 
+    def feishu_told(self, open_id: str) -> list[str]:
+        """What the bot told ``open_id`` privately (their chat with it), oldest first."""
+        return [str(json.loads(m.content)["text"]) for m in list(self.feishu.messages.values())
+                if m.chat_id == f"oc_p2p_{open_id}" and m.msg_type == "text"]
+
+    async def wait_feishu_told(self, open_id: str, count: int = 1,
+                               timeout: float = 10.0) -> list[str]:
+        """Feishu answers a click first ("received") and tells a clicker whose answer was
+        not taken in private; wait for ``count`` such messages."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            told = self.feishu_told(open_id)
+            if len(told) >= count:
+                return told
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"{open_id} was told {self.feishu_told(open_id)}")
+
+
 def env_for(fake_slack: FakeSlackAPI, feishu_url: str, feishu: FakeFeishuApi) -> dict[str, str]:
     return {
         "SLACK_BOT_TOKEN": BOT_TOKEN,

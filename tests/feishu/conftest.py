@@ -41,7 +41,8 @@ from tests.fakes.feishu_signing import (
     sign_event,
 )
 
-RECEIVED = {"type": "info", "content": WORKING}
+BOTH_LANGUAGES = {"zh_cn": "已收到，正在记录你的回复。卡片会显示结果。", "en_us": WORKING}
+RECEIVED = {"type": "info", "content": WORKING, "i18n": BOTH_LANGUAGES}
 """The toast of every click that was stored (decided afterwards)."""
 ENCRYPT_KEY = "test-encrypt-key"
 VERIFICATION_TOKEN = "test-verification-token"
@@ -193,7 +194,8 @@ class Feishu:
         stored); then wait until it is decided and the clicker told (``settle``)."""
         response = await self.post_event(self.click_event(card, **kw))
         assert response.status_code == 200, response.text
-        assert response.json()["toast"] == RECEIVED, response.text
+        shown = response.json()["toast"]
+        assert {k: shown[k] for k in RECEIVED} == RECEIVED, response.text
         await self.settle()
         return response
 

@@ -15,7 +15,16 @@ from sqlalchemy import func, select
 
 from storage import AuditLog, ClickInbox, Database, Vote
 from tests.fakes.feishu_api import FakeFeishuApi
-from tests.feishu.conftest import ALICE, BOB, CAROL, RECEIVED, Feishu, _engine, served
+from tests.feishu.conftest import (
+    ALICE,
+    BOB,
+    BOTH_LANGUAGES,
+    CAROL,
+    RECEIVED,
+    Feishu,
+    _engine,
+    served,
+)
 
 
 def _count(database: Database, model: Any, **where: Any) -> int:
@@ -100,7 +109,8 @@ async def test_toast_and_private_message_speak_the_route_locale(feishu_zh: Feish
     card = await f.wait_card()
     response = await f.post_event(f.click_event(card, operator="ou_mallory"))
     assert response.json()["toast"] == {"type": "info",
-                                        "content": "已收到，正在记录你的回复。卡片会显示结果。"}
+                                        "content": "已收到，正在记录你的回复。卡片会显示结果。",
+                                        "i18n": BOTH_LANGUAGES}
     await f.settle()
     [told] = f.told("ou_mallory")
-    assert told.startswith("关于你在 askhuman 卡片上的回复：") and "not allowed" in told
+    assert told == "关于你在 askhuman 卡片上的回复：你无权回复此请求。"  # the catalog's words

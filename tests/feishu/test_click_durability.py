@@ -15,7 +15,7 @@ from bot.engine.clicks import NOT_RECORDED
 from bot.platforms.feishu.handlers import WORKING
 from storage import ClickInbox, Database
 from tests.fakes.sqlite_lock import hold_write_lock
-from tests.feishu.conftest import ALICE, Feishu
+from tests.feishu.conftest import ALICE, RECEIVED, Feishu
 from tests.feishu.test_ws import feed, start_run, toast_of
 
 
@@ -53,7 +53,7 @@ async def test_a_received_toast_means_a_stored_click_decided_once(feishu_http: F
     await f.send_text("@_user_1 deploy: ship v1.2.3")
     card = await f.wait_card()
     response = await f.post_event(f.click_event(card, operator=ALICE))
-    assert response.json()["toast"] == {"type": "info", "content": WORKING}
+    assert response.json()["toast"] == RECEIVED
     assert _inbox(f.database) in ([("running", None)], [("done", "accepted")])
     await f.platform.handlers.drain()
     assert _inbox(f.database) == [("done", "accepted")]
@@ -74,7 +74,9 @@ async def test_a_click_the_database_cannot_store_in_time_gets_an_error_toast(
     started = time.monotonic()
     response = await feed(f, f.click_event(card, operator=ALICE))
     assert time.monotonic() - started < 3.0
-    assert toast_of(response) == {"type": "error", "content": NOT_RECORDED}
+    shown = toast_of(response)
+    assert (shown["type"], shown["content"]) == ("error", NOT_RECORDED)
+    assert shown["i18n"]["zh_cn"].startswith("暂时无法记录你的回复")
     await asyncio.to_thread(locker.join)
     await asyncio.sleep(0.5)
     await f.engine.drain()
@@ -83,6 +85,6 @@ async def test_a_click_the_database_cannot_store_in_time_gets_an_error_toast(
     assert all(state == "failed" for state, _ in _inbox(f.database))
     # Clicking again, as the toast asks, works.
     again = await feed(f, f.click_event(card, operator=ALICE))
-    assert toast_of(again) == {"type": "info", "content": WORKING}
+    assert toast_of(again) == RECEIVED
     await f.platform.handlers.drain()
     assert await f.status(card) == "submitted"

@@ -79,13 +79,16 @@ async def test_refusals_pending_and_help_speak_the_persons_language(
         # Feishu: a refused click's toast offers Chinese next to English.
         card = await ops.feishu_card()
         refused = (await ops.click_feishu(card, ref, operator="ou_stranger")).json()
-        assert refused["toast"]["type"] == "error"
-        assert refused["toast"]["i18n"]["zh_cn"] == "你无权回复此请求。"
-        assert refused["toast"]["i18n"]["en_us"] == refused["toast"]["content"]
+        assert refused["toast"]["type"] == "info"  # stored; the refusal comes privately
+        assert refused["toast"]["i18n"]["zh_cn"] == "已收到，正在记录你的回复。卡片会显示结果。"
+        assert refused["toast"]["content"] == refused["toast"]["i18n"]["zh_cn"]  # the route's
+        assert refused["toast"]["i18n"]["en_us"].startswith("Received")
+        told = await ops.wait_feishu_told("ou_stranger")
+        assert "你无权回复此请求。" in told[-1], told  # the card's route speaks Chinese
 
-        # An allowed click: its success toast offers Chinese too.
+        # An allowed click: its toast offers Chinese too, and the card shows the outcome.
         ok = (await ops.click_feishu(card, ref, operator=FEISHU_ALICE)).json()
-        assert ok["toast"]["type"] == "success" and "谢谢" in json.dumps(ok, ensure_ascii=False)
+        assert ok["toast"]["type"] == "info" and "已收到" in json.dumps(ok, ensure_ascii=False)
 
 
 def test_pending_lists_follow_the_locale() -> None:

@@ -112,13 +112,17 @@ def test_every_sentence_people_are_told_has_a_chinese_template() -> None:
             "Already decided by Alice (Approve) at 2025-01-31 12:00 UTC.",
             "This request timed out at 2025-01-31 12:00 UTC.",
             f"Recorded, 1 of 2 needed for {quoted('Approve')}.",
-            "Thanks, your answer (Approve) was recorded."]
+            "Thanks, your answer (Approve) was recorded.",
+            "You already answered (approve) on Slack; waiting for the other approvers.",
+            "Recorded, 1 of 2 approvals: Alice (Approve).",
+            "You started this run, so you cannot answer it for someone else."]
     for sentence in told:
         chinese = i18n.translate(sentence, "zh-CN")
         assert chinese != sentence and not any(c.isascii() and c.isalpha() for c in
                                                chinese.replace("Environment", "")
                                                .replace("Alice", "").replace("Approve", "")
-                                               .replace("UTC", "").replace("askhuman", "")), \
+                                               .replace("UTC", "").replace("askhuman", "")
+                                               .replace("approve", "").replace("Slack", "")), \
             (sentence, chinese)
         assert i18n.translate(sentence, "en") == sentence
     assert i18n.translate("Something the catalog has never seen.", "zh-CN") == (

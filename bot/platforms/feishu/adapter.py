@@ -30,7 +30,7 @@ from bot.platforms.feishu.client import FeishuApi, FeishuApiError, dumps
 from bot.platforms.feishu.errors import feishu_words
 from renderers.card import RequestCard
 from renderers.feishu import read_values, render_card
-from renderers.i18n import normalize, say
+from renderers.i18n import normalize, say, translate
 from renderers.markdown import message_text
 
 log = logging.getLogger("askhuman.feishu.adapter")
@@ -208,7 +208,8 @@ class FeishuAdapter:
         """Tell one person, in their chat with the bot, what became of a card click the
         engine decided later (after a restart); the card itself shows it to everyone.
         The uuid makes a retried send a no-op on Feishu's side."""
-        about = say(reply_to.get("locale") or self.default_locale, "click.about", text=text)
+        locale = reply_to.get("locale") or self.default_locale
+        about = say(locale, "click.about", text=translate(text, locale))
         content = dumps({"text": plain_text(about)})
         # One message per click (``click``: its inbox row), however often it is retried.
         key = f"tell|{who.user_id}|{reply_to.get('message', '')}|{reply_to.get('click', '')}|{text}"

@@ -75,6 +75,7 @@ DECIDING = 4
 
 
 WORKING = CATALOG["en"]["click.received"]
+RECEIVED_TEXTS = frozenset(CATALOG[locale]["click.received"] for locale in CATALOG)
 """The toast of a stored click (English)."""
 
 
@@ -183,6 +184,9 @@ current_reply: contextvars.ContextVar[ReplyContext | None] = contextvars.Context
 def toast(kind: str, content: str) -> P2CardActionTriggerResponse:
     """A toast-only callback reply (never a 2.0 card: Feishu may reject it, 200673)."""
     shown = inert_text(content, 500) or "…"
+    if shown in RECEIVED_TEXTS:  # the route's language, and both for the client to pick
+        both = {"i18n": {"zh_cn": CATALOG["zh-CN"]["click.received"], "en_us": WORKING}}
+        return P2CardActionTriggerResponse({"toast": {"type": kind, "content": shown, **both}})
     return P2CardActionTriggerResponse({"toast": {"type": kind, "content": shown,
                                                   **toast_i18n(shown)}})
 
