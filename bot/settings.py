@@ -406,13 +406,9 @@ class RoutingRule(_Strict):
     @field_validator("when")
     @classmethod
     def _compiles(cls, v: str) -> str:
-        from bot.tools.rules import RuleError, compile_rule
+        from bot.tools.rules import validated
 
-        try:
-            compile_rule(v)
-        except RuleError as exc:
-            raise ValueError(str(exc)) from None
-        return v
+        return validated(v)
 
     @field_validator("timeout", mode="before")
     @classmethod

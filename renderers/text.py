@@ -175,15 +175,21 @@ def _head_lines(card: RequestCard) -> list[str]:
     if args.markdown:
         lines += ["", truncate(args.markdown.strip(), 20000)]
     meta = i18n.t("from_colon", agent=card.agent_name)
+    return [*lines, "", meta + meta_tail(card)]
+
+
+def meta_tail(card: RequestCard) -> str:
+    """" · Due: … · 1 of 2 approvals: … · Escalated to …" after a card's first meta item
+    (the same on question and tool-approval cards)."""
+    tail = ""
     if card.deadline:
-        meta += " · " + i18n.t("due_colon", when=format_when(card.deadline))
+        tail += " · " + i18n.t("due_colon", when=format_when(card.deadline))
     progress = progress_text(card, i18n.t) if card.status == "pending" else None
     if progress:
-        meta += " · " + progress
+        tail += " · " + progress
     elif card.quorum > 1:
-        meta += " · " + i18n.t("votes_colon", votes=card.votes, quorum=card.quorum)
-    meta += "".join(" · " + note for note in waiting_notes(card))
-    return [*lines, "", meta]
+        tail += " · " + i18n.t("votes_colon", votes=card.votes, quorum=card.quorum)
+    return tail + "".join(" · " + note for note in waiting_notes(card))
 
 
 def waiting_notes(card: RequestCard) -> list[str]:
@@ -212,14 +218,7 @@ def _tool_lines(card: RequestCard) -> list[str]:
         "  " + i18n.t("no_arguments")]
     meta = (i18n.t("from_colon", agent=card.agent_name) + " · "
             + i18n.t("call_hash_colon", hash=view.short_binding))
-    if card.deadline:
-        meta += " · " + i18n.t("due_colon", when=format_when(card.deadline))
-    progress = progress_text(card, i18n.t) if card.status == "pending" else None
-    if progress:
-        meta += " · " + progress
-    elif card.quorum > 1:
-        meta += " · " + i18n.t("votes_colon", votes=card.votes, quorum=card.quorum)
-    return [*lines, "", meta]
+    return [*lines, "", meta + meta_tail(card)]
 
 
 def _field_lines(card: RequestCard) -> list[str]:

@@ -37,7 +37,7 @@ from pydantic import (
     model_validator,
 )
 
-from bot.tools.rules import Rule, RuleError, compile_rule
+from bot.tools.rules import Rule, compile_rule, validated
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -75,11 +75,7 @@ class WhenRule(_Strict):
     @field_validator("when")
     @classmethod
     def _compiles(cls, v: str) -> str:
-        try:
-            compile_rule(v)
-        except RuleError as exc:
-            raise ValueError(str(exc)) from None
-        return v
+        return validated(v)
 
     def compiled(self) -> Rule:
         return compile_rule(self.when)

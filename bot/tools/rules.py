@@ -90,3 +90,13 @@ def compile_rule(source: str) -> Rule:
         text = " ".join(str(exc).split())
         raise RuleError(f"does not compile as CEL: {text}") from None
     return Rule(source, program)
+
+
+def validated(source: str) -> str:
+    """``source`` if it compiles as CEL, else ``ValueError`` with the reason (for
+    pydantic validators of ``when`` keys: tool approvals and routing rules)."""
+    try:
+        compile_rule(source)
+    except RuleError as exc:
+        raise ValueError(str(exc)) from None
+    return source
