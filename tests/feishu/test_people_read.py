@@ -77,7 +77,8 @@ async def test_names_are_cached(feishu_http: Feishu) -> None:
         await f.click(card, operator=BOB)
     told = f.told(BOB)
     assert len(told) == 3 and all("Alice Chen" in late for late in told)
-    assert len(f.fake.calls_to("user.get")) == 1
+    looked_up = [c.path.rsplit("/", 1)[-1] for c in f.fake.calls_to("user.get")]
+    assert sorted(looked_up) == [ALICE, BOB]  # each person once (clickers are named too)
 
 
 @pytest.fixture
@@ -109,3 +110,21 @@ async def test_undeliverable_card_is_explained_in_words(feishu_bot_not_in_chat: 
         unavailable = session.scalars(
             select(AuditLog).where(AuditLog.event == "unavailable")).one()
         assert "230002" not in (unavailable.reason or "")
+
+
+async def test_a_quorum_cards_progress_names_feishu_voters(
+    tmp_path: Path, fake_api: tuple[FakeFeishuApi, str]
+) -> None:
+    """"1 of 2 approvals: Alice Chen (Approve)": the clicker's name (contact API), not
+    their open_id, while the request waits for the second vote."""
+    engine, database, settings = _engine(tmp_path)
+    routes = {"ops": settings.routes["ops"].model_copy(update={"quorum": 2})}
+    settings = settings.model_copy(update={"routes": routes})
+    engine.apply_settings(settings)
+    async with served(fake_api, engine, database, settings) as f:
+        await f.send_text("@_user_1 deploy: ship v4.0.4")
+        card = await f.wait_card()
+        await f.click(card, operator=ALICE)
+        patched = _texts(await f.wait_patch(card))
+        assert "1 of 2 approvals: Alice Chen (Approve)" in patched
+        assert ALICE not in patched.replace(f"<at id={ALICE}>", "")
