@@ -142,6 +142,11 @@ CATALOG: dict[str, dict[str, str]] = {
         "run_status.succeeded": "finished",
         "run_status.failed": "failed",
         "click.received": "Received — recording your answer. The card will show the outcome.",
+        "feishu.help": "To start a run, write `<agent>: <what to do>`, for example "
+                       "`deploy: ship v1.2.3`. Away? `delegate @someone until 2026-12-24`.",
+        "feishu.help_none": "You may not start any agent yet; an admin can add you to an "
+                            "agent's starters.",
+        "feishu.help_agents": "Agents you may start: {agents}.",
         "click.about": "About your answer on an askhuman card: {text}",
     },
     "zh-CN": {
@@ -256,6 +261,11 @@ CATALOG: dict[str, dict[str, str]] = {
         "run_status.succeeded": "已完成",
         "run_status.failed": "失败",
         "click.received": "已收到，正在记录你的回复。卡片会显示结果。",
+        "feishu.help": "要发起运行，请发送 `<智能体>: <要做的事>`，例如 `deploy: ship v1.2.3`。"
+                       "不在？发送 `delegate @某人 until 2026-12-24`。",
+        "feishu.help_none": "你还不能发起任何智能体；"
+                            "请管理员把你加入某个智能体的发起人（starters）。",
+        "feishu.help_agents": "你可以发起的智能体：{agents}。",
         "click.about": "关于你在 askhuman 卡片上的回复：{text}",
     },
 }

@@ -109,3 +109,12 @@ def test_pending_lists_follow_the_locale() -> None:
     assert "open request(s)" in pending_text(page) and "共 12 个" in pending_text(page, "zh-CN")
     assert "Agents you may start" in help_text(["deploy"])
     assert "你可以发起的智能体" in help_text(["deploy"], "zh_CN")
+
+
+def test_feishu_help_follows_the_routes_locale() -> None:
+    from bot.platforms.feishu.handlers import help_text
+
+    chinese = help_text(["deploy"], "zh-CN")
+    assert chinese.startswith("要发起运行") and chinese.endswith("你可以发起的智能体：deploy。")
+    assert "还不能发起任何智能体" in help_text([], "zh-CN")
+    assert help_text(["deploy"]).endswith("Agents you may start: deploy.")

@@ -62,8 +62,7 @@ log = logging.getLogger("askhuman.feishu.events")
 
 PLATFORM = "feishu"
 _COMMAND = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9_.\-]{0,63})\s*[:：]\s*(.+)$", re.DOTALL)
-HELP_TEXT = ("To start a run, write `<agent>: <what to do>`, for example `deploy: ship v1.2.3`."
-             " Away? `delegate @someone until 2026-12-24`.")
+HELP_TEXT = CATALOG["en"]["feishu.help"]
 FILE_MESSAGE_TYPES = ("file", "image", "media", "audio")
 DUPLICATE = "duplicate"
 """``_decide``'s verdict for a callback already handled (answered with ``{}``)."""
@@ -615,7 +614,7 @@ class FeishuEventHandlers:
             if msg.parent_id or msg.root_id:
                 return  # chatter in a card's thread, not a command
             await self._reply(msg.message_id, help_text(
-                await self._engine.startable_agents(msg.sender)))
+                await self._engine.startable_agents(msg.sender), self._adapter.default_locale))
             return
         agent, prompt = match.group(1), match.group(2).strip()
         origin = Origin(PLATFORM, msg.chat_id or None, msg.message_id)
@@ -688,12 +687,12 @@ class FeishuEventHandlers:
         return self._loop
 
 
-def help_text(agents: list[str]) -> str:
-    """``HELP_TEXT`` plus the agents the asker may start."""
-    if not agents:
-        return (f"{HELP_TEXT} You may not start any agent yet; an admin can add you to an "
-                "agent's starters.")
-    return f"{HELP_TEXT} Agents you may start: {', '.join(agents)}."
+def help_text(agents: list[str], locale: str | None = None) -> str:
+    """How to start a run, plus the agents the asker may start, in ``locale`` (Feishu
+    tells a bot no one's language, so the routes' shared locale is used)."""
+    more = (say(locale, "feishu.help_agents", agents=", ".join(agents)) if agents
+            else say(locale, "feishu.help_none"))
+    return f"{say(locale, 'feishu.help')} {more}"
 
 
 @dataclass(frozen=True)
