@@ -56,9 +56,9 @@ async def one_round(url: str, runs: int, in_flight: int, concurrency: int) -> di
     started: dict[int, float] = {}
     process = engine._process
 
-    async def timed_process(claim: Any) -> None:
-        started[claim.request_id] = time.perf_counter()
-        await process(claim)
+    async def timed_process(claim: Any, *args: Any) -> None:
+        started[claim.request_id] = time.perf_counter()  # right after the claim commits
+        await process(claim, *args)
 
     engine._process = timed_process  # type: ignore[method-assign]
     stop = asyncio.Event()
@@ -93,12 +93,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--in-flight", type=int, default=100)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4],
+                        help="worker.resume_concurrency values to run (one row each)")
+    parser.add_argument("--backend", choices=["sqlite", "postgres"], nargs="+",
+                        default=["sqlite", "postgres"])
     ns = parser.parse_args()
     base = os.environ.get("ASKHUMAN_TEST_POSTGRES_URL")
     print("| backend | resume_concurrency | decisions/s | answer→resume p50 ms | p99 ms |")
     print("|---|---|---|---|---|")
-    for backend in ["sqlite"] + (["postgres"] if base else []):
-        for concurrency in (1, 4):
+    for backend in [b for b in ns.backend if b == "sqlite" or base]:
+        for concurrency in ns.concurrency:
             with tempfile.TemporaryDirectory() as tmp:
                 if backend == "sqlite":
                     row = asyncio.run(one_round(f"sqlite:///{tmp}/b.db", ns.runs,

@@ -136,6 +136,10 @@ class EngineBase(abc.ABC):
         self._last_housekeeping: dt.datetime | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._wake: asyncio.Event | None = None
+        self._pokes = 0
+        self._resume_nudges: set[asyncio.Event] = set()
+        """How many times a resume was announced (``_poke``): a resume round that found
+        the queue empty claims again only when this moved on."""
         self._outbox_wake: asyncio.Event | None = None
         self._batch: list[tuple[Callable[[Session], Any], asyncio.Future[Any]]] = []
         self._batch_task: asyncio.Task[None] | None = None
@@ -186,6 +190,32 @@ class EngineBase(abc.ABC):
             return result, claims, resolved
 
         result, claims, resolved = await asyncio.to_thread(work)
+        await self._after_commit(claims, resolved)
+        return result
+
+    async def _grouped(self, fn: Callable[[Session], T]) -> T:
+        """``_tx`` for a write that may share its transaction with others (group commit).
+
+        ``fn`` runs in a ``_batched`` transaction together with whatever other writes
+        were queued meanwhile (decisions, resume outcomes, outbox bookkeeping, dedupe
+        keys), so a burst pays one commit (one fsync) for many of them. Like ``_tx``,
+        the outbox side effects ``fn`` queued are tried after the commit, and waiters of
+        the requests it resolved are woken. ``fn`` may run twice (its batch failed, then
+        alone), always on a fresh transaction: it must only write through ``session``.
+        """
+
+        def step(session: Session) -> tuple[T, list[OutboxClaim], list[str]]:
+            result = fn(session)
+            claims = outbox.taken(session)
+            resolved = waiters.taken(session, self.db.is_postgres)  # NOTIFY on commit
+            return result, claims, resolved
+
+        result, claims, resolved = await self._batched(step)
+        await self._after_commit(claims, resolved)
+        return result
+
+    async def _after_commit(self, claims: list[OutboxClaim], resolved: list[str]) -> None:
+        """Wake this replica's long-polls, then try the side effects a commit queued."""
         self.waiters.wake(resolved)  # long-polls of this replica, right after the commit
         if not self.dispatch_here and claims:
             await asyncio.to_thread(self._hand_over, claims)
@@ -197,7 +227,6 @@ class EngineBase(abc.ABC):
                 task.add_done_callback(self._background.discard)
             else:
                 await self._dispatch(claim)
-        return result
 
     async def _read(self, fn: Callable[[Session], T]) -> T:
         """Run the lookup ``fn`` on a snapshot on a worker thread (``Database.read``).
@@ -279,6 +308,9 @@ class EngineBase(abc.ABC):
 
     def _poke(self) -> None:
         """Wake ``serve_forever`` early: a decision has a resume waiting."""
+        self._pokes += 1
+        for nudge in self._resume_nudges:  # resume rounds waiting on their running jobs
+            nudge.set()
         if self._wake is not None:
             self._wake.set()
 
