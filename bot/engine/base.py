@@ -17,6 +17,7 @@ import asyncio
 import datetime as dt
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session
@@ -36,6 +37,8 @@ from storage import Database, HumanRequest, Run
 log = logging.getLogger("askhuman.engine")
 
 T = TypeVar("T")
+BATCH_LINGER_SECONDS = 1.0
+"""How long the group-commit thread waits for more work before it ends."""
 RuntimeFactory = Callable[[str], AgentRuntime]
 """Build (or look up) the runtime for a configured agent name."""
 Clock = Callable[[], dt.datetime]
@@ -143,6 +146,8 @@ class EngineBase(abc.ABC):
         self._outbox_wake: asyncio.Event | None = None
         self._batch: list[tuple[Callable[[Session], Any], asyncio.Future[Any]]] = []
         self._batch_task: asyncio.Task[None] | None = None
+        self._batch_waiter: asyncio.Future[None] | None = None
+        self._committing = False
         self.waiters = waiters.Waiters()
         """Callers waiting for a request's outcome (``bot.engine.waiters``)."""
 
@@ -255,26 +260,57 @@ class EngineBase(abc.ABC):
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._batch.append((fn, future))
+        waiter = self._batch_waiter
+        if waiter is not None and not waiter.done() and waiter.get_loop() is loop:
+            waiter.set_result(None)
         task = self._batch_task
         if task is None or task.done() or task.get_loop() is not loop:
             self._batch_task = loop.create_task(self._flush_batches())
         return await asyncio.shield(future)
 
     async def _flush_batches(self) -> None:
-        """Commit queued ``_batched`` steps until the queue is empty."""
-        while self._batch:
-            batch, self._batch = self._batch, []
-            outcomes = await asyncio.to_thread(self._commit_batch, [fn for fn, _ in batch])
-            for (_, future), (ok, value) in zip(batch, outcomes, strict=True):
-                if future.done():
-                    continue
+        """Commit queued ``_batched`` steps until the queue is empty.
+
+        Batches run on a thread of their own, not the shared default pool: under a
+        burst that pool is queued full of lookups, and every write of the process
+        (decisions, resume claims and outcomes, outbox bookkeeping) waits for its batch.
+        """
+        loop = asyncio.get_running_loop()
+        committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="askhuman-commit")
+        try:
+            while self._batch or await self._more_batches(BATCH_LINGER_SECONDS):
+                batch, self._batch = self._batch, []
+                self._committing = True
                 try:
-                    if ok:
-                        future.set_result(value)
-                    else:
-                        future.set_exception(value)
-                except RuntimeError:  # its loop is gone (a caller from an old loop)
-                    pass
+                    outcomes = await loop.run_in_executor(committer, self._commit_batch,
+                                                          [fn for fn, _ in batch])
+                finally:
+                    self._committing = False
+                for (_, future), (ok, value) in zip(batch, outcomes, strict=True):
+                    if future.done():
+                        continue
+                    try:
+                        if ok:
+                            future.set_result(value)
+                        else:
+                            future.set_exception(value)
+                    except RuntimeError:  # its loop is gone (a caller from an old loop)
+                        pass
+        finally:
+            committer.shutdown(wait=False)  # idle: the thread ends; the next flush starts one
+
+    async def _more_batches(self, linger: float) -> bool:
+        """Keep the committer thread for ``linger`` seconds after the queue ran empty:
+        True if work arrived meanwhile (a thread is started only after a quiet spell)."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._batch_waiter = waiter
+        try:
+            await asyncio.wait_for(waiter, linger)
+        except TimeoutError:
+            return bool(self._batch)
+        finally:
+            self._batch_waiter = None
+        return True
 
     def _commit_batch(self, fns: list[Callable[[Session], Any]]) -> list[tuple[bool, Any]]:
         """One transaction for all of ``fns``; on failure, one transaction each."""
@@ -300,11 +336,14 @@ class EngineBase(abc.ABC):
         """Wait for post-commit side effects and batched writes still in flight
         (shutdown, tests): after a normal shutdown nothing queued is lost."""
         pending: set[asyncio.Future[Any]] = set(self._background)
-        task = self._batch_task
-        if task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop():
-            pending.add(task)
         if pending:
             await asyncio.wait(pending, timeout=timeout)
+        task = self._batch_task  # it lingers when idle: wait for the queue, not the task
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while (task is not None and not task.done() and task.get_loop() is loop
+               and (self._batch or self._committing) and loop.time() < deadline):
+            await asyncio.sleep(0.005)
 
     def _poke(self) -> None:
         """Wake ``serve_forever`` early: a decision has a resume waiting."""
