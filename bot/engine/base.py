@@ -4,10 +4,12 @@
 runtimes, and offers the three ways to touch the database: ``_tx`` runs a function
 in one write transaction, then tries the side effects it queued in the outbox;
 ``_read`` runs a lookup on a snapshot without the write lock; ``_batched`` runs a
-small write (an audit row, a dedupe key) in a transaction shared with the other
-small writes queued meanwhile (group commit), so a burst of refusals costs a few
-commits instead of one each. The mixins in ``runs``, ``access``, ``decisions``,
-``delivery``, ``dispatch`` and ``sweeps`` build on it, and ``core.Engine`` puts them together.
+small write (an audit row, a dedupe key, an outbox completion, a resume claim) in a
+transaction shared with the other writes queued meanwhile (group commit), so a burst
+costs a few commits instead of one each; ``_grouped`` is ``_tx`` through that same
+group commit (decisions, resume outcomes), its side effects tried after the commit.
+The mixins in ``runs``, ``access``, ``decisions``, ``delivery``, ``dispatch`` and
+``sweeps`` build on it, and ``core.Engine`` puts them together.
 """
 
 from __future__ import annotations
