@@ -16,7 +16,8 @@ the outbox, a resume of the agent and its final answer posted. Measured:
 The platform is the engine tests' in-memory fake adapter, so this measures the
 engine and its database, not HTTP. ``ASKHUMAN_TEST_POSTGRES_URL`` adds PostgreSQL;
 ``--replicas 2`` runs the PostgreSQL rows as two replica processes on one database,
-each serving and answering half of the requests.
+each serving and answering half of the requests. ``--instant-resume`` replaces the
+pydantic-ai run behind each resume with one that finishes at once (the engine alone).
 
     .venv/bin/python benchmarks/throughput.py --runs 200
     .venv/bin/python benchmarks/throughput.py --backend postgres --replicas 2 --concurrency 16
@@ -49,10 +50,34 @@ def _p(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(len(values) * q))]
 
 
+class InstantResume:
+    """The ``deploy`` agent's first leg as scripted, and a resume that finishes at once:
+    the engine's own cost, without the pydantic-ai run behind each resume
+    (``--instant-resume``)."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    async def run(self, prompt: str, **kwargs: Any) -> Any:
+        return await self._real.run(prompt, **kwargs)
+
+    async def resume(self, snapshot: dict[str, Any], results: dict[str, Any],
+                     **kwargs: Any) -> Any:
+        from bot.agents.base import Outcome
+
+        return Outcome.finished("Deployed.", {**snapshot, "done": True})
+
+
+INSTANT = False
+"""Set by ``--instant-resume``."""
+
+
 async def one_round(url: str, runs: int, in_flight: int, concurrency: int) -> dict[str, float]:
     engine, adapter, _ = make_engine(url)
     engine.settings = engine.settings.model_copy(
         update={"worker": WorkerSettings(resume_concurrency=concurrency)})
+    if INSTANT:
+        engine._runtimes["deploy"] = InstantResume(engine._runtime("deploy"))
     for i in range(runs):
         await engine.start_run("deploy", f"Deploy v9.{i}", STARTER, ORIGIN)
     cards = [card for card, _ in adapter.delivered]
@@ -218,7 +243,11 @@ def main() -> None:
                         default=["sqlite", "postgres"])
     parser.add_argument("--replicas", type=int, default=1,
                         help="PostgreSQL: replica processes sharing the in-flight answers")
+    parser.add_argument("--instant-resume", action="store_true",
+                        help="resumes finish at once (no pydantic-ai run): the engine alone")
     ns = parser.parse_args()
+    global INSTANT
+    INSTANT = ns.instant_resume
     base = os.environ.get("ASKHUMAN_TEST_POSTGRES_URL")
     print("| backend | replicas | resume_concurrency | decisions/s | answer→resume p50 ms "
           "| p99 ms | decided→resume p50 ms | p99 ms |")
