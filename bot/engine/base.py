@@ -280,8 +280,12 @@ class EngineBase(abc.ABC):
         loop = asyncio.get_running_loop()
         committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="askhuman-commit")
         try:
-            while self._batch or await self._more_batches(BATCH_LINGER_SECONDS):
-                batch, self._batch = self._batch, []
+            while True:
+                batch = self._take_batch(loop)
+                if not batch:
+                    if await self._more_batches(BATCH_LINGER_SECONDS):
+                        continue
+                    return
                 self._committing = True
                 try:
                     outcomes = await loop.run_in_executor(committer, self._commit_batch,
@@ -301,17 +305,27 @@ class EngineBase(abc.ABC):
         finally:
             committer.shutdown(wait=False)  # idle: the thread ends; the next flush starts one
 
+    def _take_batch(self, loop: asyncio.AbstractEventLoop) -> list[tuple[Any, Any]]:
+        """Take the queued steps of callers on ``loop`` (their futures are settled
+        there); a caller on another loop is served by that loop's flusher."""
+        mine = [entry for entry in self._batch if entry[1].get_loop() is loop]
+        if mine:
+            self._batch = [entry for entry in self._batch if entry[1].get_loop() is not loop]
+        return mine
+
     async def _more_batches(self, linger: float) -> bool:
         """Keep the committer thread for ``linger`` seconds after the queue ran empty:
         True if work arrived meanwhile (a thread is started only after a quiet spell)."""
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
         self._batch_waiter = waiter
         try:
             await asyncio.wait_for(waiter, linger)
         except TimeoutError:
-            return bool(self._batch)
+            return any(entry[1].get_loop() is loop for entry in self._batch)
         finally:
-            self._batch_waiter = None
+            if self._batch_waiter is waiter:
+                self._batch_waiter = None
         return True
 
     def _commit_batch(self, fns: list[Callable[[Session], Any]]) -> list[tuple[bool, Any]]:
@@ -344,7 +358,8 @@ class EngineBase(abc.ABC):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while (task is not None and not task.done() and task.get_loop() is loop
-               and (self._batch or self._committing) and loop.time() < deadline):
+               and (self._committing or any(e[1].get_loop() is loop for e in self._batch))
+               and loop.time() < deadline):
             await asyncio.sleep(0.005)
 
     def _poke(self) -> None:

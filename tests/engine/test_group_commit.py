@@ -4,6 +4,7 @@ and every caller still sees its own write committed, and its side effects sent."
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import Counter
 from functools import partial
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 from sqlalchemy import select
 
 from bot.askhuman.schema import AskHumanSelectedAction, AskHumanToolResult
-from bot.engine import worker
+from bot.engine import store, worker
 from storage import AuditLog, HumanRequest, ResumeJob
 from tests.engine.helpers import ORIGIN, STARTER, alice, make_engine
 
@@ -95,3 +96,34 @@ async def test_several_jobs_are_claimed_in_one_transaction_with_their_rows(
     with engine.db.read() as s:
         assert set(s.scalars(select(ResumeJob.state))) == {"done"}
         assert len(s.scalars(select(AuditLog).where(AuditLog.event == "resumed")).all()) == 5
+
+
+def test_callers_on_two_event_loops_are_each_answered_on_their_own(db_url: str) -> None:
+    """A flusher settles only its own loop's futures (a lingering one never takes
+    another loop's steps), so callers on two loops at once are all answered."""
+    engine, _, _ = make_engine(db_url)
+    now = engine.now()
+
+    async def burst(tag: str) -> None:
+        await asyncio.gather(*(engine._batched(lambda s, i=i: store.audit(
+            s, now, "probe", reason=f"{tag}{i}")) for i in range(10)))
+        await engine.drain()
+
+    finished: list[str] = []
+
+    def other() -> None:
+        asyncio.run(asyncio.wait_for(burst("b"), 20))
+        finished.append("b")
+
+    async def main() -> None:
+        thread.start()
+        await asyncio.wait_for(burst("a"), 20)
+        finished.append("a")
+
+    thread = threading.Thread(target=other)
+    asyncio.run(main())
+    thread.join(30)
+    assert sorted(finished) == ["a", "b"]
+    with engine.db.read() as s:
+        reasons = set(s.scalars(select(AuditLog.reason).where(AuditLog.event == "probe")))
+    assert reasons == {f"{tag}{i}" for tag in "ab" for i in range(10)}
