@@ -110,8 +110,9 @@ Where things live (each ``Engine`` concern is a mixin over ``base.EngineBase``):
   event dedupe, adapter refusals, housekeeping and health counts.
 - ``base`` — shared state (constructor, adapters, runtimes, clock) and database access:
   ``_tx`` (one write transaction, then the outbox side effects it queued), ``_read``
-  (a lookup on a snapshot, no write lock) and ``_batched`` (group-committed small
-  writes: refusal audits, dedupe keys).
+  (a lookup on a snapshot, no write lock), ``_batched`` (group-committed writes:
+  refusal audits, dedupe keys, outbox completions, resume claims) and ``_grouped``
+  (``_tx`` through the group commit: decisions, resume outcomes).
 - ``runs`` — starting runs, storing each leg's outcome, the resume queue loop.
 - ``access`` — who may act on a request (routes, escalation, channels) and who may start
   an agent (``starters``); audited refusals.

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -90,13 +90,17 @@ def seal(session: Session, now: dt.datetime, limit: int = SEAL_BATCH) -> int:
                               .order_by(AuditLog.id).limit(limit)
                               .execution_options(populate_existing=True)).all()
     seq, last = head.seq, head.last_hash
+    sealed: list[dict[str, object]] = []
     for row in pending:
         seq += 1
         digest_ = row_hash(last, row)
-        session.execute(update(AuditLog).where(AuditLog.id == row.id)
-                        .values(chain_seq=seq, prev_hash=last, row_hash=digest_)
-                        .execution_options(synchronize_session=False))
+        sealed.append({"row_id": row.id, "seq": seq, "prev": last, "digest": digest_})
         last = digest_
+    if sealed:  # one executemany, not one statement per row
+        session.connection().execute(
+            update(AuditLog).where(AuditLog.id == bindparam("row_id"))
+            .values(chain_seq=bindparam("seq"), prev_hash=bindparam("prev"),
+                    row_hash=bindparam("digest")), sealed)
     head.seq, head.last_hash, head.updated_at = seq, last, now
     return len(pending)
 

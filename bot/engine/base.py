@@ -4,10 +4,12 @@
 runtimes, and offers the three ways to touch the database: ``_tx`` runs a function
 in one write transaction, then tries the side effects it queued in the outbox;
 ``_read`` runs a lookup on a snapshot without the write lock; ``_batched`` runs a
-small write (an audit row, a dedupe key) in a transaction shared with the other
-small writes queued meanwhile (group commit), so a burst of refusals costs a few
-commits instead of one each. The mixins in ``runs``, ``access``, ``decisions``,
-``delivery``, ``dispatch`` and ``sweeps`` build on it, and ``core.Engine`` puts them together.
+small write (an audit row, a dedupe key, an outbox completion, a resume claim) in a
+transaction shared with the other writes queued meanwhile (group commit), so a burst
+costs a few commits instead of one each; ``_grouped`` is ``_tx`` through that same
+group commit (decisions, resume outcomes), its side effects tried after the commit.
+The mixins in ``runs``, ``access``, ``decisions``, ``delivery``, ``dispatch`` and
+``sweeps`` build on it, and ``core.Engine`` puts them together.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import asyncio
 import datetime as dt
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session
@@ -36,6 +39,8 @@ from storage import Database, HumanRequest, Run
 log = logging.getLogger("askhuman.engine")
 
 T = TypeVar("T")
+BATCH_LINGER_SECONDS = 1.0
+"""How long the group-commit thread waits for more work before it ends."""
 RuntimeFactory = Callable[[str], AgentRuntime]
 """Build (or look up) the runtime for a configured agent name."""
 Clock = Callable[[], dt.datetime]
@@ -136,9 +141,15 @@ class EngineBase(abc.ABC):
         self._last_housekeeping: dt.datetime | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._wake: asyncio.Event | None = None
+        self._pokes = 0
+        self._resume_nudges: set[asyncio.Event] = set()
+        """How many times a resume was announced (``_poke``): a resume round that found
+        the queue empty claims again only when this moved on."""
         self._outbox_wake: asyncio.Event | None = None
         self._batch: list[tuple[Callable[[Session], Any], asyncio.Future[Any]]] = []
         self._batch_task: asyncio.Task[None] | None = None
+        self._batch_waiter: asyncio.Future[None] | None = None
+        self._committing = False
         self.waiters = waiters.Waiters()
         """Callers waiting for a request's outcome (``bot.engine.waiters``)."""
 
@@ -186,6 +197,32 @@ class EngineBase(abc.ABC):
             return result, claims, resolved
 
         result, claims, resolved = await asyncio.to_thread(work)
+        await self._after_commit(claims, resolved)
+        return result
+
+    async def _grouped(self, fn: Callable[[Session], T]) -> T:
+        """``_tx`` for a write that may share its transaction with others (group commit).
+
+        ``fn`` runs in a ``_batched`` transaction together with whatever other writes
+        were queued meanwhile (decisions, resume outcomes, outbox bookkeeping, dedupe
+        keys), so a burst pays one commit (one fsync) for many of them. Like ``_tx``,
+        the outbox side effects ``fn`` queued are tried after the commit, and waiters of
+        the requests it resolved are woken. ``fn`` may run twice (its batch failed, then
+        alone), always on a fresh transaction: it must only write through ``session``.
+        """
+
+        def step(session: Session) -> tuple[T, list[OutboxClaim], list[str]]:
+            result = fn(session)
+            claims = outbox.taken(session)
+            resolved = waiters.taken(session, self.db.is_postgres)  # NOTIFY on commit
+            return result, claims, resolved
+
+        result, claims, resolved = await self._batched(step)
+        await self._after_commit(claims, resolved)
+        return result
+
+    async def _after_commit(self, claims: list[OutboxClaim], resolved: list[str]) -> None:
+        """Wake this replica's long-polls, then try the side effects a commit queued."""
         self.waiters.wake(resolved)  # long-polls of this replica, right after the commit
         if not self.dispatch_here and claims:
             await asyncio.to_thread(self._hand_over, claims)
@@ -197,7 +234,6 @@ class EngineBase(abc.ABC):
                 task.add_done_callback(self._background.discard)
             else:
                 await self._dispatch(claim)
-        return result
 
     async def _read(self, fn: Callable[[Session], T]) -> T:
         """Run the lookup ``fn`` on a snapshot on a worker thread (``Database.read``).
@@ -226,26 +262,71 @@ class EngineBase(abc.ABC):
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._batch.append((fn, future))
+        waiter = self._batch_waiter
+        if waiter is not None and not waiter.done() and waiter.get_loop() is loop:
+            waiter.set_result(None)
         task = self._batch_task
         if task is None or task.done() or task.get_loop() is not loop:
             self._batch_task = loop.create_task(self._flush_batches())
         return await asyncio.shield(future)
 
     async def _flush_batches(self) -> None:
-        """Commit queued ``_batched`` steps until the queue is empty."""
-        while self._batch:
-            batch, self._batch = self._batch, []
-            outcomes = await asyncio.to_thread(self._commit_batch, [fn for fn, _ in batch])
-            for (_, future), (ok, value) in zip(batch, outcomes, strict=True):
-                if future.done():
-                    continue
+        """Commit queued ``_batched`` steps until the queue is empty.
+
+        Batches run on a thread of their own, not the shared default pool: under a
+        burst that pool is queued full of lookups, and every write of the process
+        (decisions, resume claims and outcomes, outbox bookkeeping) waits for its batch.
+        """
+        loop = asyncio.get_running_loop()
+        committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="askhuman-commit")
+        try:
+            while True:
+                batch = self._take_batch(loop)
+                if not batch:
+                    if await self._more_batches(BATCH_LINGER_SECONDS):
+                        continue
+                    return
+                self._committing = True
                 try:
-                    if ok:
-                        future.set_result(value)
-                    else:
-                        future.set_exception(value)
-                except RuntimeError:  # its loop is gone (a caller from an old loop)
-                    pass
+                    outcomes = await loop.run_in_executor(committer, self._commit_batch,
+                                                          [fn for fn, _ in batch])
+                finally:
+                    self._committing = False
+                for (_, future), (ok, value) in zip(batch, outcomes, strict=True):
+                    if future.done():
+                        continue
+                    try:
+                        if ok:
+                            future.set_result(value)
+                        else:
+                            future.set_exception(value)
+                    except RuntimeError:  # its loop is gone (a caller from an old loop)
+                        pass
+        finally:
+            committer.shutdown(wait=False)  # idle: the thread ends; the next flush starts one
+
+    def _take_batch(self, loop: asyncio.AbstractEventLoop) -> list[tuple[Any, Any]]:
+        """Take the queued steps of callers on ``loop`` (their futures are settled
+        there); a caller on another loop is served by that loop's flusher."""
+        mine = [entry for entry in self._batch if entry[1].get_loop() is loop]
+        if mine:
+            self._batch = [entry for entry in self._batch if entry[1].get_loop() is not loop]
+        return mine
+
+    async def _more_batches(self, linger: float) -> bool:
+        """Keep the committer thread for ``linger`` seconds after the queue ran empty:
+        True if work arrived meanwhile (a thread is started only after a quiet spell)."""
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._batch_waiter = waiter
+        try:
+            await asyncio.wait_for(waiter, linger)
+        except TimeoutError:
+            return any(entry[1].get_loop() is loop for entry in self._batch)
+        finally:
+            if self._batch_waiter is waiter:
+                self._batch_waiter = None
+        return True
 
     def _commit_batch(self, fns: list[Callable[[Session], Any]]) -> list[tuple[bool, Any]]:
         """One transaction for all of ``fns``; on failure, one transaction each."""
@@ -271,14 +352,21 @@ class EngineBase(abc.ABC):
         """Wait for post-commit side effects and batched writes still in flight
         (shutdown, tests): after a normal shutdown nothing queued is lost."""
         pending: set[asyncio.Future[Any]] = set(self._background)
-        task = self._batch_task
-        if task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop():
-            pending.add(task)
         if pending:
             await asyncio.wait(pending, timeout=timeout)
+        task = self._batch_task  # it lingers when idle: wait for the queue, not the task
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while (task is not None and not task.done() and task.get_loop() is loop
+               and (self._committing or any(e[1].get_loop() is loop for e in self._batch))
+               and loop.time() < deadline):
+            await asyncio.sleep(0.005)
 
     def _poke(self) -> None:
         """Wake ``serve_forever`` early: a decision has a resume waiting."""
+        self._pokes += 1
+        for nudge in self._resume_nudges:  # resume rounds waiting on their running jobs
+            nudge.set()
         if self._wake is not None:
             self._wake.set()
 

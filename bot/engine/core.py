@@ -34,6 +34,8 @@ OUTBOX_ROUND = 50
 """Side effects the outbox loop claims per round (it loops while rounds are full)."""
 OUTBOX_CONCURRENCY = 8
 """Platform calls the outbox loop keeps in flight at once."""
+RESUME_ROUND = 200
+"""Resume jobs one round of the resume loop claims at most (it loops while rounds are full)."""
 
 __all__ = [
     "Clock",
@@ -101,7 +103,14 @@ class Engine(ExternalMixin, TriggersMixin, RunsMixin, ClicksMixin, PendingMixin,
         await self._maybe_prune()
 
     async def _resume_round(self) -> int:
-        return await self._resume_due(50, self.settings.worker.resume_concurrency)
+        """Resume until the queue is empty: a full round (``RESUME_ROUND``) means more
+        may be due, and the decisions that queued them may all have poked already."""
+        done = 0
+        while True:
+            ran = await self._resume_due(RESUME_ROUND, self.settings.worker.resume_concurrency)
+            done += ran
+            if ran < RESUME_ROUND:
+                return done
 
     @staticmethod
     async def _loop(

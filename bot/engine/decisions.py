@@ -106,7 +106,7 @@ class DecisionsMixin(AccessMixin):
                                       "respond_unverified", card, run.id, mark=mark)
         selected = AskHumanSelectedAction(id=action.id, label=action.label)
         result = AskHumanToolResult(status="submitted", action=selected, values=clean)
-        answer = await self._tx(
+        answer = await self._grouped(  # one commit for a burst of concurrent decisions
             lambda s: self._decide(s, ref, responder, result, received, mark, voter))
         if answer.outcome in ("accepted", "recorded"):
             self._poke()  # the card update was already tried right after the commit

@@ -11,9 +11,11 @@ looked up before a retry, Feishu's ``uuid``). A handler returns an ``Attempt``;
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bot.engine import outbox, policy, store
@@ -49,7 +51,7 @@ class DeliveryMixin(EngineBase):
         nothing left to retry → give up, which resolves the request ``unavailable``.
         """
         ref = str(claim.payload.get("ref", ""))
-        found = await self._tx(lambda s: self._delivery_state(s, ref))
+        found = await self._read(lambda s: self._delivery_state(s, ref))
         if found is None:
             return Attempt()  # gone or already resolved: nobody needs the card any more
         request, card, delivered = found
@@ -166,55 +168,55 @@ class DeliveryMixin(EngineBase):
         """update_card: re-render the card as it is now on every delivered copy (idempotent).
 
         Several update rows of one request may run at once (two votes, a vote and a
-        decision, other replicas) and finish out of order. So each copy gets the card
-        re-read right before the platform call, a copy that already shows that version
-        (``applied`` in this row's or any finished row's payload) is skipped, and after
-        each call the version is checked again: if it moved on meanwhile, the newer card
-        is sent, so a slow, older call can never leave an older version showing.
+        decision, other replicas) and finish out of order. So a copy that already shows
+        the current version (``applied`` in this row's or any finished row's payload) is
+        skipped, and after each call the version is read again: if it moved on
+        meanwhile, the newer card is read and sent, so a slow, older call can never
+        leave an older version showing. One snapshot read gives the request, its card,
+        its copies and what they show; each call is then followed by a one-column read.
         """
         ref = str(claim.payload.get("ref", ""))
-
-        def load(session: Session) -> tuple[int, list[tuple[str, DeliveryRef]]] | None:
-            request = store.get_request(session, ref)
-            if request is None:
-                return None
-            rows = store.deliveries(session, request.id)
-            return request.id, [(str(d.id), DeliveryRef(d.platform, d.channel, d.message_id))
-                                for d in rows]
-
-        found = await self._tx(load)
+        found = await self._read(partial(self._update_state, ref=ref, copies=True))
         if found is None:
             return Attempt()
-        request_id, refs = found
+        latest, refs = found
         raw = claim.payload.get("applied")
         applied: dict[str, int] = {str(k): v for k, v in (raw or {}).items()
                                    if isinstance(v, int)} if isinstance(raw, dict) else {}
         errors = [error for key, delivery in refs
-                  if (error := await self._update_copy(ref, request_id, key, delivery,
-                                                       applied)) is not None]
+                  if (error := await self._update_copy(ref, key, delivery, applied, latest))
+                  is not None]
         payload = {**claim.payload, "applied": applied}
         return Attempt("; ".join(errors), payload=payload) if errors else Attempt(payload=payload)
 
+    def _update_state(
+        self, session: Session, *, ref: str, copies: bool
+    ) -> tuple[LatestCard, list[tuple[str, DeliveryRef]]] | None:
+        """The card as it is now and the versions the copies show (and, with ``copies``,
+        the delivered copies themselves); None once the request is gone."""
+        loaded = self._load(session, ref)
+        if loaded is None:
+            return None
+        request, _run, card = loaded
+        latest = LatestCard(card, outbox.applied_versions(session, request.id))
+        if not copies:
+            return latest, []
+        rows = store.deliveries(session, request.id)
+        return latest, [(str(d.id), DeliveryRef(d.platform, d.channel, d.message_id))
+                        for d in rows]
+
     async def _update_copy(
-        self, ref: str, request_id: int, key: str, delivery: DeliveryRef,
-        applied: dict[str, int],
+        self, ref: str, key: str, delivery: DeliveryRef, applied: dict[str, int],
+        latest: LatestCard,
     ) -> str | None:
         """Bring one copy to the latest version (see ``_send_update``); records it in
-        ``applied``. Returns a transient error to retry, else None."""
+        ``applied`` and keeps ``latest`` current for the next copy. Returns a transient
+        error to retry, else None."""
         sent: int | None = None
         for _round in range(UPDATE_ROUNDS):
-
-            def latest(session: Session) -> tuple[RequestCard, int] | None:
-                loaded = self._load(session, ref)
-                if loaded is None:
-                    return None
-                return loaded[2], outbox.applied_versions(session, request_id).get(key, 0)
-
-            found = await self._tx(latest)
-            if found is None:
-                return None
-            card, elsewhere = found
-            if sent is None and max(applied.get(key, 0), elsewhere) >= card.version:
+            card = latest.card
+            if sent is None and max(applied.get(key, 0),
+                                    latest.elsewhere.get(key, 0)) >= card.version:
                 return None  # this copy already got this version (or a newer one)
             if sent is not None and card.version <= sent:
                 return None  # our call was the newest: nothing moved on meanwhile
@@ -222,6 +224,14 @@ class DeliveryMixin(EngineBase):
             if error is not None:
                 return error
             sent = applied[key] = card.version
+            version = await self._read(partial(_version_of, ref=ref))
+            if version is None:
+                return None
+            if version != card.version:  # moved on during the call: read the new card
+                found = await self._read(partial(self._update_state, ref=ref, copies=False))
+                if found is None:
+                    return None
+                latest.card, latest.elsewhere = found[0].card, found[0].elsewhere
         return None
 
     async def _update_one(self, card: RequestCard, delivery: DeliveryRef) -> str | None:
@@ -280,7 +290,7 @@ class DeliveryMixin(EngineBase):
             rows = store.deliveries(session, loaded[0].id)
             return loaded[2], [DeliveryRef(d.platform, d.channel, d.message_id) for d in rows]
 
-        found = await self._tx(load)
+        found = await self._read(load)  # a lookup: no write lock
         if found is None:
             return Attempt()
         card, copies = found
@@ -306,6 +316,21 @@ class DeliveryMixin(EngineBase):
         if errors:
             return Attempt("; ".join(errors), payload={**claim.payload, "done": done})
         return Attempt()
+
+
+@dataclass
+class LatestCard:
+    """A request's card as last read, and the version each copy is known to show
+    (``outbox.applied_versions``), shared by the copies of one ``update_card`` row."""
+
+    card: RequestCard
+    elsewhere: dict[str, int]
+
+
+def _version_of(session: Session, *, ref: str) -> int | None:
+    """The request's current card version (one column), None once it is gone."""
+    version = session.scalar(select(HumanRequest.version).where(HumanRequest.ref == ref))
+    return None if version is None else int(version)
 
 
 def post_key(claim: OutboxClaim, name: str) -> PostKey:

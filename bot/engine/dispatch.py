@@ -65,8 +65,8 @@ class DispatchMixin(DeliveryMixin):
 
     async def _settle(self, claim: OutboxClaim, attempt: Attempt) -> None:
         """Mark the row done, schedule a retry with backoff, or give up (audited)."""
-        if attempt.error is None:
-            await self._tx(lambda s: outbox.complete(s, claim, self.now(), attempt.payload))
+        if attempt.error is None:  # group-committed with the other writes in flight
+            await self._batched(lambda s: outbox.complete(s, claim, self.now(), attempt.payload))
             return
         # The error ends up in last_error, the audit log and an ``unavailable`` result
         # that the agent and the card show: never with a secret an API error echoed.

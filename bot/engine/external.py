@@ -398,7 +398,7 @@ class ExternalMixin(RunsMixin, DecisionsMixin, DispatchMixin):
                                  "webhook": bool(ext is not None and ext.callback_url)})
 
         try:
-            await self._tx(commit)
+            await self._grouped(commit)  # group-committed with other writes in flight
         except worker.LeaseLost:
             log.warning("lease lost; another worker settles the request",
                         extra={"ref": request.ref})

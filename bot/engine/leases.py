@@ -70,6 +70,35 @@ def claim_oldest(
     return row, token, row.attempts + 1
 
 
+def claim_many(
+    session: Session, model: type[Leased], now: dt.datetime, lease: dt.timedelta, postgres: bool,
+    limit: int,
+) -> list[tuple[Leased, str, int]]:
+    """Claim up to ``limit`` of the oldest runnable rows in one transaction, each with a
+    token of its own (``claim_oldest``'s rule and compare-and-set, row by row), so a
+    worker with several free slots pays one commit for all of them."""
+    runnable = or_(
+        and_(model.state == "queued", model.next_attempt_at <= now),
+        and_(model.state == "running", model.lease_until < now),
+    )
+    query = select(model).where(runnable).order_by(model.id).limit(limit)
+    if postgres:
+        query = query.with_for_update(skip_locked=True)
+    claimed: list[tuple[Leased, str, int]] = []
+    for row in session.scalars(query).all():
+        token = uuid.uuid4().hex
+        won = rowcount(session.execute(
+            update(model)
+            .where(model.id == row.id, model.state == row.state, model.attempts == row.attempts)
+            .values(state="running", claim_token=token, lease_until=now + lease,
+                    attempts=row.attempts + 1, updated_at=now)
+            .execution_options(synchronize_session=False)
+        ))
+        if won == 1:
+            claimed.append((row, token, row.attempts + 1))
+    return claimed
+
+
 def renew(
     session: Session, model: type[Leased], row_id: int, token: str, now: dt.datetime,
     lease: dt.timedelta,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import uuid
+from functools import partial
 from typing import Any
 
 from pydantic import JsonValue
@@ -168,42 +169,85 @@ class RunsMixin(AccessMixin):
 
     async def _resume_due(self, limit: int, concurrency: int = 1) -> int:
         """Claim and process due resume jobs until none is left (or ``limit``), up to
-        ``concurrency`` at a time.
+        ``concurrency`` at a time; returns how many ran.
 
-        Each job is claimed on its own (a leased compare-and-set, ``worker.claim_next``)
-        and runs under its own heartbeat, so running several changes nothing about
-        exactly-once: a job is held by one worker, and its success commits with its end.
+        Whenever slots are free, one transaction claims that many jobs and reads their
+        runs and requests (``_claim_loaded``, group-committed with whatever else is being
+        written), and each job then runs under its own lease and heartbeat, so running
+        several changes nothing about exactly-once: a job is held by one worker, and its
+        success commits with its end. A claim that came back short is repeated only when
+        a decision announced a new resume (``_poke``) or a job finished.
         """
-        started = 0
+        running: set[asyncio.Task[None]] = set()
+        claimed = done = 0
+        idle_at: int | None = None  # the poke count when the queue was last found empty
+        crash: BaseException | None = None  # raised once the other jobs have finished
+        nudge = asyncio.Event()
+        self._resume_nudges.add(nudge)
+        try:
+            while True:
+                free = min(concurrency - len(running), limit - claimed)
+                if free > 0 and idle_at != self._pokes and crash is None:
+                    seen = self._pokes
+                    batch = await self._batched(partial(self._claim_loaded, limit=free))
+                    claimed += len(batch)
+                    running.update(asyncio.create_task(self._process(claim, loaded))
+                                   for claim, loaded in batch)
+                    if len(batch) < free:
+                        idle_at = seen
+                if not running:
+                    if crash is not None:
+                        raise crash
+                    return done
+                nudge.clear()
+                poke = asyncio.ensure_future(nudge.wait())
+                finished, _ = await asyncio.wait({*running, poke},
+                                                 return_when=asyncio.FIRST_COMPLETED)
+                poke.cancel()
+                for task in finished - {poke}:
+                    running.discard(task)
+                    done += 1
+                    if not task.cancelled() and task.exception() is not None:
+                        crash = crash or task.exception()
+                if finished - {poke}:
+                    idle_at = None  # a slot freed: new jobs may be due meanwhile
+        finally:
+            self._resume_nudges.discard(nudge)
+            for task in running:
+                task.cancel()
+            if running:
+                await asyncio.wait(running)
 
-        async def lane() -> int:
-            nonlocal started
-            done = 0
-            while started < limit:
-                started += 1  # reserved before the await, so lanes never exceed limit
-                claim = await self._tx(self._claim)
-                if claim is None:
-                    break
-                await self._process(claim)
-                done += 1
-            return done
+    def _claim_loaded(self, session: Session, limit: int) -> list[tuple[worker.Claim, Any]]:
+        """Claim up to ``limit`` jobs and read what each resume needs, in one transaction."""
+        claims = worker.claim_batch(session, self.now(), self.lease, self.db.is_postgres, limit)
+        out: list[tuple[worker.Claim, Any]] = []
+        for claim in claims:
+            try:
+                loaded = self._resume_load(session, claim)
+            except Exception:  # _process loads it again on its own and reports the error
+                log.warning("reading a claimed resume failed", exc_info=True,
+                            extra={"run_id": claim.run_id})
+                loaded = None
+            out.append((claim, loaded))
+        return out
 
-        lanes = max(1, min(concurrency, limit))
-        return sum(await asyncio.gather(*(lane() for _ in range(lanes))))
+    def _resume_load(
+        self, session: Session, claim: worker.Claim
+    ) -> tuple[Run, HumanRequest, Any]:
+        run, request = session.get(Run, claim.run_id), session.get(HumanRequest,
+                                                                   claim.request_id)
+        assert run is not None and request is not None
+        return run, request, approvals.resume_inputs(session, request)
 
-    def _claim(self, session: Session) -> worker.Claim | None:
-        return worker.claim_next(session, self.now(), self.lease, self.db.is_postgres)
+    async def _process(self, claim: worker.Claim, loaded: Any = None) -> None:
+        """Resume one run with its request's result; success commits with the job's end.
 
-    async def _process(self, claim: worker.Claim) -> None:
-        """Resume one run with its request's result; success commits with the job's end."""
-
-        def load(session: Session) -> tuple[Run, HumanRequest, Any]:
-            run, request = session.get(Run, claim.run_id), session.get(HumanRequest,
-                                                                       claim.request_id)
-            assert run is not None and request is not None
-            return run, request, approvals.resume_inputs(session, request)
-
-        run, request, (results, tickets) = await self._tx(load)
+        ``loaded`` is what ``_resume_load`` read in the claim's transaction (None: read
+        it now)."""
+        if loaded is None:
+            loaded = await self._read(partial(self._resume_load, claim=claim))
+        run, request, (results, tickets) = loaded
         if await self._settle_without_runtime(claim, run, request):
             return
         extra = {"run_id": run.id, "ref": request.ref, "attempt": claim.attempts}
@@ -239,8 +283,8 @@ class RunsMixin(AccessMixin):
             store.audit(session, self.now(), "resumed", run_id=run.id, ref=request.ref,
                         details={"attempt": claim.attempts, "status": result.status})
 
-        try:
-            await self._tx(commit)  # also delivers the follow-up request / posts the output
+        try:  # group-committed; then delivers the follow-up request / posts the output
+            await self._grouped(commit)
         except worker.LeaseLost:
             log.warning("lease lost; another worker owns the resume", extra=extra)
             return

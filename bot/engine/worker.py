@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from bot.engine.leases import LeaseLost, claim_oldest
+from bot.engine.leases import LeaseLost, claim_many, claim_oldest
 from bot.engine.store import rowcount
 from bot.logs import scrub
 from storage import ResumeJob
 
-__all__ = ["Claim", "LeaseLost", "backoff", "claim_next", "complete", "give_up", "retry_later"]
+__all__ = ["Claim", "LeaseLost", "backoff", "claim_batch", "claim_next", "complete", "give_up",
+           "retry_later"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,15 @@ def claim_next(
         return None
     job, token, attempts = claimed
     return Claim(job.id, job.request_id, job.run_id, token, attempts)
+
+
+def claim_batch(
+    session: Session, now: dt.datetime, lease: dt.timedelta, postgres: bool, limit: int
+) -> list[Claim]:
+    """Claim up to ``limit`` runnable jobs, oldest first, in the caller's transaction."""
+    return [Claim(job.id, job.request_id, job.run_id, token, attempts)
+            for job, token, attempts in claim_many(session, ResumeJob, now, lease, postgres,
+                                                   limit)]
 
 
 def _finish(session: Session, claim: Claim, now: dt.datetime, **values: object) -> None:
