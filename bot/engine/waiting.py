@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, String, cast, or_, select
 from sqlalchemy.orm import Session
 
 from bot.engine import outbox, policy, store
@@ -119,9 +119,15 @@ def queue_timeout_notices(engine: Any, session: Session, request_ids: list[int],
     if not request_ids:
         return 0
     queued = 0
+    # Only requests whose frozen rules mention ``notify`` (a cheap text pre-filter on
+    # the stored policy, checked exactly below), and, while the live config has notices,
+    # those stored before policies were frozen: 10k timeouts at once stay one sweep.
+    may_notify: ColumnElement[bool] = cast(HumanRequest.policy, String).like('%"notify"%')
+    if any(r.on_timeout and r.on_timeout.notify for r in settings.routes.values()):
+        may_notify = or_(may_notify, HumanRequest.policy.is_(None))
     rows = session.execute(select(HumanRequest, Run.agent)
                            .join(Run, Run.id == HumanRequest.run_id)
-                           .where(HumanRequest.id.in_(request_ids))).all()
+                           .where(HumanRequest.id.in_(request_ids), may_notify)).all()
     for request, agent in rows:
         rules = policy.of(request, settings)  # frozen: a reload doesn't add or drop it
         route = rules.route if rules is not None else None
