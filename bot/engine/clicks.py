@@ -17,7 +17,7 @@ import dataclasses
 import datetime as dt
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
@@ -25,7 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bot import metrics
-from bot.engine import inbox, store, worker
+from bot.engine import housekeeping, inbox, store, worker
 from bot.engine.base import log
 from bot.engine.inbox import Click, Recorded
 from bot.engine.ports import Identity
@@ -58,11 +58,17 @@ class ClicksMixin(WithdrawMixin):
     may take it over (the live decision normally needs milliseconds)."""
     click_max_attempts = 5
 
-    async def record_click(self, click: Click, budget: float = RECORD_BUDGET) -> Recorded | None:
+    async def record_click(self, click: Click, budget: float = RECORD_BUDGET,
+                           seen: Sequence[str] = ()) -> Recorded | None:
         """Store ``click`` durably within ``budget`` seconds; None if that was not possible.
 
         None means nothing was (or will be) decided from this click: tell the clicker
         to try again. Raises ``ClickTooLarge`` for oversize values (nothing stored).
+
+        ``seen``: dedupe keys (``engine.first_seen``'s, e.g. a callback's nonce, then its
+        event id) recorded in the click's own transaction, so a burst of callbacks costs
+        one commit instead of two; raises ``AlreadySeen`` (nothing stored) when one was
+        recorded before, the first key checked first.
         """
         inbox.check_size(click)
         received = self.now()
@@ -70,7 +76,7 @@ class ClicksMixin(WithdrawMixin):
         token = uuid.uuid4().hex
         cutoff = time.monotonic() + max(0.0, budget - RECORD_MARGIN)
         future = self._click_writer().submit(
-            inbox.new_row(click, received, self.click_lease, token), cutoff)
+            inbox.new_row(click, received, self.click_lease, token), cutoff, tuple(seen))
         extra = {"platform": click.platform, "ref": click.ref[:64], "user": click.responder.user_id}
         try:
             row_id = await asyncio.wait_for(asyncio.shield(future), max(budget, 0.0))
@@ -79,6 +85,8 @@ class ClicksMixin(WithdrawMixin):
                         extra={**extra, "budget_seconds": budget})
             self._track(asyncio.ensure_future(self._abandon(future, token, received)))
             return None
+        except inbox.AlreadySeen:
+            raise
         except Exception:
             log.exception("recording a click failed; the clicker is told to retry", extra=extra)
             return None
@@ -273,14 +281,15 @@ class ClickWriter:
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        self._queue: list[tuple[dict[str, Any], float, asyncio.Future[int | None]]] = []
+        self._queue: list[tuple[Item, asyncio.Future[int | None]]] = []
         self._task: asyncio.Task[None] | None = None
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="askhuman-clicks")
 
-    def submit(self, row: dict[str, Any], cutoff: float) -> asyncio.Future[int | None]:
+    def submit(self, row: dict[str, Any], cutoff: float,
+               seen: tuple[str, ...] = ()) -> asyncio.Future[int | None]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[int | None] = loop.create_future()
-        self._queue.append((row, cutoff, future))
+        self._queue.append(((row, cutoff, seen), future))
         task = self._task
         if task is None or task.done() or task.get_loop() is not loop:
             self._task = loop.create_task(self._flush())
@@ -290,12 +299,12 @@ class ClickWriter:
         loop = asyncio.get_running_loop()
         while self._queue:
             batch, self._queue = self._queue, []
-            items = [(row, cutoff) for row, cutoff, _ in batch]
+            items = [item for item, _ in batch]
             try:
                 ids = await loop.run_in_executor(self._thread, self._commit_each, items)
             except Exception as exc:  # pragma: no cover - _commit_each reports per row
                 ids = [exc] * len(batch)
-            for (_, _, future), outcome in zip(batch, ids, strict=True):
+            for (_, future), outcome in zip(batch, ids, strict=True):
                 if future.done() or future.get_loop() is not loop:
                     continue
                 if isinstance(outcome, BaseException):
@@ -303,8 +312,7 @@ class ClickWriter:
                 else:
                     future.set_result(outcome)
 
-    def _commit_each(self, items: list[tuple[dict[str, Any], float]]
-                     ) -> list[int | BaseException | None]:
+    def _commit_each(self, items: list[Item]) -> list[int | BaseException | None]:
         """One transaction for the batch; if it fails, one per row (a bad row fails alone)."""
         try:
             return list(self._commit(items))
@@ -321,14 +329,48 @@ class ClickWriter:
                 alone.append(exc)
         return alone
 
-    def _commit(self, items: list[tuple[dict[str, Any], float]]) -> list[int | None]:
+    def _commit(self, items: list[Item]) -> list[int | BaseException | None]:
         with self._db.transaction() as session:
             session.connection()  # SQLite: BEGIN IMMEDIATE; the write lock is ours from here
             now = time.monotonic()
-            keep = [i for i, (_, cutoff) in enumerate(items) if now <= cutoff]
-            ids: list[int | None] = [None] * len(items)
+            keep = [i for i, (_, cutoff, _) in enumerate(items) if now <= cutoff]
+            ids: list[int | BaseException | None] = [None] * len(items)
+            repeats = _dedupe(session, items, keep)
+            for i, key in repeats.items():
+                ids[i] = inbox.AlreadySeen(key)
+            keep = [i for i in keep if i not in repeats]
             if keep:
                 stored = inbox.insert_many(session, [items[i][0] for i in keep])
                 for i, row_id in zip(keep, stored, strict=True):
                     ids[i] = row_id
         return ids
+
+
+Item = tuple[dict[str, Any], float, tuple[str, ...]]
+"""A click row to store, its cutoff (``time.monotonic``) and its dedupe keys."""
+
+
+def _dedupe(session: Session, items: list[Item], keep: list[int]) -> dict[int, str]:
+    """Record the dedupe keys of the clicks in ``keep``, key position by key position
+    (every first key in one statement, then the second keys of those still new...), so
+    a repeated first key (a nonce) stops the later ones, as ``first_seen_chain`` does.
+    Returns, per click with a repeat, the first key already recorded (or taken by an
+    earlier click of this batch)."""
+    repeats: dict[int, str] = {}
+    depth = max((len(items[i][2]) for i in keep), default=0)
+    for position in range(depth):
+        at = [i for i in keep if i not in repeats and len(items[i][2]) > position]
+        by_platform: dict[str, list[int]] = {}
+        for i in at:
+            by_platform.setdefault(str(items[i][0]["platform"]), []).append(i)
+        for platform, members in by_platform.items():
+            received = items[members[0]][0]["received_at"]
+            keys = [items[i][2][position] for i in members]
+            fresh = housekeeping.mark_seen_many(session, received, platform, keys)
+            for i in members:
+                key = items[i][2][position]
+                if key in fresh:
+                    fresh.discard(key)  # the first click of the batch with it gets it
+                else:
+                    repeats[i] = key
+    return repeats

@@ -81,6 +81,20 @@ def mark_seen(session: Session, now: dt.datetime, platform: str, key: str) -> bo
     return session.connection().execute(statement).first() is not None
 
 
+def mark_seen_many(session: Session, now: dt.datetime, platform: str,
+                   keys: list[str]) -> set[str]:
+    """``mark_seen`` for several keys in one statement: the keys (as given) that were
+    new. A key listed twice counts as new once (the caller decides who gets it)."""
+    wanted = {seen_key(platform, key): key for key in keys}
+    if not wanted:
+        return set()
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    statement = dialect.insert(SeenEvent).values(
+        [{"key": stored, "platform": platform[:32], "seen_at": now} for stored in wanted]
+    ).on_conflict_do_nothing(index_elements=["key"]).returning(SeenEvent.key)
+    return {wanted[str(stored)] for stored in session.connection().execute(statement).scalars()}
+
+
 def prune(
     database: Database, now: dt.datetime, seen_retention: dt.timedelta,
     outbox_retention: dt.timedelta,

@@ -110,6 +110,15 @@ def check_size(click: Click) -> None:
                             f"limit is {MAX_VALUES_BYTES // 1024} KB).")
 
 
+class AlreadySeen(Exception):
+    """A click whose dedupe key (``"nonce:…"`` or ``"event:…"``) was recorded before:
+    a platform retry or a replay. Nothing was stored."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"already seen: {key}")
+        self.key = key
+
+
 def new_row(click: Click, received_at: dt.datetime, lease: dt.timedelta,
             token: str) -> dict[str, Any]:
     """The row storing ``click``, claimed (``token``) until ``received_at + lease``."""

@@ -20,7 +20,7 @@ from bot.agents.base import Outcome
 from bot.askhuman.schema import AskHumanToolResult
 from bot.engine import Engine, Identity
 from bot.engine.clicks import DEFERRED, GAVE_UP
-from bot.engine.inbox import Click, ClickTooLarge
+from bot.engine.inbox import AlreadySeen, Click, ClickTooLarge
 from storage import AuditLog, ClickInbox, HumanRequest, ResumeJob, Vote
 from tests.engine.helpers import (
     ORIGIN,
@@ -358,3 +358,27 @@ async def test_closed_clicks_are_pruned_after_the_retention(db_url: str) -> None
     clock.advance(86400 + 1)
     assert (await engine.prune_old())["click_inbox"] == 1
     assert _rows(engine) == [("running", None)]  # an open click is never pruned
+
+
+async def test_dedupe_keys_are_recorded_with_the_click(db_url: str) -> None:
+    """``record_click(seen=…)``: a callback's nonce and event id go in with the click; a
+    repeated nonce (a replay) or event id (a platform retry) stores nothing, and two
+    concurrent clicks with the same event id store one."""
+    engine, adapter, _ = _engine(db_url)
+    await engine.start_run("deploy", "Deploy v1", STARTER, ORIGIN)
+    ref = adapter.delivered[0][0].ref
+    assert await engine.record_click(_click(ref), seen=["nonce:n1", "event:e1"]) is not None
+    with pytest.raises(AlreadySeen) as replay:
+        await engine.record_click(_click(ref), seen=["nonce:n1", "event:e2"])
+    assert replay.value.key == "nonce:n1"
+    with pytest.raises(AlreadySeen) as retry:
+        await engine.record_click(_click(ref), seen=["nonce:n2", "event:e1"])
+    assert retry.value.key == "event:e1"
+    assert await engine.first_seen("slack", "event:e2")  # the replay stopped at its nonce
+    assert not await engine.first_seen("slack", "nonce:n2")  # the retry's nonce was new
+    both = await asyncio.gather(
+        engine.record_click(_click(ref), seen=["nonce:n3", "event:e3"]),
+        engine.record_click(_click(ref), seen=["nonce:n4", "event:e3"]),
+        return_exceptions=True)
+    assert sorted(type(r).__name__ for r in both) == ["AlreadySeen", "Recorded"]
+    assert _count(engine, ClickInbox) == 2

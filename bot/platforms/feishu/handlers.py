@@ -43,7 +43,7 @@ from pydantic import JsonValue
 
 from bot.engine.clicks import DEFERRED, NOT_RECORDED
 from bot.engine.health import DATABASE_DOWN, database_unreachable
-from bot.engine.inbox import Click, ClickTooLarge, Recorded
+from bot.engine.inbox import AlreadySeen, Click, ClickTooLarge, Recorded
 from bot.engine.ports import Identity, Origin
 from bot.engine.results import EngineError, PendingPage, RespondResult
 from bot.platforms.feishu.adapter import FeishuAdapter, plain_text
@@ -111,7 +111,8 @@ class EngineApi(Protocol):
         self, ref: str, responder: Identity, action_id: str, values: Mapping[str, Any]
     ) -> RespondResult: ...
 
-    async def record_click(self, click: Click, budget: float = ...) -> Recorded | None: ...
+    async def record_click(self, click: Click, budget: float = ...,
+                           seen: Sequence[str] = ...) -> Recorded | None: ...
 
     async def decide_click(self, recorded: Recorded) -> RespondResult: ...
 
@@ -146,6 +147,11 @@ class ReplyContext:
 
     held_refs: list[str] = field(default_factory=list)
     shared_events: dict[str, bool] = field(default_factory=dict)
+    deferred_seen: tuple[str, ...] = ()
+    """A click's shared dedupe keys (nonce, event id) the endpoint left to be recorded
+    in the click's own transaction (``engine.record_click(seen=…)``)."""
+    replayed: bool = False
+    """Set when that write found the nonce recorded before: the endpoint answers 401."""
     started: float = field(default_factory=time.monotonic)
     """When the request arrived (``time.monotonic``): the reply budget counts from here."""
 
@@ -410,6 +416,10 @@ class FeishuEventHandlers:
         try:
             click, event_id = admitted.click, admitted.event_id
             shared_new = admitted.shared_new
+            ctx = current_reply.get()
+            deferred = ctx.deferred_seen if ctx is not None else ()
+            if deferred:
+                shared_new = True  # recorded with the click below, in one transaction
             if shared_new is None and event_id:
                 shared_new = await self.first_seen(f"event:{event_id}")
             if shared_new is False:
@@ -422,7 +432,17 @@ class FeishuEventHandlers:
                 return DUPLICATE, ""
             try:
                 recorded = await self._engine.record_click(
-                    click, budget=deadline - time.monotonic())
+                    click, budget=deadline - time.monotonic(), seen=deferred)
+            except AlreadySeen as seen:
+                if seen.key.startswith("nonce:") and ctx is not None:
+                    ctx.replayed = True  # the endpoint refuses it like any replayed nonce
+                    return DUPLICATE, ""
+                log.info("duplicate feishu callback ignored (shared)",
+                         extra={"event_id": event_id})
+                await self.audit(click.ref, click.responder, "Duplicate Feishu callback "
+                                 "(already handled).", check="duplicate_event",
+                                 event_id=event_id[:200])
+                return DUPLICATE, ""
             except ClickTooLarge as exc:
                 await self.audit(click.ref, click.responder, str(exc), check="click_too_large")
                 return "error", str(exc)

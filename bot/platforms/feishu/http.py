@@ -132,12 +132,18 @@ def make_endpoint(
     async def claim_nonce(
         nonce: str, payload: dict[str, Any], context: ReplyContext
     ) -> Response | None:
-        """Remember the nonce (here, then shared) and the event id; None if both new."""
+        """Remember the nonce (here, then shared) and the event id; None if both new.
+
+        A card click's shared keys are left to the click's own transaction (the click
+        inbox write before the toast): one commit per burst instead of two."""
         if not guard.first_nonce(nonce):
             return await refuse_signed(401, "replayed nonce", nonce=nonce)
         if first_seen_chain is not None:
             found = event_id(payload)
             keys = [f"nonce:{nonce}"] + ([f"event:{found}"] if found else [])
+            if answer_click is not None and _is_click(payload):
+                context.deferred_seen = tuple(keys)
+                return None
             verdicts = await first_seen_chain(keys)
             if not verdicts[0]:
                 return await refuse_signed(401, "replayed nonce", nonce=nonce)
@@ -168,6 +174,9 @@ def make_endpoint(
             content, problem = await _dispatch(dispatcher, answer_click, payload, plaintext)
         finally:
             current_reply.reset(token)
+        if context.replayed:  # found when the click's keys were written with it
+            await _release(adapter, context.held_refs)
+            return await refuse_signed(401, "replayed nonce", nonce=headers[NONCE])
         if content is None:
             await _release(adapter, context.held_refs)
             return await refuse_signed(400, "sdk refused the callback", detail=problem[:200])
@@ -183,6 +192,13 @@ def make_endpoint(
     return feishu_events
 
 
+def _is_click(payload: dict[str, Any]) -> bool:
+    """A 2.0 card action callback (answered by ``answer_click``, not the SDK)."""
+    header = payload.get("header")
+    kind = header.get("event_type") if isinstance(header, dict) else None
+    return bool(payload.get("schema")) and kind == CARD_ACTION
+
+
 async def _dispatch(
     dispatcher: Any, answer_click: ClickAnswerer | None, payload: dict[str, Any],
     plaintext: bytes,
@@ -192,7 +208,7 @@ async def _dispatch(
     header = payload.get("header")
     kind = header.get("event_type") if isinstance(header, dict) else None
     try:
-        if answer_click is not None and payload.get("schema") and kind == CARD_ACTION:
+        if answer_click is not None and _is_click(payload):
             reply = await answer_click(P2CardActionTrigger(payload))
         else:
             reply = dispatcher._do_without_validation(plaintext)
