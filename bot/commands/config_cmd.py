@@ -9,6 +9,15 @@ import typer
 
 from bot.settings import ConfigError, FileSettings, config_warnings, load_file
 
+
+def config_invalid(exc: ConfigError, code: int, note: str = "") -> typer.Exit:
+    """Print every problem of an invalid config (each names its key and the fix) to
+    stderr; the exit to raise."""
+    typer.echo(f"{exc.source} is not valid{note}:", err=True)
+    for problem in exc.problems:
+        typer.echo(f"  - {problem}", err=True)
+    return typer.Exit(code)
+
 config_app = typer.Typer(help="Admin configuration.", no_args_is_help=True)
 
 
@@ -27,10 +36,7 @@ def check(
         parsed = load_file(file)
         _check_tools(file, parsed)
     except ConfigError as exc:
-        typer.echo(f"{exc.source} is not valid:", err=True)
-        for problem in exc.problems:
-            typer.echo(f"  - {problem}", err=True)
-        raise typer.Exit(1) from None
+        raise config_invalid(exc, 1) from None
     warnings = config_warnings(parsed.agents)
     typer.echo(
         f"{file} is valid: {len(parsed.agents)} agent(s), {len(parsed.routes)} route(s)"
@@ -73,10 +79,7 @@ def reload(
     try:
         load_settings(config)
     except ConfigError as exc:
-        typer.echo(f"{exc.source} is not valid; nothing was reloaded:", err=True)
-        for problem in exc.problems:
-            typer.echo(f"  - {problem}", err=True)
-        raise typer.Exit(1) from None
+        raise config_invalid(exc, 1, "; nothing was reloaded") from None
     try:
         pid = int(pid_file.read_text().strip())
         os.kill(pid, signal.SIGHUP)

@@ -95,16 +95,14 @@ def test(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
 ) -> None:
     """Which rule matches ARGS_FILE for --agent (and --tool), and the resulting policy."""
+    from bot.commands.config_cmd import config_invalid
     from bot.engine.routing import route_request
     from bot.settings import ConfigError, load_settings
 
     try:
         settings = load_settings(config)
     except ConfigError as exc:
-        typer.echo(f"{exc.source} is not valid:", err=True)
-        for problem in exc.problems:
-            typer.echo(f"  - {problem}", err=True)
-        raise typer.Exit(2) from None
+        raise config_invalid(exc, 2) from None
     try:
         args = json.loads(args_file.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

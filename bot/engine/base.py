@@ -20,6 +20,7 @@ import datetime as dt
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session
@@ -191,10 +192,7 @@ class EngineBase(abc.ABC):
 
         def work() -> tuple[T, list[OutboxClaim], list[str]]:
             with self.db.transaction() as session:
-                result = fn(session)
-                claims = outbox.taken(session)
-                resolved = waiters.taken(session, self.db.is_postgres)  # NOTIFY on commit
-            return result, claims, resolved
+                return self._with_effects(fn, session)
 
         result, claims, resolved = await asyncio.to_thread(work)
         await self._after_commit(claims, resolved)
@@ -211,15 +209,16 @@ class EngineBase(abc.ABC):
         alone), always on a fresh transaction: it must only write through ``session``.
         """
 
-        def step(session: Session) -> tuple[T, list[OutboxClaim], list[str]]:
-            result = fn(session)
-            claims = outbox.taken(session)
-            resolved = waiters.taken(session, self.db.is_postgres)  # NOTIFY on commit
-            return result, claims, resolved
-
-        result, claims, resolved = await self._batched(step)
+        result, claims, resolved = await self._batched(partial(self._with_effects, fn))
         await self._after_commit(claims, resolved)
         return result
+
+    def _with_effects(self, fn: Callable[[Session], T], session: Session
+                      ) -> tuple[T, list[OutboxClaim], list[str]]:
+        """``fn(session)`` plus what it left for after the commit: the outbox rows it
+        claimed and the requests it resolved (their waiters get a NOTIFY on commit)."""
+        result = fn(session)
+        return result, outbox.taken(session), waiters.taken(session, self.db.is_postgres)
 
     async def _after_commit(self, claims: list[OutboxClaim], resolved: list[str]) -> None:
         """Wake this replica's long-polls, then try the side effects a commit queued."""
