@@ -29,6 +29,8 @@ Copies = list[tuple[str, str]]
 """(target key ``"kind id"``, channel) of each delivered copy of a card on one platform."""
 Staged = dict[str, list[Any]]
 """Files a person attached per field name, waiting for their submit."""
+FILE_TYPES = ("file", "file-list")
+"""Field types a person attaches files to (only these can have staged files)."""
 
 
 def copies_on(session: Session, request_id: int, platform: str) -> Copies:
@@ -75,6 +77,18 @@ class AccessMixin(EngineBase):
                  else self.settings.routes.get(name) for name in waiting.reached_routes(request))
         return [route for route in found if route is not None]
 
+    def _counts_channels(self, request: HumanRequest, platform: str) -> bool:
+        """Whether judging a click on ``platform`` needs the card's delivered copies:
+        only when the route, or an escalation route reached so far, lets the members
+        of the channels it went to answer (``approvers.channel_members``)."""
+        rules = policy.of(request, self.settings)
+        routes = [rules.route] if rules is not None else []
+        for route in [*routes, *self._escalations_of(request)]:
+            approvers = route.approvers_for(platform)
+            if approvers is not None and approvers.channel_members:
+                return True
+        return False
+
     async def _refusal(
         self, request: HumanRequest, route: RouteSettings, who: Identity, starter: Identity,
         copies: Copies,
@@ -116,9 +130,11 @@ class AccessMixin(EngineBase):
             loaded = self._load(session, ref)
             if loaded is None:
                 return None
-            request = loaded[0]
-            channels = copies_on(session, request.id, who.platform)
-            staged = store.staged_files(session, request.id, who)
+            request, _run, card = loaded
+            channels = (copies_on(session, request.id, who.platform)
+                        if self._counts_channels(request, who.platform) else [])
+            staged = (store.staged_files(session, request.id, who)
+                      if any(f.type in FILE_TYPES for f in card.args.fields) else {})
             return (*loaded, channels, staged)
 
         found = await self._read(load)  # no write lock: most late clicks end right here

@@ -404,13 +404,11 @@ class EngineBase(abc.ABC):
 
     def _load(self, session: Session, ref: str) -> Loaded | None:
         """The request behind ``ref`` with its run and current card (None if unknown)."""
-        request = store.get_request(session, ref)
-        if request is None:
+        found = store.request_with_run(session, ref)
+        if found is None:
             return None
-        run = session.get(Run, request.run_id)
-        if run is None:
-            return None
-        card = build_card(request, run.agent, store.vote_count(session, request.id))
+        request, run, votes = found
+        card = build_card(request, run.agent, votes)
         rules = policy.of(request, self.settings)
         card = policy.with_progress(session, request, card, rules)
         return request, run, localized(card, rules.route if rules else None)

@@ -158,7 +158,8 @@ class ClicksMixin(WithdrawMixin):
         if click.kind == "withdraw":  # bot.engine.withdraw
             return await self.withdraw(click.ref, click.responder, mark=mark)
         return await self._respond(click.ref, click.responder, click.action_id, click.values,
-                                   mark, self._optional(click.platform, "read_click"))
+                                   mark, self._optional(click.platform, "read_click"),
+                                   show=False)
 
     async def _wrong_message(self, click: Click, mark: inbox.Mark) -> RespondResult | None:
         """For adapters whose clicks name the message they came from

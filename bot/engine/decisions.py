@@ -59,14 +59,18 @@ class DecisionsMixin(AccessMixin):
 
     async def _respond(
         self, ref: str, responder: Identity, action_id: str, values: Mapping[str, JsonValue],
-        mark: inbox.Mark | None, read: ClickReader | None = None,
+        mark: inbox.Mark | None, read: ClickReader | None = None, *, show: bool = True,
     ) -> RespondResult:
         """``respond`` for a click stored in the inbox (``mark``) or a direct call (None:
         received now). Every outcome closes the stored click in its own transaction.
 
         ``read(card, action_id, values)`` turns values as the platform sent them into
         ``(action id, contract values)`` once the card is loaded (a Slack click is
-        stored before the ack with its raw ``state.values``)."""
+        stored before the ack with its raw ``state.values``).
+
+        ``show=False`` leaves the card out of the result (a stored click: the platform
+        shows the updated card through the outbox, so reading it again here only costs
+        a snapshot read per click)."""
         received = mark.received_at if mark is not None else self.now()
         checked = await self._authorize(ref, responder, "respond", mark)
         if isinstance(checked, RespondResult):
@@ -75,7 +79,8 @@ class DecisionsMixin(AccessMixin):
         if _late(request, received):  # refuse before judging values it no longer needs
             answer = await self._tx(lambda s: self._late_in(s, ref, responder, received, mark))
             self._poke()
-            return RespondResult(answer.outcome, answer.message, await self.card(ref))
+            return RespondResult(answer.outcome, answer.message,
+                                 await self.card(ref) if show else None)
         if read is not None:
             try:
                 action_id, values = read(card, action_id, values)
@@ -110,7 +115,8 @@ class DecisionsMixin(AccessMixin):
             lambda s: self._decide(s, ref, responder, result, received, mark, voter))
         if answer.outcome in ("accepted", "recorded"):
             self._poke()  # the card update was already tried right after the commit
-            answer = RespondResult(answer.outcome, answer.message, await self.card(ref))
+            answer = RespondResult(answer.outcome, answer.message,
+                                   await self.card(ref) if show else None)
         return answer
 
     def _decide(
@@ -133,7 +139,8 @@ class DecisionsMixin(AccessMixin):
                         run_id=request.run_id, ref=ref, actor=who, reason=message)
             return _closed(session, now, mark, RespondResult("already_decided", message))
         voter = voter or policy.Voter(f"{who.platform}:{who.user_id}")
-        previous = store.existing_vote(session, request.id, who, voter.person)
+        votes = store.votes_of(session, request.id)
+        previous = store.earlier_vote(votes, who, voter.person)
         if previous is not None:
             message = (f"Your answer ({previous.action_id}) is already recorded; "
                        "waiting for the other approvers.")
@@ -145,9 +152,9 @@ class DecisionsMixin(AccessMixin):
                         run_id=request.run_id, ref=ref, actor=who, reason=message)
             return _closed(session, now, mark, RespondResult("rejected", message))
         rules = policy.of(request, self.settings)
-        store.record_vote(session, now, request, who, action.id, result.values,
-                          person=voter.person, signoff=list(voter.signoff))
-        ballots = policy.ballots(session, request, rules)
+        vote = store.record_vote(session, now, request, who, action.id, result.values,
+                                 person=voter.person, signoff=list(voter.signoff))
+        ballots = policy.ballots_of([*votes, vote], request, rules)
         reason = ballots[-1].reason
         verdict = "decide" if rules is None else policy.verdict(
             rules, ballots, action.id, policy.style_of(request.args, action.id))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from bot.engine import outbox, policy, store
@@ -327,9 +327,13 @@ class LatestCard:
     elsewhere: dict[str, int]
 
 
+_VERSION_BY_REF = select(HumanRequest.version).where(HumanRequest.ref == bindparam("ref"))
+"""Built once: it runs after every card update call."""
+
+
 def _version_of(session: Session, *, ref: str) -> int | None:
     """The request's current card version (one column), None once it is gone."""
-    version = session.scalar(select(HumanRequest.version).where(HumanRequest.ref == ref))
+    version = session.scalar(_VERSION_BY_REF, {"ref": ref})
     return None if version is None else int(version)
 
 

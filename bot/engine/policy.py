@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import ValidationError
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bot.askhuman.schema import ParagraphField
+from bot.engine import store
 from bot.engine.ports import Directory, Identity
 from bot.settings import RouteSettings, Settings, SignOff
 from renderers import i18n
@@ -327,10 +327,14 @@ Verdict = Literal["wait", "decide", "veto"]
 
 def ballots(session: Session, request: HumanRequest, policy: Policy | None) -> list[Ballot]:
     """Every response so far, oldest first, one per person."""
+    return ballots_of(store.votes_of(session, request.id), request, policy)
+
+
+def ballots_of(rows: Sequence[Vote], request: HumanRequest, policy: Policy | None
+               ) -> list[Ballot]:
+    """``ballots`` of responses already read (oldest first)."""
     labels = _labels(request.args)
     field = policy.reason_field if policy else None
-    rows = session.scalars(select(Vote).where(Vote.request_id == request.id)
-                           .order_by(Vote.id)).all()
     out: list[Ballot] = []
     for row in rows:
         reason = (row.values or {}).get(field) if field else None
