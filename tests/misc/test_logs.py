@@ -35,6 +35,18 @@ def test_configured_secret_values_are_masked(monkeypatch: pytest.MonkeyPatch) ->
     assert "s3cr3t-signing-value" not in json.dumps(line)
 
 
+def test_secrets_changed_after_startup_are_masked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The secret values are cached between scrubs; a changed environment (a rotated
+    token, a key set by a test or a reload) must still be seen by the next scrub."""
+    assert scrub("value first-secret-value") == "value first-secret-value"
+    monkeypatch.setenv("ACME_API_KEY", "first-secret-value")
+    assert scrub("value first-secret-value") == "value ***"
+    monkeypatch.setenv("ACME_API_KEY", "second-secret-value")
+    assert scrub("first-secret-value second-secret-value") == "first-secret-value ***"
+    monkeypatch.delenv("ACME_API_KEY")
+    assert scrub("second-secret-value") == "second-secret-value"
+
+
 def test_extras_never_overwrite_the_lines_own_keys() -> None:
     """A ``ts`` extra (Slack's message ts) once replaced the line's timestamp."""
     line = _format("slack card delivered", ts="1712345678.000100", level="x", logger="y")
