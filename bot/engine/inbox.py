@@ -19,10 +19,10 @@ import datetime as dt
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pydantic import JsonValue
-from sqlalchemy import and_, delete, insert, select, update
+from sqlalchemy import Table, and_, bindparam, delete, insert, select, update
 from sqlalchemy.orm import Session
 
 from bot.engine import leases
@@ -173,6 +173,14 @@ def release(session: Session, mark: Mark, now: dt.datetime, delay: dt.timedelta,
                     .execution_options(synchronize_session=False))
 
 
+_TABLE = cast(Table, ClickInbox.__table__)
+_CLOSE = update(_TABLE).where(
+    _TABLE.c.id == bindparam("mark_id"), _TABLE.c.claim_token == bindparam("mark_token"),
+    _TABLE.c.state.in_(bindparam("was", expanding=True)))
+"""Built once (every decided click closes its row): the SET clause comes from the
+column names among the parameters."""
+
+
 def close(session: Session, mark: Mark, now: dt.datetime, state: str, *,
           outcome: str | None = None, message: str | None = None,
           was: tuple[str, ...] = ("running", "telling")) -> bool:
@@ -184,9 +192,8 @@ def close(session: Session, mark: Mark, now: dt.datetime, state: str, *,
         values["outcome"] = outcome
     if message is not None:
         values["message"] = message[:4000]
-    return rowcount(session.execute(
-        update(ClickInbox).where(_ours(mark, *was)).values(**values)
-        .execution_options(synchronize_session=False))) == 1
+    return rowcount(session.execute(_CLOSE, {"mark_id": mark.id, "mark_token": mark.token,
+                                             "was": list(was), **values})) == 1
 
 
 def claim_next(session: Session, now: dt.datetime, lease: dt.timedelta,

@@ -16,6 +16,7 @@ from pydantic import JsonValue
 from sqlalchemy import CursorResult, Result, Table, bindparam, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, defer
+from sqlalchemy.orm.attributes import set_committed_value
 
 from bot import metrics
 from bot.askhuman.schema import AskHumanToolArgs, AskHumanToolResult
@@ -46,6 +47,19 @@ _VOTES = select(Vote).where(Vote.request_id == bindparam("request_id")).order_by
 _DELIVERIES = (select(Delivery).where(Delivery.request_id == bindparam("request_id"))
                .order_by(Delivery.id))
 _AUDIT_INSERT = insert(cast(Table, AuditLog.__table__))
+_REQUESTS = cast(Table, HumanRequest.__table__)
+_RESOLVE = (
+    update(_REQUESTS)
+    .where(_REQUESTS.c.id == bindparam("request_id"), _REQUESTS.c.status == OPEN)
+    .values(status=bindparam("new_status"),
+            result=bindparam("new_result", type_=_REQUESTS.c.result.type),
+            action_id=bindparam("new_action"), decided_by_platform=bindparam("by_platform"),
+            decided_by_user=bindparam("by_user"), decided_by_name=bindparam("by_name"),
+            decided_via=bindparam("by_via"), decided_at=bindparam("now"),
+            version=_REQUESTS.c.version + 1, updated_at=bindparam("now"))
+    .returning(_REQUESTS.c.version))
+_RESUME_INSERT = insert(cast(Table, ResumeJob.__table__))
+_VOTE_INSERT = insert(cast(Table, Vote.__table__))
 
 
 def rowcount(result: Result[Any]) -> int:
@@ -230,45 +244,38 @@ def resolve(
 
     Returns False (and changes nothing) when someone else resolved it first.
     """
-    changed = rowcount(session.execute(
-        update(HumanRequest)
-        .where(HumanRequest.id == request.id, HumanRequest.status == OPEN)
-        .values(
-            status=result.status,
-            result=result.model_dump(mode="json"),
-            action_id=result.action.id if result.action else None,
-            decided_by_platform=by.platform if by else None,
-            decided_by_user=by.user_id if by else None,
-            decided_by_name=by.display_name if by else None,
-            decided_via=by.via if by else None,
-            decided_at=now,
-            version=HumanRequest.version + 1,
-            updated_at=now,
-        )
-        .execution_options(synchronize_session=False)
-    ))
-    if changed != 1:
+    stored = result.model_dump(mode="json")
+    action = result.action.id if result.action else None
+    version = session.execute(_RESOLVE, {
+        "request_id": request.id, "new_status": result.status, "new_result": stored,
+        "new_action": action, "by_platform": by.platform if by else None,
+        "by_user": by.user_id if by else None, "by_name": by.display_name if by else None,
+        "by_via": by.via if by else None, "now": now}).scalar()
+    if version is None:
         return False
+    _show_resolved(request, result.status, stored, action, by, now, int(version))
     metrics.observe_decision(request.route, result.status, request.created_at, now)
     waiters.mark(session, request.ref)  # woken (and NOTIFYed) when this commits
     if not batch_resolved(session, request):
-        session.flush()
-        session.refresh(request)
         return True  # the run resumes when the last request of its step is resolved
-    session.add(
-        ResumeJob(
-            request_id=request.id,
-            run_id=request.run_id,
-            state="queued",
-            attempts=0,
-            next_attempt_at=now,
-            created_at=now,
-            updated_at=now,
-        )
-    )
-    session.flush()
-    session.refresh(request)
+    session.execute(_RESUME_INSERT, {
+        "request_id": request.id, "run_id": request.run_id, "state": "queued", "attempts": 0,
+        "next_attempt_at": now, "created_at": now, "updated_at": now})
     return True
+
+
+def _show_resolved(request: HumanRequest, status: str, result: dict[str, Any],
+                   action: str | None, by: Identity | None, now: dt.datetime,
+                   version: int) -> None:
+    """Make the loaded ``request`` show what ``resolve`` just wrote, without reading the
+    row back (the UPDATE returned the new version; everything else is known here)."""
+    for key, value in (("status", status), ("result", result), ("action_id", action),
+                       ("decided_by_platform", by.platform if by else None),
+                       ("decided_by_user", by.user_id if by else None),
+                       ("decided_by_name", by.display_name if by else None),
+                       ("decided_via", by.via if by else None), ("decided_at", now),
+                       ("version", version), ("updated_at", now)):
+        set_committed_value(request, key, value)
 
 
 def batch_resolved(session: Session, request: HumanRequest) -> bool:
@@ -305,21 +312,13 @@ def record_vote(
     person: str | None = None,
     signoff: list[int] | None = None,
 ) -> Vote:
-    """Store one response (written with the transaction's next flush).
+    """Store one response; returns it as a (transient) row for ``policy.ballots_of``.
     ``person`` / ``signoff``: who it counts as and its sign-off groups (``policy``)."""
-    vote = Vote(
-        request_id=request.id,
-        platform=who.platform,
-        user_id=who.user_id,
-        display_name=who.display_name,
-        action_id=action_id,
-        values=values,
-        created_at=now,
-        person=person,
-        signoff=signoff,
-    )
-    session.add(vote)
-    return vote
+    row = {"request_id": request.id, "platform": who.platform, "user_id": who.user_id,
+           "display_name": who.display_name, "action_id": action_id, "values": values,
+           "created_at": now, "person": person, "signoff": signoff}
+    session.execute(_VOTE_INSERT, row)  # Core: no ORM object to track and flush
+    return Vote(**row)
 
 
 def votes_of(session: Session, request_id: int) -> Sequence[Vote]:
