@@ -318,12 +318,15 @@ def markdown_units(source: str, d: Dialect) -> list[str]:
 
     Parsing is the costliest step of a render (markdown-it is pure Python: ~8 ms for
     8000 dense characters) and a card is rendered many times with the same body (each
-    step of the budget ladder, every card update), so results are memoized.
+    step of the budget ladder, every card update), so results are memoized. The cache
+    holds the bodies of the last 512 cards (a few MB at most: bodies are capped at
+    8000 characters), enough for the cards a busy replica updates at once; with 128,
+    a few hundred cards in flight evicted each other and every update parsed again.
     """
     return list(_markdown_units(source, d))
 
 
-@lru_cache(maxsize=128)
+@lru_cache(maxsize=512)
 def _markdown_units(source: str, d: Dialect) -> tuple[str, ...]:
     units: list[str] = []
     walk = _Walk(d, [], [])

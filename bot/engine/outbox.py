@@ -52,8 +52,9 @@ class OutboxClaim:
 
 _TABLE = cast(Table, OutboxItem.__table__)
 _INSERT = insert(_TABLE)
-_FINISH_WHERE = (_TABLE.c.id == bindparam("item_id")) & (
-    _TABLE.c.claim_token == bindparam("token")) & (_TABLE.c.state == "running")
+_FINISH = update(_TABLE).where(
+    _TABLE.c.id == bindparam("item_id"), _TABLE.c.claim_token == bindparam("token"),
+    _TABLE.c.state == "running")
 _APPLIED = select(OutboxItem.payload).where(
     OutboxItem.request_id == bindparam("request_id"), OutboxItem.kind == "update_card",
     OutboxItem.state == "done")
@@ -118,9 +119,9 @@ def claim_next(
 def _finish(session: Session, claim: OutboxClaim, now: dt.datetime, **values: object) -> None:
     if isinstance(values.get("last_error"), str):
         values["last_error"] = scrub(str(values["last_error"]))  # errors may echo secrets
-    finished = rowcount(session.execute(
-        update(_TABLE).where(_FINISH_WHERE).values(updated_at=now, **values),
-        {"item_id": claim.item_id, "token": claim.token}))
+    finished = rowcount(session.execute(  # SET: the column names among the parameters
+        _FINISH, {"item_id": claim.item_id, "token": claim.token, "updated_at": now,
+                  **values}))
     if finished != 1:
         raise LeaseLost(f"outbox item {claim.item_id} was taken over by another worker")
 
