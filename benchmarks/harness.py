@@ -196,6 +196,17 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system, all threads) process ``pid`` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_of(pids: dict[str, int]) -> dict[str, float]:
+    """``cpu_seconds`` of each named process (``self``: this one)."""
+    return {name: cpu_seconds(pid) for name, pid in pids.items()}
+
+
 # ---------------------------------------------------------------- askhuman's database
 
 

@@ -64,7 +64,8 @@ async def post_cards(url: str, fake_url: str, api_port: str, runs: int) -> dict[
     raise RuntimeError(f"only {len(cards)} of {runs} cards were posted")
 
 
-async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int) -> float:
+async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int
+                    ) -> tuple[float, dict[str, float]]:
     from tests.fakes.slack_api import BOT_TOKEN
 
     with tempfile.TemporaryDirectory() as tmp, h.Parties(Path(tmp)) as parties:
@@ -86,6 +87,10 @@ async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int)
         clicks = [slack.signed(slack.click_body(blocks, ts, APPROVER, api_port))
                   for ts, blocks in cards.items()]
         count = (f"{fake.url}/_bench/count?channel={slack.ORIGIN}&text=Deployed")
+        pids = {"askhuman": servers, "fake Slack": [fake]}
+        before = {name: sum(h.cpu_seconds(p.pid) for p in group)
+                  for name, group in pids.items()}
+        before["client"] = h.cpu_seconds(os.getpid())
         begin = time.perf_counter()
         for start in range(0, len(clicks), in_flight):
             wave = clicks[start:start + in_flight]
@@ -96,7 +101,12 @@ async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int)
             if time.monotonic() > deadline:
                 raise RuntimeError(f"only {done} of {runs} final answers were posted")
             await asyncio.sleep(0.05)
-        return runs / (time.perf_counter() - begin)
+        rate = runs / (time.perf_counter() - begin)
+        after = {name: sum(h.cpu_seconds(p.pid) for p in group)
+                 for name, group in pids.items()}
+        after["client"] = h.cpu_seconds(os.getpid())
+        cpu = {name: (after[name] - before[name]) / runs * 1000 for name in after}
+        return rate, cpu
 
 
 def main() -> None:
@@ -105,15 +115,22 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=100)
     ns = parser.parse_args()
     base = os.environ.get("ASKHUMAN_TEST_POSTGRES_URL")
-    print("| setup | decisions/s (click → final answer posted) |\n|---|---|")
+    print("| setup | decisions/s (click → final answer posted) | CPU ms per decision: "
+          "askhuman / fake Slack / client |\n|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
-        rate = asyncio.run(one_setup(f"sqlite:///{Path(tmp) / 'askhuman.db'}", 1,
-                                     ns.runs, ns.in_flight))
-    print(f"| one `serve`, SQLite | {rate:.1f} |", flush=True)
+        rate, cpu = asyncio.run(one_setup(f"sqlite:///{Path(tmp) / 'askhuman.db'}", 1,
+                                          ns.runs, ns.in_flight))
+    print(f"| one `serve`, SQLite | {rate:.1f} | {_cpu(cpu)} |", flush=True)
     if base:
         with scratch(base) as url:
-            rate = asyncio.run(one_setup(url, 2, ns.runs, ns.in_flight))
-        print(f"| two `serve` replicas, PostgreSQL | {rate:.1f} |")
+            rate, cpu = asyncio.run(one_setup(url, 2, ns.runs, ns.in_flight))
+        print(f"| two `serve` replicas, PostgreSQL | {rate:.1f} | {_cpu(cpu)} |")
+
+
+def _cpu(cpu: dict[str, float]) -> str:
+    """CPU per decision of each party while the clicks were answered (the replicas'
+    summed; PostgreSQL's own server processes are not counted)."""
+    return " / ".join(f"{cpu[name]:.1f}" for name in ("askhuman", "fake Slack", "client"))
 
 
 if __name__ == "__main__":
