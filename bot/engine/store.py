@@ -205,6 +205,14 @@ def staged_files(session: Session, request_id: int, who: Identity) -> dict[str, 
     return out
 
 
+def new_ref() -> str:
+    """A request's public reference: 16 random URL-safe characters (96 bits) that never
+    start with ``-``, which a command line would read as an option
+    (``askhuman requests show -M3x…`` failed)."""
+    ref = secrets.token_urlsafe(12)
+    return "R" + ref[1:] if ref.startswith("-") else ref
+
+
 def create_request(
     session: Session,
     now: dt.datetime,
@@ -216,7 +224,7 @@ def create_request(
     deadline: dt.datetime | None,
 ) -> HumanRequest:
     request = HumanRequest(
-        ref=secrets.token_urlsafe(12),
+        ref=new_ref(),
         run_id=run.id,
         tool_call_id=tool_call_id,
         args=args.model_dump(mode="json"),
