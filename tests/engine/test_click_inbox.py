@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 from bot.agents.base import Outcome
 from bot.askhuman.schema import AskHumanToolResult
 from bot.engine import Engine, Identity
-from bot.engine.clicks import DEFERRED, GAVE_UP
+from bot.engine.clicks import DEFERRED, GAVE_UP, ClickWriter
 from bot.engine.inbox import AlreadySeen, Click, ClickTooLarge
 from storage import AuditLog, ClickInbox, HumanRequest, ResumeJob, Vote
 from tests.engine.helpers import (
@@ -250,6 +250,53 @@ async def test_a_click_the_database_cannot_take_in_time_is_not_stored(tmp_path: 
     await asyncio.to_thread(locker.join)
     assert recorded is not None
     assert (await engine.decide_click(recorded)).outcome == "accepted"
+    engine.db.dispose()
+
+
+async def test_a_click_stored_after_its_caller_gave_up_is_closed_unused(
+        db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commit lands after the budget ran out (the clicker was told to click again):
+    the row is closed unused, so nothing is ever decided from it."""
+    engine, adapter, _ = _engine(db_url)
+    ref = await _request(engine, adapter)
+    slow_commit = ClickWriter._commit_each
+
+    def commit_then_stall(self: ClickWriter, items: Any) -> Any:
+        stored = slow_commit(self, items)  # durable now, but the caller stops waiting
+        time.sleep(0.8)
+        return stored
+
+    monkeypatch.setattr(ClickWriter, "_commit_each", commit_then_stall)
+    started = time.monotonic()
+    assert await engine.record_click(_click(ref), budget=0.4) is None
+    assert time.monotonic() - started < 0.7
+    assert _rows(engine) == [("running", None)]  # stored, nobody acked it
+    await asyncio.sleep(0.8)
+    await engine.drain()
+    assert _rows(engine) == [("failed", "abandoned")]
+    assert await engine.recover_clicks() == 0
+    assert _status(engine, ref) == "pending" and _count(engine, Vote) == 0
+    monkeypatch.undo()
+    recorded = await engine.record_click(_click(ref))  # the writer still works
+    assert recorded is not None
+    assert (await engine.decide_click(recorded)).outcome == "accepted"
+    engine.db.dispose()
+
+
+async def test_clicks_from_two_event_loops_are_each_answered_on_their_own(
+        db_url: str) -> None:
+    """One writer thread serves callers on different event loops (a test client and
+    the server, say): each future is settled on the loop that created it."""
+    engine, adapter, _ = _engine(db_url)
+    refs = [await _request(engine, adapter) for _ in range(2)]
+
+    def in_other_loop() -> Any:
+        return asyncio.run(engine.record_click(_click(refs[1])))
+
+    mine, theirs = await asyncio.gather(engine.record_click(_click(refs[0])),
+                                        asyncio.to_thread(in_other_loop))
+    assert mine is not None and theirs is not None and mine.mark.id != theirs.mark.id
+    assert (await engine.decide_click(mine)).outcome == "accepted"
     engine.db.dispose()
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
-from slack_bolt.async_app import AsyncApp
+from slack_bolt.async_app import AsyncApp, AsyncBoltRequest
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
+from slack_bolt.middleware.async_middleware import AsyncMiddleware
 from slack_bolt.response import BoltResponse
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
@@ -44,9 +44,7 @@ COMMAND = "/askhuman"
 EVENTS_PATH = "/slack/events"
 
 
-def dedupe_events(
-    seen: RecentIds, engine: SlackEngine | None = None
-) -> Callable[..., Awaitable[BoltResponse | None]]:
+def dedupe_events(seen: RecentIds, engine: SlackEngine | None = None) -> AsyncMiddleware:
     """Middleware: an Events API delivery we already took is acked, not re-processed.
 
     Slack retries events (``X-Slack-Retry-Num``) when an ack was slow or lost, and the
@@ -57,15 +55,28 @@ def dedupe_events(
     because the original may never have reached us. Duplicates are audited (Bolt has
     verified the request before any middleware of ours runs).
     """
+    return _DedupeEvents(seen, engine)
 
-    async def middleware(
-        body: dict[str, Any], next: Callable[[], Awaitable[BoltResponse]]
+
+class _DedupeEvents(AsyncMiddleware):
+    """``dedupe_events`` as a class: Bolt calls it as ``async_process(req, resp, next)``
+    without building the keyword arguments a function middleware gets, which every
+    request (every click of a burst, too) would otherwise pay for."""
+
+    def __init__(self, seen: RecentIds, engine: SlackEngine | None) -> None:
+        self._seen = seen
+        self._engine = engine
+
+    async def async_process(
+        self, *, req: AsyncBoltRequest, resp: BoltResponse,
+        next: Callable[[], Awaitable[BoltResponse]],
     ) -> BoltResponse | None:
+        body = req.body
         event_id = body.get("event_id") if body.get("type") == "event_callback" else None
         if not event_id:
             return await next()
-        key = str(event_id)
-        duplicate = not seen.add(key)
+        key, engine = str(event_id), self._engine
+        duplicate = not self._seen.add(key)
         if not duplicate and engine is not None:
             try:
                 duplicate = not await engine.first_seen("slack", f"event:{key}")
@@ -86,8 +97,6 @@ def dedupe_events(
                                 check="duplicate_event", event_id=key[:200],
                                 event_type=str(event.get("type") or "")[:64])
         return BoltResponse(status=200, body="", headers={"X-Slack-No-Retries": "1"})
-
-    return middleware
 
 
 class _UnusedEnvTokenFilter(logging.Filter):
@@ -128,10 +137,13 @@ def build_app(
     finally:
         bolt_log.removeFilter(quiet)
     app.middleware(dedupe_events(seen_events or RecentIds(), engine))
+    # Card buttons first: Bolt tries listeners in order, each matcher costs a call, and
+    # a burst of clicks should not pay for the command and event matchers (the
+    # ``ah:``, ``ahf:`` and ``ahw:`` prefixes never overlap).
+    app.action(render.ACTION_ID_PATTERN)(ActionListener(engine, home=home))
     app.command(command)(CommandListener(engine))
     app.event("app_mention")(MentionListener(engine, directory))
     app.action(render.FILE_ACTION_ID_PATTERN)(FileButtonListener(engine))
-    app.action(render.ACTION_ID_PATTERN)(ActionListener(engine, home=home))
     app.action(render.WITHDRAW_ACTION_ID_PATTERN)(WithdrawListener(engine, home=home))
     if home is not None:
         app.event("app_home_opened")(HomeOpenedListener(home))
