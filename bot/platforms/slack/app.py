@@ -26,6 +26,7 @@ from bot.platforms.slack.engine_api import SlackEngine
 from bot.platforms.slack.home import HomeTab
 from bot.platforms.slack.inbound import Refusal, bolt_request, check_signature, log_refusal
 from bot.platforms.slack.listeners.actions import (
+    AcksFirst,
     ActionListener,
     FileButtonListener,
     WithdrawListener,
@@ -121,9 +122,13 @@ def build_app(
     command: str = COMMAND,
     seen_events: RecentIds | None = None,
     home: HomeTab | None = None,
+    acks_first: AcksFirst | None = None,
 ) -> AsyncApp:
     """The Bolt app. ``signing_secret=None`` is only valid for Socket Mode; ``home``
-    serves App Home (``app_home_opened``, refusals of clicks on Home)."""
+    serves App Home (``app_home_opened``, refusals of clicks on Home); ``acks_first``
+    is shared by the click listeners (and ``http_endpoint``), so decisions wait for the
+    whole burst's acks."""
+    acks_first = acks_first or AcksFirst()
     bolt_log = logging.getLogger("bot.platforms.slack.bolt")
     quiet = _UnusedEnvTokenFilter()
     bolt_log.addFilter(quiet)
@@ -140,11 +145,13 @@ def build_app(
     # Card buttons first: Bolt tries listeners in order, each matcher costs a call, and
     # a burst of clicks should not pay for the command and event matchers (the
     # ``ah:``, ``ahf:`` and ``ahw:`` prefixes never overlap).
-    app.action(render.ACTION_ID_PATTERN)(ActionListener(engine, home=home))
+    app.action(render.ACTION_ID_PATTERN)(ActionListener(engine, home=home,
+                                                        acks_first=acks_first))
     app.command(command)(CommandListener(engine))
     app.event("app_mention")(MentionListener(engine, directory))
     app.action(render.FILE_ACTION_ID_PATTERN)(FileButtonListener(engine))
-    app.action(render.WITHDRAW_ACTION_ID_PATTERN)(WithdrawListener(engine, home=home))
+    app.action(render.WITHDRAW_ACTION_ID_PATTERN)(WithdrawListener(engine, home=home,
+                                                                   acks_first=acks_first))
     if home is not None:
         app.event("app_home_opened")(HomeOpenedListener(home))
     app.action({"type": "block_actions"})(ignore_other_actions)
@@ -153,12 +160,15 @@ def build_app(
 
 
 def http_endpoint(
-    app: AsyncApp, signing_secret: str
+    app: AsyncApp, signing_secret: str, acks_first: AcksFirst | None = None
 ) -> Callable[[Request], Awaitable[Response]]:
     """A Starlette endpoint for ``/slack/events`` (events, interactivity, commands).
 
     The raw body's signature is verified (``inbound.check_signature``) before Bolt
     builds its request, which parses the body; see ``bot.platforms.slack.inbound``.
+    Every request is reported to ``acks_first`` (the one ``build_app`` was given) from
+    its arrival until its response is handed back, so decisions start after a burst's
+    responses, not while they are still being sent.
     """
     from slack_bolt.adapter.starlette.async_handler import to_starlette_response
 
@@ -172,6 +182,12 @@ def http_endpoint(
         if isinstance(checked, Refusal):
             log_refusal(checked, request)
             return PlainTextResponse(checked.reason, status_code=checked.status)
-        return to_starlette_response(await app.async_dispatch(checked))
+        if acks_first is None:
+            return to_starlette_response(await app.async_dispatch(checked))
+        acks_first.arrived()
+        try:
+            return to_starlette_response(await app.async_dispatch(checked))
+        finally:
+            acks_first.acked()
 
     return endpoint
