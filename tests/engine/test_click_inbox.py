@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import datetime as dt
 import threading
 import time
 from collections.abc import Mapping
@@ -14,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 
 from bot.agents.base import Outcome
 from bot.askhuman.schema import AskHumanToolResult
-from bot.engine import Engine, Identity
+from bot.engine import Engine, Identity, inbox
 from bot.engine.clicks import DEFERRED, GAVE_UP, ClickWriter
 from bot.engine.inbox import AlreadySeen, Click, ClickTooLarge
 from storage import AuditLog, ClickInbox, HumanRequest, ResumeJob, Vote
@@ -250,6 +251,39 @@ async def test_a_click_the_database_cannot_take_in_time_is_not_stored(tmp_path: 
     await asyncio.to_thread(locker.join)
     assert recorded is not None
     assert (await engine.decide_click(recorded)).outcome == "accepted"
+    engine.db.dispose()
+
+
+def test_a_batch_of_clicks_is_stored_as_the_orm_would_store_it(db_url: str) -> None:
+    """``insert_many`` (on SQLite one multi-row INSERT with ids it picks): each row
+    reads back exactly, with the id handed back for it, also after the highest row was
+    deleted and next to rows the ORM inserted."""
+    engine, _, clock = _engine(db_url)
+    now = clock()
+    who = Identity("slack", "U1", "Ann <!channel>", team="T1", enterprise=None)
+    clicks = [Click("slack", f"ref{i}", who, f"approve{i}",
+                    {"env": "prod", "n": i, "nested": {"ü": [1, None, "x'y"]}},
+                    reply_to={"channel": f"C{i}", "message": "1.2"}) for i in range(3)]
+    rows = [inbox.new_row(c, now, dt.timedelta(seconds=30), f"token{i}")
+            for i, c in enumerate(clicks)]
+    with engine.db.transaction() as session:
+        first = inbox.insert_many(session, rows[:2])
+    with engine.db.transaction() as session:
+        session.execute(delete(ClickInbox).where(ClickInbox.id == first[-1]))
+        session.add(ClickInbox(**inbox.new_row(clicks[0], now, dt.timedelta(seconds=30),
+                                               "orm")))
+    with engine.db.transaction() as session:
+        second = inbox.insert_many(session, rows[2:])
+    assert len(set(first + second)) == 3
+    with engine.db.transaction() as session:
+        stored = {r.id: r for r in session.scalars(select(ClickInbox))}
+    for row_id, row in zip([first[0], *second], [rows[0], rows[2]], strict=True):
+        got = stored[row_id]
+        assert got.claim_token == row["claim_token"] and got.values == row["values"]
+        assert got.reply_to == row["reply_to"] and got.display_name == "Ann <!channel>"
+        assert got.received_at.replace(tzinfo=None) == now.replace(tzinfo=None)
+        assert got.lease_until is not None and got.state == "running"
+    assert inbox.insert_many(engine.db.sessions(), []) == []
     engine.db.dispose()
 
 

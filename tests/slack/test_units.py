@@ -250,3 +250,9 @@ async def test_decisions_wait_until_the_burst_is_answered_not_just_acked() -> No
     started = time.monotonic()  # acks of the clicks behind it go first
     await asyncio.wait_for(acks.wait(), 1.0)
     assert time.monotonic() - started >= 0.04
+
+    patient = AcksFirst(quiet=0.05, patience=0.3)
+    patient.arrived()  # a request that never ends holds decisions for ``patience`` only
+    started = time.monotonic()
+    await asyncio.wait_for(asyncio.gather(patient.wait(), patient.wait()), 2.0)
+    assert 0.25 <= time.monotonic() - started < 1.5

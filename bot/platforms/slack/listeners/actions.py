@@ -87,14 +87,14 @@ class AcksFirst:
         self._patience = patience
         self._acking = 0
         self._last_change = 0.0
-        self._idle: asyncio.Event | None = None
-        self._idle_loop: asyncio.AbstractEventLoop | None = None
+        self._waiters: list[asyncio.Future[None]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        """Releases every waiter after ``patience`` (one timer for all of them)."""
+        self._timer_loop: asyncio.AbstractEventLoop | None = None
 
     def arrived(self) -> None:
         self._acking += 1
         self._last_change = time.monotonic()
-        if self._idle is not None:
-            self._idle.clear()
 
     def acked(self) -> None:
         self._acking -= 1
@@ -103,23 +103,38 @@ class AcksFirst:
             asyncio.get_running_loop().call_later(self._quiet, self._check)
 
     def _check(self) -> None:
-        if self._idle is None or self._acking > 0:
+        if not self._waiters or self._acking > 0:
             return
         left = self._quiet - (time.monotonic() - self._last_change)
         if left > 0:
             asyncio.get_running_loop().call_later(left, self._check)
         else:
-            self._idle.set()
+            self._release()
+
+    def _release(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for waiter in waiters:
+            if not waiter.done():
+                with contextlib.suppress(RuntimeError):  # its loop is gone
+                    waiter.set_result(None)
 
     async def wait(self) -> None:
+        """Until the burst is over. Each waiter is a bare future released by ``_check``
+        (or the shared ``patience`` timer): after the final commit of a burst, every
+        click's listener passes here, and a task plus a timer each cost that moment
+        about as much as the ack itself."""
         if self._acking == 0 and time.monotonic() - self._last_change >= self._quiet:
             return
         loop = asyncio.get_running_loop()
-        if self._idle is None or self._idle_loop is not loop:
-            self._idle, self._idle_loop = asyncio.Event(), loop
-            self._check()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._idle.wait(), self._patience)
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._waiters.append(waiter)
+        if self._timer is None or self._timer_loop is not loop:
+            self._timer, self._timer_loop = loop.call_later(self._patience, self._release), loop
+        self._check()
+        await waiter
 
 
 class ActionListener:
