@@ -48,3 +48,18 @@ def test_serve_imports_no_platform_sdk_it_does_not_run(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             cwd=tmp_path, check=True, env=env)
     assert "LOADED []" in result.stdout
+
+
+def test_serve_keeps_the_startup_heap_out_of_full_collections() -> None:
+    """``serve`` freezes what startup built, so a full garbage collection walks only
+    what came later instead of stopping the event loop for the whole heap."""
+    import gc
+
+    from bot.commands.serve_cmd import freeze_startup_heap
+
+    gc.unfreeze()
+    try:
+        freeze_startup_heap()
+        assert gc.get_freeze_count() > 1000  # the test process's imports at least
+    finally:
+        gc.unfreeze()
