@@ -55,11 +55,14 @@ def test_serve_keeps_the_startup_heap_out_of_full_collections() -> None:
     what came later instead of stopping the event loop for the whole heap."""
     import gc
 
-    from bot.commands.serve_cmd import freeze_startup_heap
+    from bot.commands.serve_cmd import tune_garbage_collector
 
+    before = gc.get_threshold()
     gc.unfreeze()
     try:
-        freeze_startup_heap()
+        tune_garbage_collector()
         assert gc.get_freeze_count() > 1000  # the test process's imports at least
+        assert gc.get_threshold()[0] == 10_000
     finally:
         gc.unfreeze()
+        gc.set_threshold(*before)
