@@ -23,6 +23,7 @@ from typing import Any, cast
 
 from pydantic import JsonValue
 from sqlalchemy import Table, and_, bindparam, delete, insert, select, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from bot.engine import leases
@@ -119,6 +120,9 @@ class AlreadySeen(Exception):
         self.key = key
 
 
+_TABLE = cast(Table, ClickInbox.__table__)
+
+
 def new_row(click: Click, received_at: dt.datetime, lease: dt.timedelta,
             token: str) -> dict[str, Any]:
     """The row storing ``click``, claimed (``token``) until ``received_at + lease``."""
@@ -138,9 +142,62 @@ def new_row(click: Click, received_at: dt.datetime, lease: dt.timedelta,
 
 
 def insert_many(session: Session, rows: list[dict[str, Any]]) -> list[int]:
-    """Store several clicks with one INSERT; their ids, in the order of ``rows``."""
-    statement = insert(ClickInbox).returning(ClickInbox.id, sort_by_parameter_order=True)
-    return [int(row_id) for row_id in session.execute(statement, rows).scalars()]
+    """Store several clicks with one INSERT; their ids, in the order of ``rows``.
+
+    The clicks of a burst wait for this commit before their acks, and it runs on a
+    thread that shares the GIL with the event loop answering the burst: every call into
+    the database driver hands the GIL over and back. So SQLite gets one plain
+    multi-row INSERT with the ids chosen here (``_insert_many_sqlite``); PostgreSQL a
+    Core INSERT … RETURNING (psycopg fetches the ids in one round trip).
+    """
+    if not rows:
+        return []
+    connection = session.connection()
+    if connection.dialect.name == "sqlite":
+        return _insert_many_sqlite(connection, rows)
+    table = _TABLE
+    statement = insert(table).returning(table.c.id, sort_by_parameter_order=True)
+    return [int(row_id) for row_id in connection.execute(statement, rows).scalars()]
+
+
+SQLITE_MAX_VARIABLES = 32766
+"""SQLite's bound-parameter limit since 3.32 (the rows are split to stay below it)."""
+
+
+def _insert_many_sqlite(connection: Connection, rows: list[dict[str, Any]]) -> list[int]:
+    """``rows`` with ids ``max(id) + 1 …``, in one INSERT per chunk: three statements
+    whatever the burst's size, where ``RETURNING`` steps (and hands the GIL over) once
+    per row.
+
+    The ids are safe to choose: every write transaction on SQLite starts with ``BEGIN
+    IMMEDIATE`` (``storage.db``), so no other connection, here or in another process,
+    inserts until this one commits, and ``max(id) + 1`` is what SQLite itself assigns
+    to an ``INTEGER PRIMARY KEY`` (the table has no ``AUTOINCREMENT``). Values go
+    through the columns' own bind processors, so they are stored exactly as the ORM
+    stores them (JSON text, datetime strings).
+    """
+    table = _TABLE
+    names = ["id", *rows[0]]
+    columns = [table.c[name] for name in names]
+    dialect = connection.dialect
+    processors = [column.type.dialect_impl(dialect).bind_processor(dialect) for column in columns]
+    first = int(connection.exec_driver_sql(
+        "SELECT coalesce(max(id), 0) + 1 FROM click_inbox").scalar_one())
+    ids = list(range(first, first + len(rows)))
+    quoted = ", ".join(dialect.identifier_preparer.quote(name) for name in names)
+    one = "(" + ", ".join("?" * len(names)) + ")"
+    per_chunk = max(1, SQLITE_MAX_VARIABLES // len(names))
+    for start in range(0, len(rows), per_chunk):
+        chunk = rows[start:start + per_chunk]
+        params: list[Any] = []
+        for row_id, row in zip(ids[start:], chunk, strict=False):
+            values = (row_id, *(row[name] for name in names[1:]))
+            params += [value if process is None or value is None else process(value)
+                       for process, value in zip(processors, values, strict=True)]
+        connection.exec_driver_sql(
+            f"INSERT INTO click_inbox ({quoted}) VALUES {', '.join([one] * len(chunk))}",
+            tuple(params))
+    return ids
 
 
 def _ours(mark: Mark, *states: str) -> Any:
@@ -173,7 +230,6 @@ def release(session: Session, mark: Mark, now: dt.datetime, delay: dt.timedelta,
                     .execution_options(synchronize_session=False))
 
 
-_TABLE = cast(Table, ClickInbox.__table__)
 _CLOSE = update(_TABLE).where(
     _TABLE.c.id == bindparam("mark_id"), _TABLE.c.claim_token == bindparam("mark_token"),
     _TABLE.c.state.in_(bindparam("was", expanding=True)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import datetime as dt
 import threading
 import time
 from collections.abc import Mapping
@@ -14,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 
 from bot.agents.base import Outcome
 from bot.askhuman.schema import AskHumanToolResult
-from bot.engine import Engine, Identity
-from bot.engine.clicks import DEFERRED, GAVE_UP
+from bot.engine import Engine, Identity, inbox
+from bot.engine.clicks import DEFERRED, GAVE_UP, ClickWriter
 from bot.engine.inbox import AlreadySeen, Click, ClickTooLarge
 from storage import AuditLog, ClickInbox, HumanRequest, ResumeJob, Vote
 from tests.engine.helpers import (
@@ -250,6 +251,86 @@ async def test_a_click_the_database_cannot_take_in_time_is_not_stored(tmp_path: 
     await asyncio.to_thread(locker.join)
     assert recorded is not None
     assert (await engine.decide_click(recorded)).outcome == "accepted"
+    engine.db.dispose()
+
+
+def test_a_batch_of_clicks_is_stored_as_the_orm_would_store_it(db_url: str) -> None:
+    """``insert_many`` (on SQLite one multi-row INSERT with ids it picks): each row
+    reads back exactly, with the id handed back for it, also after the highest row was
+    deleted and next to rows the ORM inserted."""
+    engine, _, clock = _engine(db_url)
+    now = clock()
+    who = Identity("slack", "U1", "Ann <!channel>", team="T1", enterprise=None)
+    clicks = [Click("slack", f"ref{i}", who, f"approve{i}",
+                    {"env": "prod", "n": i, "nested": {"ü": [1, None, "x'y"]}},
+                    reply_to={"channel": f"C{i}", "message": "1.2"}) for i in range(3)]
+    rows = [inbox.new_row(c, now, dt.timedelta(seconds=30), f"token{i}")
+            for i, c in enumerate(clicks)]
+    with engine.db.transaction() as session:
+        first = inbox.insert_many(session, rows[:2])
+    with engine.db.transaction() as session:
+        session.execute(delete(ClickInbox).where(ClickInbox.id == first[-1]))
+        session.add(ClickInbox(**inbox.new_row(clicks[0], now, dt.timedelta(seconds=30),
+                                               "orm")))
+    with engine.db.transaction() as session:
+        second = inbox.insert_many(session, rows[2:])
+    assert len(set(first + second)) == 3
+    with engine.db.transaction() as session:
+        stored = {r.id: r for r in session.scalars(select(ClickInbox))}
+    for row_id, row in zip([first[0], *second], [rows[0], rows[2]], strict=True):
+        got = stored[row_id]
+        assert got.claim_token == row["claim_token"] and got.values == row["values"]
+        assert got.reply_to == row["reply_to"] and got.display_name == "Ann <!channel>"
+        assert got.received_at.replace(tzinfo=None) == now.replace(tzinfo=None)
+        assert got.lease_until is not None and got.state == "running"
+    assert inbox.insert_many(engine.db.sessions(), []) == []
+    engine.db.dispose()
+
+
+async def test_a_click_stored_after_its_caller_gave_up_is_closed_unused(
+        db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commit lands after the budget ran out (the clicker was told to click again):
+    the row is closed unused, so nothing is ever decided from it."""
+    engine, adapter, _ = _engine(db_url)
+    ref = await _request(engine, adapter)
+    slow_commit = ClickWriter._commit_each
+
+    def commit_then_stall(self: ClickWriter, items: Any) -> Any:
+        stored = slow_commit(self, items)  # durable now, but the caller stops waiting
+        time.sleep(0.8)
+        return stored
+
+    monkeypatch.setattr(ClickWriter, "_commit_each", commit_then_stall)
+    started = time.monotonic()
+    assert await engine.record_click(_click(ref), budget=0.4) is None
+    assert time.monotonic() - started < 0.7
+    assert _rows(engine) == [("running", None)]  # stored, nobody acked it
+    await asyncio.sleep(0.8)
+    await engine.drain()
+    assert _rows(engine) == [("failed", "abandoned")]
+    assert await engine.recover_clicks() == 0
+    assert _status(engine, ref) == "pending" and _count(engine, Vote) == 0
+    monkeypatch.undo()
+    recorded = await engine.record_click(_click(ref))  # the writer still works
+    assert recorded is not None
+    assert (await engine.decide_click(recorded)).outcome == "accepted"
+    engine.db.dispose()
+
+
+async def test_clicks_from_two_event_loops_are_each_answered_on_their_own(
+        db_url: str) -> None:
+    """One writer thread serves callers on different event loops (a test client and
+    the server, say): each future is settled on the loop that created it."""
+    engine, adapter, _ = _engine(db_url)
+    refs = [await _request(engine, adapter) for _ in range(2)]
+
+    def in_other_loop() -> Any:
+        return asyncio.run(engine.record_click(_click(refs[1])))
+
+    mine, theirs = await asyncio.gather(engine.record_click(_click(refs[0])),
+                                        asyncio.to_thread(in_other_loop))
+    assert mine is not None and theirs is not None and mine.mark.id != theirs.mark.id
+    assert (await engine.decide_click(mine)).outcome == "accepted"
     engine.db.dispose()
 
 

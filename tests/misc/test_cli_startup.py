@@ -48,3 +48,21 @@ def test_serve_imports_no_platform_sdk_it_does_not_run(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             cwd=tmp_path, check=True, env=env)
     assert "LOADED []" in result.stdout
+
+
+def test_serve_keeps_the_startup_heap_out_of_full_collections() -> None:
+    """``serve`` freezes what startup built, so a full garbage collection walks only
+    what came later instead of stopping the event loop for the whole heap."""
+    import gc
+
+    from bot.commands.serve_cmd import tune_garbage_collector
+
+    before = gc.get_threshold()
+    gc.unfreeze()
+    try:
+        tune_garbage_collector()
+        assert gc.get_freeze_count() > 1000  # the test process's imports at least
+        assert gc.get_threshold()[0] == 10_000
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)

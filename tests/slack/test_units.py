@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from bot.platforms.slack.client import make_client
 from bot.platforms.slack.config import SlackConfig, SlackConfigError
 from bot.platforms.slack.dedupe import RecentIds
 from bot.platforms.slack.directory import SlackDirectory
+from bot.platforms.slack.listeners.actions import AcksFirst
 from bot.platforms.slack.listeners.commands import parse
 from bot.platforms.slack.listeners.mentions import parse_mention
 from storage import Database
@@ -224,3 +226,33 @@ async def test_web_api_calls_reuse_one_connection(fake: FakeSlackAPI) -> None:
     await client.auth_test()  # a closed client reopens a session when used again
     assert len(fake.calls_to("auth.test")) == 6
     await client.aclose()
+
+
+async def test_decisions_wait_until_the_burst_is_answered_not_just_acked() -> None:
+    """``AcksFirst``: a click's ``ack()`` only marks its response ready; decisions wait
+    until the endpoint has handed back every response of the burst, then ``quiet``."""
+    acks = AcksFirst(quiet=0.05, patience=5.0)
+    acks.arrived()  # the endpoint took request A
+    acks.arrived()  # A's listener stores the click ...
+    acks.acked()  # ... and acks it; A's response is not sent yet
+    waiting = asyncio.ensure_future(acks.wait())
+    await asyncio.sleep(0.2)
+    assert not waiting.done()  # A is still being answered
+    acks.acked()  # the endpoint handed A's response back
+    answered = time.monotonic()
+    await asyncio.wait_for(waiting, 1.0)
+    assert time.monotonic() - answered >= 0.04  # the quiet period runs from the answer
+    await asyncio.wait_for(acks.wait(), 0.2)  # nothing in flight: no wait at all
+
+    acks.arrived()  # a slow click (Socket Mode: no endpoint reports it) ...
+    await asyncio.sleep(0.2)
+    acks.acked()  # ... is acked long after it arrived: its decision still lets the
+    started = time.monotonic()  # acks of the clicks behind it go first
+    await asyncio.wait_for(acks.wait(), 1.0)
+    assert time.monotonic() - started >= 0.04
+
+    patient = AcksFirst(quiet=0.05, patience=0.3)
+    patient.arrived()  # a request that never ends holds decisions for ``patience`` only
+    started = time.monotonic()
+    await asyncio.wait_for(asyncio.gather(patient.wait(), patient.wait()), 2.0)
+    assert 0.25 <= time.monotonic() - started < 1.5

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
-from slack_bolt.async_app import AsyncApp
+from slack_bolt.async_app import AsyncApp, AsyncBoltRequest
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
+from slack_bolt.middleware.async_middleware import AsyncMiddleware
 from slack_bolt.response import BoltResponse
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
@@ -26,6 +26,7 @@ from bot.platforms.slack.engine_api import SlackEngine
 from bot.platforms.slack.home import HomeTab
 from bot.platforms.slack.inbound import Refusal, bolt_request, check_signature, log_refusal
 from bot.platforms.slack.listeners.actions import (
+    AcksFirst,
     ActionListener,
     FileButtonListener,
     WithdrawListener,
@@ -44,9 +45,7 @@ COMMAND = "/askhuman"
 EVENTS_PATH = "/slack/events"
 
 
-def dedupe_events(
-    seen: RecentIds, engine: SlackEngine | None = None
-) -> Callable[..., Awaitable[BoltResponse | None]]:
+def dedupe_events(seen: RecentIds, engine: SlackEngine | None = None) -> AsyncMiddleware:
     """Middleware: an Events API delivery we already took is acked, not re-processed.
 
     Slack retries events (``X-Slack-Retry-Num``) when an ack was slow or lost, and the
@@ -57,15 +56,28 @@ def dedupe_events(
     because the original may never have reached us. Duplicates are audited (Bolt has
     verified the request before any middleware of ours runs).
     """
+    return _DedupeEvents(seen, engine)
 
-    async def middleware(
-        body: dict[str, Any], next: Callable[[], Awaitable[BoltResponse]]
+
+class _DedupeEvents(AsyncMiddleware):
+    """``dedupe_events`` as a class: Bolt calls it as ``async_process(req, resp, next)``
+    without building the keyword arguments a function middleware gets, which every
+    request (every click of a burst, too) would otherwise pay for."""
+
+    def __init__(self, seen: RecentIds, engine: SlackEngine | None) -> None:
+        self._seen = seen
+        self._engine = engine
+
+    async def async_process(
+        self, *, req: AsyncBoltRequest, resp: BoltResponse,
+        next: Callable[[], Awaitable[BoltResponse]],
     ) -> BoltResponse | None:
+        body = req.body
         event_id = body.get("event_id") if body.get("type") == "event_callback" else None
         if not event_id:
             return await next()
-        key = str(event_id)
-        duplicate = not seen.add(key)
+        key, engine = str(event_id), self._engine
+        duplicate = not self._seen.add(key)
         if not duplicate and engine is not None:
             try:
                 duplicate = not await engine.first_seen("slack", f"event:{key}")
@@ -86,8 +98,6 @@ def dedupe_events(
                                 check="duplicate_event", event_id=key[:200],
                                 event_type=str(event.get("type") or "")[:64])
         return BoltResponse(status=200, body="", headers={"X-Slack-No-Retries": "1"})
-
-    return middleware
 
 
 class _UnusedEnvTokenFilter(logging.Filter):
@@ -112,9 +122,13 @@ def build_app(
     command: str = COMMAND,
     seen_events: RecentIds | None = None,
     home: HomeTab | None = None,
+    acks_first: AcksFirst | None = None,
 ) -> AsyncApp:
     """The Bolt app. ``signing_secret=None`` is only valid for Socket Mode; ``home``
-    serves App Home (``app_home_opened``, refusals of clicks on Home)."""
+    serves App Home (``app_home_opened``, refusals of clicks on Home); ``acks_first``
+    is shared by the click listeners (and ``http_endpoint``), so decisions wait for the
+    whole burst's acks."""
+    acks_first = acks_first or AcksFirst()
     bolt_log = logging.getLogger("bot.platforms.slack.bolt")
     quiet = _UnusedEnvTokenFilter()
     bolt_log.addFilter(quiet)
@@ -128,11 +142,16 @@ def build_app(
     finally:
         bolt_log.removeFilter(quiet)
     app.middleware(dedupe_events(seen_events or RecentIds(), engine))
+    # Card buttons first: Bolt tries listeners in order, each matcher costs a call, and
+    # a burst of clicks should not pay for the command and event matchers (the
+    # ``ah:``, ``ahf:`` and ``ahw:`` prefixes never overlap).
+    app.action(render.ACTION_ID_PATTERN)(ActionListener(engine, home=home,
+                                                        acks_first=acks_first))
     app.command(command)(CommandListener(engine))
     app.event("app_mention")(MentionListener(engine, directory))
     app.action(render.FILE_ACTION_ID_PATTERN)(FileButtonListener(engine))
-    app.action(render.ACTION_ID_PATTERN)(ActionListener(engine, home=home))
-    app.action(render.WITHDRAW_ACTION_ID_PATTERN)(WithdrawListener(engine, home=home))
+    app.action(render.WITHDRAW_ACTION_ID_PATTERN)(WithdrawListener(engine, home=home,
+                                                                   acks_first=acks_first))
     if home is not None:
         app.event("app_home_opened")(HomeOpenedListener(home))
     app.action({"type": "block_actions"})(ignore_other_actions)
@@ -141,12 +160,15 @@ def build_app(
 
 
 def http_endpoint(
-    app: AsyncApp, signing_secret: str
+    app: AsyncApp, signing_secret: str, acks_first: AcksFirst | None = None
 ) -> Callable[[Request], Awaitable[Response]]:
     """A Starlette endpoint for ``/slack/events`` (events, interactivity, commands).
 
     The raw body's signature is verified (``inbound.check_signature``) before Bolt
     builds its request, which parses the body; see ``bot.platforms.slack.inbound``.
+    Every request is reported to ``acks_first`` (the one ``build_app`` was given) from
+    its arrival until its response is handed back, so decisions start after a burst's
+    responses, not while they are still being sent.
     """
     from slack_bolt.adapter.starlette.async_handler import to_starlette_response
 
@@ -160,6 +182,12 @@ def http_endpoint(
         if isinstance(checked, Refusal):
             log_refusal(checked, request)
             return PlainTextResponse(checked.reason, status_code=checked.status)
-        return to_starlette_response(await app.async_dispatch(checked))
+        if acks_first is None:
+            return to_starlette_response(await app.async_dispatch(checked))
+        acks_first.arrived()
+        try:
+            return to_starlette_response(await app.async_dispatch(checked))
+        finally:
+            acks_first.acked()
 
     return endpoint

@@ -25,6 +25,7 @@ from bot.platforms.slack.config import SlackConfig
 from bot.platforms.slack.directory import SlackDirectory
 from bot.platforms.slack.engine_api import SlackEngine
 from bot.platforms.slack.home import HomeEngine, HomeTab
+from bot.platforms.slack.listeners.actions import AcksFirst
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +60,14 @@ class SlackPlatform:
                                     on_change=self.home.changed if self.home else None,
                                     on_home_notice=self._home_notice if self.home else None)
         self.directory = SlackDirectory(self.client, ttl_seconds=directory_ttl)
+        self.acks_first = AcksFirst()
         self.app: AsyncApp = build_app(
             engine,
             self.client,
             signing_secret=None if config.socket_mode else config.signing_secret,
             directory=self.directory,
             home=self.home,
+            acks_first=self.acks_first,
         )
         self._socket_handler: Any = None
 
@@ -81,7 +84,8 @@ class SlackPlatform:
         """HTTP endpoints to mount; none in Socket Mode (Slack connects no URL to us)."""
         if self.config.socket_mode or self.config.signing_secret is None:
             return []
-        return [(EVENTS_PATH, http_endpoint(self.app, self.config.signing_secret))]
+        return [(EVENTS_PATH, http_endpoint(self.app, self.config.signing_secret,
+                                            self.acks_first))]
 
     async def run_socket_mode(self, stop: asyncio.Event) -> None:
         """Hold a Socket Mode connection open until ``stop`` is set (auto-reconnects)."""

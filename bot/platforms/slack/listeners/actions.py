@@ -75,46 +75,66 @@ class AcksFirst:
 
     Acks have a deadline (3 s) and decisions do not: in a burst, the event loop and the
     database's write lock go to storing and acking every click first, and the decisions
-    follow once no click has arrived for ``quiet`` seconds (or after ``patience``).
+    follow once nothing has arrived or been acked for ``quiet`` seconds (or after
+    ``patience``). Over HTTP the endpoint reports every request too (``arrived`` when it
+    comes in, ``acked`` when its response is handed back): a click's ``ack()`` only
+    marks the response ready, and the event loop still has to send it, so decisions
+    started at the last ``ack()`` would compete with sending the burst's responses.
     """
 
     def __init__(self, quiet: float = 0.02, patience: float = 1.0) -> None:
         self._quiet = quiet
         self._patience = patience
         self._acking = 0
-        self._last_arrival = 0.0
-        self._idle: asyncio.Event | None = None
-        self._idle_loop: asyncio.AbstractEventLoop | None = None
+        self._last_change = 0.0
+        self._waiters: list[asyncio.Future[None]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        """Releases every waiter after ``patience`` (one timer for all of them)."""
+        self._timer_loop: asyncio.AbstractEventLoop | None = None
 
     def arrived(self) -> None:
         self._acking += 1
-        self._last_arrival = time.monotonic()
-        if self._idle is not None:
-            self._idle.clear()
+        self._last_change = time.monotonic()
 
     def acked(self) -> None:
         self._acking -= 1
+        self._last_change = time.monotonic()
         if self._acking == 0:
             asyncio.get_running_loop().call_later(self._quiet, self._check)
 
     def _check(self) -> None:
-        if self._idle is None or self._acking > 0:
+        if not self._waiters or self._acking > 0:
             return
-        left = self._quiet - (time.monotonic() - self._last_arrival)
+        left = self._quiet - (time.monotonic() - self._last_change)
         if left > 0:
             asyncio.get_running_loop().call_later(left, self._check)
         else:
-            self._idle.set()
+            self._release()
+
+    def _release(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for waiter in waiters:
+            if not waiter.done():
+                with contextlib.suppress(RuntimeError):  # its loop is gone
+                    waiter.set_result(None)
 
     async def wait(self) -> None:
-        if self._acking == 0 and time.monotonic() - self._last_arrival >= self._quiet:
+        """Until the burst is over. Each waiter is a bare future released by ``_check``
+        (or the shared ``patience`` timer): after the final commit of a burst, every
+        click's listener passes here, and a task plus a timer each cost that moment
+        about as much as the ack itself."""
+        if self._acking == 0 and time.monotonic() - self._last_change >= self._quiet:
             return
         loop = asyncio.get_running_loop()
-        if self._idle is None or self._idle_loop is not loop:
-            self._idle, self._idle_loop = asyncio.Event(), loop
-            self._check()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._idle.wait(), self._patience)
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._waiters.append(waiter)
+        if self._timer is None or self._timer_loop is not loop:
+            self._timer, self._timer_loop = loop.call_later(self._patience, self._release), loop
+        self._check()
+        await waiter
 
 
 class ActionListener:
@@ -129,12 +149,12 @@ class ActionListener:
     """
 
     def __init__(self, engine: SlackEngine, *, concurrency: int = 4, replies: int = 4,
-                 home: HomeTab | None = None) -> None:
+                 home: HomeTab | None = None, acks_first: AcksFirst | None = None) -> None:
         self._engine = engine
         self._home = home
         self._slots = asyncio.Semaphore(concurrency)
         self._reply_slots = asyncio.Semaphore(replies)
-        self._acks_first = AcksFirst()
+        self._acks_first = acks_first or AcksFirst()
 
     async def __call__(
         self,
