@@ -19,10 +19,10 @@ import datetime as dt
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from sqlalchemy import and_, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import String, and_, cast, literal, or_, select, update
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from bot.engine.store import rowcount
 from storage import ClickInbox, Database, OutboxItem, ResumeJob
@@ -72,31 +72,35 @@ def claim_oldest(
 
 def claim_many(
     session: Session, model: type[Leased], now: dt.datetime, lease: dt.timedelta, postgres: bool,
-    limit: int,
-) -> list[tuple[Leased, str, int]]:
-    """Claim up to ``limit`` of the oldest runnable rows in one transaction, each with a
-    token of its own (``claim_oldest``'s rule and compare-and-set, row by row), so a
-    worker with several free slots pays one commit for all of them."""
+    limit: int, *columns: InstrumentedAttribute[Any],
+) -> list[tuple[int, str, int, tuple[Any, ...]]]:
+    """Claim up to ``limit`` of the oldest runnable rows with ONE statement: an UPDATE of
+    the rows a sub-SELECT picks (``FOR UPDATE SKIP LOCKED`` on PostgreSQL), re-checking
+    ``claim_oldest``'s rule, that returns what it claimed. Each row gets a fencing token
+    of its own (a random prefix and the row id), so a worker with several free slots
+    pays one statement and one commit for all of them.
+
+    Returns ``(row id, claim token, attempts incl. this one, the extra columns)`` per
+    claimed row, oldest first.
+    """
     runnable = or_(
         and_(model.state == "queued", model.next_attempt_at <= now),
         and_(model.state == "running", model.lease_until < now),
     )
-    query = select(model).where(runnable).order_by(model.id).limit(limit)
-    if postgres:
-        query = query.with_for_update(skip_locked=True)
-    claimed: list[tuple[Leased, str, int]] = []
-    for row in session.scalars(query).all():
-        token = uuid.uuid4().hex
-        won = rowcount(session.execute(
-            update(model)
-            .where(model.id == row.id, model.state == row.state, model.attempts == row.attempts)
-            .values(state="running", claim_token=token, lease_until=now + lease,
-                    attempts=row.attempts + 1, updated_at=now)
-            .execution_options(synchronize_session=False)
-        ))
-        if won == 1:
-            claimed.append((row, token, row.attempts + 1))
-    return claimed
+    picked: Any = select(model.id).where(runnable).order_by(model.id).limit(limit)
+    if postgres:  # a CTE runs once: an IN (sub-SELECT … SKIP LOCKED) may run per row
+        picked = select(picked.with_for_update(skip_locked=True)
+                        .cte("picked").prefix_with("MATERIALIZED").c.id)
+    prefix = uuid.uuid4().hex + ":"
+    rows = session.execute(
+        update(model)
+        .where(model.id.in_(picked), runnable)
+        .values(state="running", claim_token=literal(prefix) + cast(model.id, String),
+                lease_until=now + lease, attempts=model.attempts + 1, updated_at=now)
+        .returning(model.id, model.attempts, *columns)
+        .execution_options(synchronize_session=False)
+    ).all()
+    return sorted((row[0], f"{prefix}{row[0]}", row[1], tuple(row[2:])) for row in rows)
 
 
 def renew(
