@@ -44,8 +44,28 @@ RESERVED = ("ts", "level", "logger", "msg", "exc")
 MASK = "***"
 
 
+_secrets_seen: tuple[dict[Any, Any], list[str]] | None = None
+"""The environment ``_secret_values`` last scanned, and what it found there."""
+
+
 def _secret_values() -> list[str]:
-    """Values of the secret environment variables, longest first (so no partial masks)."""
+    """Values of the secret environment variables, longest first (so no partial masks).
+
+    Every stored audit row and error is scrubbed, so this runs several times per
+    decision: the scan is redone only when the environment changed since the last one
+    (one C-level dict comparison instead of decoding every variable)."""
+    global _secrets_seen
+    data = getattr(os.environ, "_data", None)  # CPython's raw mapping behind os.environ
+    seen = _secrets_seen
+    if seen is not None and data is not None and seen[0] == data:
+        return seen[1]
+    values = _scan_secret_values()
+    if isinstance(data, dict):
+        _secrets_seen = (dict(data), values)
+    return values
+
+
+def _scan_secret_values() -> list[str]:
     found = set()
     for name, value in os.environ.items():
         named = name in SECRET_ENV_VARS or name.upper().endswith(SECRET_ENV_SUFFIXES)

@@ -65,3 +65,16 @@ def test_scrub_json_masks_nested_strings() -> None:
 
     assert scrub_json({"error": ["token xoxb-1-2-abc", {"k": "sk-abcdefghijklmnop"}], "n": 3}) == {
         "error": ["token ***", {"k": "***"}], "n": 3}
+
+
+def test_secrets_set_changed_or_removed_after_a_scrub_are_followed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The scan of the environment is reused only while the environment is unchanged."""
+    assert scrub("first-secret-value") == "first-secret-value"
+    monkeypatch.setenv("ACME_API_KEY", "first-secret-value")
+    assert scrub("x first-secret-value y") == "x *** y"
+    monkeypatch.setenv("ACME_API_KEY", "second-secret-value")
+    assert scrub("first-secret-value second-secret-value") == "first-secret-value ***"
+    monkeypatch.delenv("ACME_API_KEY")
+    assert scrub("second-secret-value") == "second-secret-value"
