@@ -16,13 +16,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import String, and_, cast, literal, or_, select, update
-from sqlalchemy.orm import InstrumentedAttribute, Session
+from sqlalchemy import String, and_, bindparam, cast, or_, select, update
+from sqlalchemy.orm import Session
 
 from bot.engine.store import rowcount
 from storage import ClickInbox, Database, OutboxItem, ResumeJob
@@ -72,7 +73,7 @@ def claim_oldest(
 
 def claim_many(
     session: Session, model: type[Leased], now: dt.datetime, lease: dt.timedelta, postgres: bool,
-    limit: int, *columns: InstrumentedAttribute[Any],
+    limit: int, *columns: str,
 ) -> list[tuple[int, str, int, tuple[Any, ...]]]:
     """Claim up to ``limit`` of the oldest runnable rows with ONE statement: an UPDATE of
     the rows a sub-SELECT picks (``FOR UPDATE SKIP LOCKED`` on PostgreSQL), re-checking
@@ -80,27 +81,39 @@ def claim_many(
     of its own (a random prefix and the row id), so a worker with several free slots
     pays one statement and one commit for all of them.
 
-    Returns ``(row id, claim token, attempts incl. this one, the extra columns)`` per
-    claimed row, oldest first.
+    Returns ``(row id, claim token, attempts incl. this one, the values of the extra
+    ``columns`` named)`` per claimed row, oldest first.
     """
+    session.flush()  # plain SQL below: rows this transaction added must be visible to it
+    prefix = uuid.uuid4().hex + ":"
+    rows = session.connection().execute(
+        _claim_statement(model, postgres, columns),
+        {"now": now, "until": now + lease, "prefix": prefix, "n": limit},
+    ).all()
+    return sorted((row[0], f"{prefix}{row[0]}", row[1], tuple(row[2:])) for row in rows)
+
+
+@functools.cache
+def _claim_statement(model: type[Leased], postgres: bool, columns: tuple[str, ...]) -> Any:
+    """``claim_many``'s statement, built once and run as plain SQL with its parameters
+    (building and ORM-executing it on every claim cost ~0.2 ms of CPU)."""
+    now: Any = bindparam("now")
     runnable = or_(
         and_(model.state == "queued", model.next_attempt_at <= now),
         and_(model.state == "running", model.lease_until < now),
     )
-    picked: Any = select(model.id).where(runnable).order_by(model.id).limit(limit)
+    picked: Any = select(model.id).where(runnable).order_by(model.id).limit(bindparam("n"))
     if postgres:  # a CTE runs once: an IN (sub-SELECT … SKIP LOCKED) may run per row
         picked = select(picked.with_for_update(skip_locked=True)
                         .cte("picked").prefix_with("MATERIALIZED").c.id)
-    prefix = uuid.uuid4().hex + ":"
-    rows = session.execute(
+    return (
         update(model)
         .where(model.id.in_(picked), runnable)
-        .values(state="running", claim_token=literal(prefix) + cast(model.id, String),
-                lease_until=now + lease, attempts=model.attempts + 1, updated_at=now)
-        .returning(model.id, model.attempts, *columns)
-        .execution_options(synchronize_session=False)
-    ).all()
-    return sorted((row[0], f"{prefix}{row[0]}", row[1], tuple(row[2:])) for row in rows)
+        .values(state="running",
+                claim_token=bindparam("prefix", type_=String) + cast(model.id, String),
+                lease_until=bindparam("until"), attempts=model.attempts + 1, updated_at=now)
+        .returning(model.id, model.attempts, *(getattr(model, name) for name in columns))
+    )
 
 
 def renew(
