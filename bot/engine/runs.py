@@ -17,7 +17,7 @@ from functools import partial
 from typing import Any
 
 from pydantic import JsonValue
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.util import identity_key
 
@@ -33,6 +33,11 @@ from bot.engine.ports import Identity, Origin
 from bot.engine.results import UnknownAgentError
 from bot.logs import scrub
 from storage import HumanRequest, ResumeJob, Run
+
+_REQUESTS_WITH_RUNS = (
+    select(HumanRequest, Run).join(Run, Run.id == HumanRequest.run_id)
+    .where(HumanRequest.id.in_(bindparam("ids", expanding=True))))
+"""What claimed resumes need, read in one statement (built once)."""
 
 
 class RunsMixin(AccessMixin):
@@ -230,9 +235,8 @@ class RunsMixin(AccessMixin):
         one statement claims them all, one more reads their requests with their runs."""
         claims = worker.claim_batch(session, self.now(), self.lease, self.db.is_postgres, limit)
         rows = {request.id: (run, request) for request, run in session.execute(
-            select(HumanRequest, Run).join(Run, Run.id == HumanRequest.run_id)
-            .where(HumanRequest.id.in_([claim.request_id for claim in claims]))
-        )} if claims else {}
+            _REQUESTS_WITH_RUNS, {"ids": [claim.request_id for claim in claims]})
+        } if claims else {}
         out: list[tuple[worker.Claim, Any]] = []
         for claim in claims:
             try:
