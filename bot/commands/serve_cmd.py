@@ -12,7 +12,6 @@ here; Feishu appends its own.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -25,6 +24,7 @@ import typer
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
+from bot.engine import heap
 from bot.engine.core import Engine
 from bot.engine.health import DatabaseProbe
 from bot.logs import configure_logging
@@ -113,29 +113,6 @@ def start_platforms(
     if not [r for r in runtimes if r.name != "door"]:
         log.warning("no chat platform is configured; only the HTTP endpoints will run")
     return runtimes
-
-
-YOUNG_GC_THRESHOLD = 10_000
-"""Allocations between young collections (CPython's default is 700)."""
-
-
-def tune_garbage_collector() -> None:
-    """Keep the cyclic garbage collector's pauses out of click bursts (``serve`` only,
-    once, before uvicorn starts).
-
-    A full collection walks every tracked object with the event loop, and so every
-    click's ack, stopped: 35-130 ms on the heap startup builds (SDKs, SQLAlchemy
-    metadata, agents), and a burst of 100 clicks allocates enough to set one off
-    (``benchmarks/slack_ack.py``: those rounds had p99 ~260 ms, the others ~120 ms).
-    So what startup built is frozen (never walked again; frozen objects are still
-    freed by reference counting), and young collections run every 10,000 allocations
-    instead of 700, which makes full ones (then 15-35 ms) rare enough to miss most
-    bursts.
-    """
-    gc.collect()
-    gc.freeze()
-    _, middle, old = gc.get_threshold()
-    gc.set_threshold(YOUNG_GC_THRESHOLD, middle, old)
 
 
 def build_app(engine: Engine, runtimes: list[PlatformRuntime]) -> Starlette:
@@ -272,7 +249,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
         log.info("serving", extra={"host": host, "port": port, "config": settings.source})
-        tune_garbage_collector()
+        heap.freeze_startup_heap()  # before the first burst of clicks, not in it
         uvicorn.run(asgi, host=host, port=port, log_level=log_level.lower(), log_config=None,
                     timeout_graceful_shutdown=15)  # long-polls and MCP streams must not
         # hold a shutdown for minutes; callers retry (requests are idempotent).

@@ -137,7 +137,8 @@ Where things live (each ``Engine`` concern is a mixin over ``base.EngineBase``):
   (row helpers), ``cards`` (rows → ``RequestCard``), ``authz`` (approver and starter checks),
   ``health`` (the ``/readyz`` database probe, and "database down" words for people),
   ``values`` (answer validation), ``housekeeping`` (dedupe and pruning), ``ports`` /
-  ``results`` (the types adapters see).
+  ``results`` (the types adapters see), ``heap`` (``serve_forever`` freezes the startup
+  heap once so the garbage collector stops rescanning it).
 
 Rules: a decision is a compare-and-set in one transaction with its vote, its audit row,
 its resume job and its outbox row. Adapters are called only after commits (card updates,

@@ -15,7 +15,7 @@ from pydantic import JsonValue
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bot.engine import audit_chain, housekeeping, inbox, store, waiters
+from bot.engine import audit_chain, heap, housekeeping, inbox, store, waiters
 from bot.engine.base import Clock, RuntimeFactory, log, registry_runtimes, targets_for, utc_now
 from bot.engine.clicks import ClicksMixin
 from bot.engine.dispatch import DispatchMixin
@@ -71,7 +71,9 @@ class Engine(ExternalMixin, TriggersMixin, RunsMixin, ClicksMixin, PendingMixin,
         """Run the worker loops until ``stop`` is set: timeouts, reminders, the outbox,
         stored clicks and resumes, each in its own loop so none waits behind another
         (a resume stuck behind a slow model call never delays a timeout). Decisions wake
-        the resume loop early."""
+        the resume loop early. The first call in a process freezes its startup heap
+        (``heap``)."""
+        heap.freeze_startup_heap()
         self._wake = asyncio.Event()
         self._outbox_wake = asyncio.Event()
         loops: list[tuple[str, Callable[[], Awaitable[object]], asyncio.Event | None]] = [

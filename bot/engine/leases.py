@@ -16,12 +16,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import String, and_, bindparam, cast, or_, select, update
 from sqlalchemy.orm import Session
 
 from bot.engine.store import rowcount
@@ -72,31 +73,47 @@ def claim_oldest(
 
 def claim_many(
     session: Session, model: type[Leased], now: dt.datetime, lease: dt.timedelta, postgres: bool,
-    limit: int,
-) -> list[tuple[Leased, str, int]]:
-    """Claim up to ``limit`` of the oldest runnable rows in one transaction, each with a
-    token of its own (``claim_oldest``'s rule and compare-and-set, row by row), so a
-    worker with several free slots pays one commit for all of them."""
+    limit: int, *columns: str,
+) -> list[tuple[int, str, int, tuple[Any, ...]]]:
+    """Claim up to ``limit`` of the oldest runnable rows with ONE statement: an UPDATE of
+    the rows a sub-SELECT picks (``FOR UPDATE SKIP LOCKED`` on PostgreSQL), re-checking
+    ``claim_oldest``'s rule, that returns what it claimed. Each row gets a fencing token
+    of its own (a random prefix and the row id), so a worker with several free slots
+    pays one statement and one commit for all of them.
+
+    Returns ``(row id, claim token, attempts incl. this one, the values of the extra
+    ``columns`` named)`` per claimed row, oldest first.
+    """
+    session.flush()  # plain SQL below: rows this transaction added must be visible to it
+    prefix = uuid.uuid4().hex + ":"
+    rows = session.connection().execute(
+        _claim_statement(model, postgres, columns),
+        {"now": now, "until": now + lease, "prefix": prefix, "n": limit},
+    ).all()
+    return sorted((row[0], f"{prefix}{row[0]}", row[1], tuple(row[2:])) for row in rows)
+
+
+@functools.cache
+def _claim_statement(model: type[Leased], postgres: bool, columns: tuple[str, ...]) -> Any:
+    """``claim_many``'s statement, built once and run as plain SQL with its parameters
+    (building and ORM-executing it on every claim cost ~0.2 ms of CPU)."""
+    now: Any = bindparam("now")
     runnable = or_(
         and_(model.state == "queued", model.next_attempt_at <= now),
         and_(model.state == "running", model.lease_until < now),
     )
-    query = select(model).where(runnable).order_by(model.id).limit(limit)
-    if postgres:
-        query = query.with_for_update(skip_locked=True)
-    claimed: list[tuple[Leased, str, int]] = []
-    for row in session.scalars(query).all():
-        token = uuid.uuid4().hex
-        won = rowcount(session.execute(
-            update(model)
-            .where(model.id == row.id, model.state == row.state, model.attempts == row.attempts)
-            .values(state="running", claim_token=token, lease_until=now + lease,
-                    attempts=row.attempts + 1, updated_at=now)
-            .execution_options(synchronize_session=False)
-        ))
-        if won == 1:
-            claimed.append((row, token, row.attempts + 1))
-    return claimed
+    picked: Any = select(model.id).where(runnable).order_by(model.id).limit(bindparam("n"))
+    if postgres:  # a CTE runs once: an IN (sub-SELECT … SKIP LOCKED) may run per row
+        picked = select(picked.with_for_update(skip_locked=True)
+                        .cte("picked").prefix_with("MATERIALIZED").c.id)
+    return (
+        update(model)
+        .where(model.id.in_(picked), runnable)
+        .values(state="running",
+                claim_token=bindparam("prefix", type_=String) + cast(model.id, String),
+                lease_until=bindparam("until"), attempts=model.attempts + 1, updated_at=now)
+        .returning(model.id, model.attempts, *(getattr(model, name) for name in columns))
+    )
 
 
 def renew(

@@ -17,7 +17,9 @@ from functools import partial
 from typing import Any
 
 from pydantic import JsonValue
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.util import identity_key
 
 from bot import metrics
 from bot.agents.base import Outcome, ToolBindingError
@@ -31,6 +33,11 @@ from bot.engine.ports import Identity, Origin
 from bot.engine.results import UnknownAgentError
 from bot.logs import scrub
 from storage import HumanRequest, ResumeJob, Run
+
+_REQUESTS_WITH_RUNS = (
+    select(HumanRequest, Run).join(Run, Run.id == HumanRequest.run_id)
+    .where(HumanRequest.id.in_(bindparam("ids", expanding=True))))
+"""What claimed resumes need, read in one statement (built once)."""
 
 
 class RunsMixin(AccessMixin):
@@ -91,10 +98,15 @@ class RunsMixin(AccessMixin):
             await self._fail_run(run_id, str(exc) or type(exc).__name__)
         return run_id
 
-    def _apply_outcome(self, session: Session, run_id: str, outcome: Outcome) -> str | None:
-        """Store a run leg's outcome; returns the new request's ref when the agent asked."""
+    def _apply_outcome(self, session: Session, run_id: str, outcome: Outcome,
+                       known: Run | None = None) -> str | None:
+        """Store a run leg's outcome; returns the new request's ref when the agent asked.
+
+        ``known``: the run as read before the leg (detached), so no SELECT re-reads it;
+        the fields read from it never change, and the ones written are all overwritten.
+        """
         now = self.now()
-        run = session.get(Run, run_id)
+        run = _attach(session, known) if known is not None else session.get(Run, run_id)
         if run is None:
             raise LookupError(f"run {run_id} vanished")
         run.snapshot = dict(outcome.snapshot)
@@ -219,12 +231,20 @@ class RunsMixin(AccessMixin):
                 await asyncio.wait(running)
 
     def _claim_loaded(self, session: Session, limit: int) -> list[tuple[worker.Claim, Any]]:
-        """Claim up to ``limit`` jobs and read what each resume needs, in one transaction."""
+        """Claim up to ``limit`` jobs and read what each resume needs, in one transaction:
+        one statement claims them all, one more reads their requests with their runs."""
         claims = worker.claim_batch(session, self.now(), self.lease, self.db.is_postgres, limit)
+        rows = {request.id: (run, request) for request, run in session.execute(
+            _REQUESTS_WITH_RUNS, {"ids": [claim.request_id for claim in claims]})
+        } if claims else {}
         out: list[tuple[worker.Claim, Any]] = []
         for claim in claims:
             try:
-                loaded = self._resume_load(session, claim)
+                run, request = rows.get(claim.request_id) or (None, None)
+                if run is None or request is None or run.id != claim.run_id:
+                    loaded = self._resume_load(session, claim)  # raises: reported below
+                else:
+                    loaded = run, request, approvals.resume_inputs(session, request)
             except Exception:  # _process loads it again on its own and reports the error
                 log.warning("reading a claimed resume failed", exc_info=True,
                             extra={"run_id": claim.run_id})
@@ -279,7 +299,7 @@ class RunsMixin(AccessMixin):
 
         def commit(session: Session) -> None:
             worker.complete(session, claim, self.now())
-            self._apply_outcome(session, run.id, outcome)
+            self._apply_outcome(session, run.id, outcome, known=run)
             store.audit(session, self.now(), "resumed", run_id=run.id, ref=request.ref,
                         details={"attempt": claim.attempts, "status": result.status})
 
@@ -338,6 +358,15 @@ class RunsMixin(AccessMixin):
             await self._tx(fail)
         except worker.LeaseLost:
             return
+
+
+def _attach(session: Session, run: Run) -> Run:
+    """``run`` (read in an earlier, closed session) in ``session`` without a SELECT; the
+    session's own copy if it has one already (a batch-mate loaded or changed it)."""
+    present = session.identity_map.get(identity_key(Run, run.id))
+    if isinstance(present, Run):
+        return present
+    return session.merge(run, load=False)
 
 
 def _as_raw_args(args: JsonValue) -> str | dict[str, Any]:

@@ -10,9 +10,10 @@ effect exactly once even if a worker dies or loses its lease.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from dataclasses import dataclass
 
-from sqlalchemy import update
+from sqlalchemy import Update, bindparam, update
 from sqlalchemy.orm import Session
 
 from bot.engine.leases import LeaseLost, claim_many, claim_oldest
@@ -49,27 +50,34 @@ def claim_next(
 def claim_batch(
     session: Session, now: dt.datetime, lease: dt.timedelta, postgres: bool, limit: int
 ) -> list[Claim]:
-    """Claim up to ``limit`` runnable jobs, oldest first, in the caller's transaction."""
-    return [Claim(job.id, job.request_id, job.run_id, token, attempts)
-            for job, token, attempts in claim_many(session, ResumeJob, now, lease, postgres,
-                                                   limit)]
+    """Claim up to ``limit`` runnable jobs, oldest first, in the caller's transaction
+    (one statement: ``leases.claim_many``)."""
+    return [Claim(job_id, request_id, run_id, token, attempts)
+            for job_id, token, attempts, (request_id, run_id) in claim_many(
+                session, ResumeJob, now, lease, postgres, limit,
+                "request_id", "run_id")]
 
 
 def _finish(session: Session, claim: Claim, now: dt.datetime, **values: object) -> None:
     if isinstance(values.get("last_error"), str):
         values["last_error"] = scrub(str(values["last_error"]))  # errors may echo secrets
-    finished = rowcount(session.execute(
-        update(ResumeJob)
-        .where(
-            ResumeJob.id == claim.job_id,
-            ResumeJob.claim_token == claim.token,
-            ResumeJob.state == "running",
-        )
-        .values(updated_at=now, **values)
-        .execution_options(synchronize_session=False)
+    finished = rowcount(session.connection().execute(
+        _finish_statement(tuple(sorted(values))),
+        {"job": claim.job_id, "token": claim.token, "v_updated_at": now,
+         **{f"v_{key}": value for key, value in values.items()}},
     ))
     if finished != 1:
         raise LeaseLost(f"resume job {claim.job_id} was taken over by another worker")
+
+
+@functools.cache
+def _finish_statement(keys: tuple[str, ...]) -> Update:
+    """The compare-and-set that ends a claim, setting ``keys``: built once per kind of
+    ending and run as plain SQL (building and ORM-executing it each time cost ~0.2 ms)."""
+    return (update(ResumeJob)
+            .where(ResumeJob.id == bindparam("job"), ResumeJob.claim_token == bindparam("token"),
+                   ResumeJob.state == "running")
+            .values({key: bindparam(f"v_{key}") for key in ("updated_at", *keys)}))
 
 
 def complete(session: Session, claim: Claim, now: dt.datetime) -> None:

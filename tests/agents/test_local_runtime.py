@@ -207,3 +207,45 @@ async def test_disabled_ask_human_runs_plain() -> None:
     )
     outcome = await runtime.run("go")
     assert (outcome.kind, outcome.output) == ("output", "done")
+
+
+def _without_run_ids(snapshot: dict[str, Any]) -> Any:
+    """A snapshot's messages without what differs between any two runs."""
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items()
+                    if k not in ("timestamp", "run_id", "conversation_id")}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    return strip(_json_roundtrip(snapshot)["messages"])
+
+
+@pytest.mark.parametrize("result", [_submitted("approve", environment="production"),
+                                    _submitted("reject", comment="not today"),
+                                    timeout_result()])
+async def test_answer_as_tool_return_gives_the_deferred_results_run(
+    deploy: LocalRuntime, result: AskHumanToolResult,
+) -> None:
+    """The resume closes the lone ask_human call itself (one graph step less); the model
+    sees exactly what pydantic-ai's own ``DeferredToolResults`` handling gives it."""
+    from pydantic_ai import DeferredToolResults
+
+    from bot.agents.snapshot import dump_snapshot, load_messages
+    from bot.tools.observer import ToolDeps
+
+    asked = await deploy.run("Deploy v2.3.1")
+    assert asked.deferred_call is not None
+    call_id = asked.deferred_call.tool_call_id
+    snapshot = _json_roundtrip(asked.snapshot)
+    fast = await deploy.resume(dict(snapshot), {call_id: result})
+    reference = await deploy._agent.run(
+        None, message_history=load_messages(snapshot, "deploy"), deps=ToolDeps(None),
+        deferred_tool_results=DeferredToolResults(calls={call_id: result.model_dump(
+            mode="json")}))
+    assert fast.kind == "output" and fast.output == reference.output
+    expected = dump_snapshot("deploy", reference.all_messages(), None)
+    assert _without_run_ids(fast.snapshot) == _without_run_ids(expected)
+    assert len(fast.snapshot["messages"]) == 4  # type: ignore[arg-type]

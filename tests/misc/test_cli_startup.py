@@ -50,19 +50,30 @@ def test_serve_imports_no_platform_sdk_it_does_not_run(tmp_path: Path) -> None:
     assert "LOADED []" in result.stdout
 
 
-def test_serve_keeps_the_startup_heap_out_of_full_collections() -> None:
-    """``serve`` freezes what startup built, so a full garbage collection walks only
-    what came later instead of stopping the event loop for the whole heap."""
+def test_serve_freezes_the_startup_heap_before_uvicorn_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``serve`` freezes what startup built (``bot.engine.heap``) before the server takes
+    its first click, so no full collection walks that heap inside a burst."""
     import gc
 
-    from bot.commands.serve_cmd import tune_garbage_collector
+    import uvicorn
+    from typer.testing import CliRunner
 
+    from bot.cli import app
+    from bot.engine import heap
+
+    seen: list[tuple[bool, int]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: seen.append(
+        (heap._frozen, gc.get_threshold()[0])))
+    monkeypatch.setattr(heap, "_frozen", False)
+    config = tmp_path / "askhuman.yaml"
+    config.write_text(f"database_url: sqlite:///{tmp_path / 'a.db'}\n")
     before = gc.get_threshold()
-    gc.unfreeze()
     try:
-        tune_garbage_collector()
-        assert gc.get_freeze_count() > 1000  # the test process's imports at least
-        assert gc.get_threshold()[0] == 10_000
+        result = CliRunner().invoke(app, ["serve", "--config", str(config)])
+        assert result.exit_code == 0, result.output
+        assert seen == [(True, heap.YOUNG_GC_THRESHOLD)]
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)

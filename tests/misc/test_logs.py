@@ -77,3 +77,4 @@ def test_scrub_json_masks_nested_strings() -> None:
 
     assert scrub_json({"error": ["token xoxb-1-2-abc", {"k": "sk-abcdefghijklmnop"}], "n": 3}) == {
         "error": ["token ***", {"k": "***"}], "n": 3}
+

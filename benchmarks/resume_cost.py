@@ -1,0 +1,87 @@
+"""CPU and SQL statements per resume, on the engine's own resume path.
+
+N runs of the scripted ``deploy`` agent are started and answered first; then the
+resume queue is drained with ``worker.resume_concurrency`` slots
+(``engine._resume_due``): claim -> read -> pydantic-ai resume -> commit of the outcome
+-> final answer posted. Measured over that drain only: process CPU time per resume
+(median of ``--reps`` rounds; split into the event-loop thread, where the agent runs,
+and the other threads, where the database work runs) and SQL statements per resume.
+CPU time is robust to a shared machine in a way wall time is not.
+``--instant-resume`` replaces the pydantic-ai run with one that finishes at once: the
+engine's share alone.
+
+    .venv/bin/python benchmarks/resume_cost.py --runs 200 --concurrency 16
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from sqlalchemy import event
+from throughput import InstantResume
+
+from bot.engine import heap
+from bot.settings import WorkerSettings
+from tests.engine.helpers import ORIGIN, STARTER, alice, make_engine
+
+
+async def one_round(url: str, runs: int, concurrency: int, instant: bool) -> dict[str, float]:
+    engine, adapter, _ = make_engine(url)
+    engine.settings = engine.settings.model_copy(
+        update={"worker": WorkerSettings(resume_concurrency=concurrency)})
+    if instant:
+        engine._runtimes["deploy"] = InstantResume(engine._runtime("deploy"))
+    for i in range(runs):
+        await engine.start_run("deploy", f"Deploy v9.{i}", STARTER, ORIGIN)
+    for card, _ in list(adapter.delivered):
+        answer = await engine.respond(card.ref, alice(), "approve", {"environment": "staging"})
+        assert answer.outcome == "accepted", answer.message
+    await engine.drain()
+    heap.freeze_startup_heap()  # as serve_forever does
+    sent = [0]
+
+    def count(*_args: Any) -> None:
+        sent[0] += 1
+
+    event.listen(engine.db.engine, "before_cursor_execute", count)
+    cpu, main = time.process_time(), time.thread_time()
+    assert await engine._resume_due(runs, concurrency) == runs
+    await engine.drain()
+    cpu, main = time.process_time() - cpu, time.thread_time() - main
+    event.remove(engine.db.engine, "before_cursor_execute", count)
+    assert len(adapter.results) == runs
+    engine.db.dispose()
+    return {"cpu": cpu / runs * 1000, "main": main / runs * 1000,
+            "statements": sent[0] / runs}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--instant-resume", action="store_true")
+    ns = parser.parse_args()
+    rows = []
+    for _ in range(ns.reps):
+        with tempfile.TemporaryDirectory() as tmp:
+            rows.append(asyncio.run(one_round(f"sqlite:///{tmp}/r.db", ns.runs,
+                                              ns.concurrency, ns.instant_resume)))
+    med = {key: statistics.median(row[key] for row in rows) for key in rows[0]}
+    print("| CPU ms/resume | event-loop thread | other threads | statements/resume |")
+    print("|---|---|---|---|")
+    print(f"| {med['cpu']:.2f} | {med['main']:.2f} | {med['cpu'] - med['main']:.2f} | "
+          f"{med['statements']:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
