@@ -19,6 +19,7 @@ bench:  # ~15 minutes on 2 cores; set ASKHUMAN_TEST_POSTGRES_URL to add the Post
 	.venv/bin/python benchmarks/render.py --repeat 300
 	.venv/bin/python benchmarks/expiry.py --requests 10000 --rounds 3
 	.venv/bin/python benchmarks/throughput.py --runs 200
+	.venv/bin/python benchmarks/resume_cost.py --runs 200 --concurrency 16
 	.venv/bin/python benchmarks/serve_throughput.py --runs 200
 	.venv/bin/python benchmarks/slack_ack.py --clicks 100 --rounds 4
 	.venv/bin/python benchmarks/feishu_ack.py --clicks 100 --rounds 4
