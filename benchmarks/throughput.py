@@ -5,7 +5,8 @@ once (``--in-flight`` at a time) while the engine's real worker loops run
 (``serve_forever``): each answer is a compare-and-set decision, a card update through
 the outbox, a resume of the agent and its final answer posted. Measured:
 
-* decisions/s: N / (first answer sent → last final answer posted);
+* decisions/s: N / (first answer sent → last final answer posted), and the CPU time
+  this process (all its threads) spent per decision meanwhile;
 * answer → resume started: from the answer reaching the engine (``respond`` called)
   to the worker starting that run's resume, i.e. right after the transaction that
   claimed its job (median and p99), for each ``--concurrency`` value of
@@ -105,11 +106,12 @@ async def one_round(url: str, runs: int, in_flight: int, concurrency: int) -> di
                                           {"environment": "staging"})
             assert result.outcome == "accepted", result.message
 
-    begin = time.perf_counter()
+    begin, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(answer(card) for card in cards))
     while len(adapter.results) < runs:
         await asyncio.sleep(0.01)
     elapsed = time.perf_counter() - begin
+    cpu_ms = (time.process_time() - cpu) / runs * 1000  # every thread of this process
     stop.set()
     await worker
     engine.db.dispose()
@@ -117,7 +119,7 @@ async def one_round(url: str, runs: int, in_flight: int, concurrency: int) -> di
     queued = [(started[i] - decided[ref]) * 1000 for i, ref in ids.items()]
     return {"decisions/s": runs / elapsed, "p50 ms": statistics.median(waits),
             "p99 ms": _p(waits, 0.99), "queued p50 ms": statistics.median(queued),
-            "queued p99 ms": _p(queued, 0.99)}
+            "queued p99 ms": _p(queued, 0.99), "cpu ms": cpu_ms}
 
 
 def _time_decisions(engine: Any, clock: Any) -> dict[str, float]:
@@ -249,9 +251,9 @@ def main() -> None:
     global INSTANT
     INSTANT = ns.instant_resume
     base = os.environ.get("ASKHUMAN_TEST_POSTGRES_URL")
-    print("| backend | replicas | resume_concurrency | decisions/s | answer→resume p50 ms "
-          "| p99 ms | decided→resume p50 ms | p99 ms |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| backend | replicas | resume_concurrency | decisions/s | CPU ms/decision "
+          "| answer→resume p50 ms | p99 ms | decided→resume p50 ms | p99 ms |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for backend in [b for b in ns.backend if b == "sqlite" or base]:
         replicas = ns.replicas if backend == "postgres" else 1
         for concurrency in ns.concurrency:
@@ -266,9 +268,10 @@ def main() -> None:
                                if replicas == 1 else
                                replicas_round(url, ns.runs, ns.in_flight // replicas,
                                               concurrency, replicas))
+            cpu = f"{row['cpu ms']:.1f}" if "cpu ms" in row else "n/a (processes)"
             print(f"| {backend} | {replicas} | {concurrency} | {row['decisions/s']:.0f} | "
-                  f"{row['p50 ms']:.0f} | {row['p99 ms']:.0f} | {row['queued p50 ms']:.0f} | "
-                  f"{row['queued p99 ms']:.0f} |")
+                  f"{cpu} | {row['p50 ms']:.0f} | {row['p99 ms']:.0f} | "
+                  f"{row['queued p50 ms']:.0f} | {row['queued p99 ms']:.0f} |")
 
 
 if __name__ == "__main__":
