@@ -333,7 +333,7 @@ _VERSION_BY_REF = select(HumanRequest.version).where(HumanRequest.ref == bindpar
 
 def _version_of(session: Session, *, ref: str) -> int | None:
     """The request's current card version (one column), None once it is gone."""
-    version = session.scalar(_VERSION_BY_REF, {"ref": ref})
+    version = store.core(session).execute(_VERSION_BY_REF, {"ref": ref}).scalar()
     return None if version is None else int(version)
 
 

@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 from bot.engine import leases
 from bot.engine.ports import Identity
 from bot.engine.results import EngineError
-from bot.engine.store import MAX_REF_CHARS, rowcount
+from bot.engine.store import MAX_REF_CHARS, core, rowcount
 from bot.logs import scrub
 from storage import ClickInbox, HumanRequest
 
@@ -248,7 +248,7 @@ def close(session: Session, mark: Mark, now: dt.datetime, state: str, *,
         values["outcome"] = outcome
     if message is not None:
         values["message"] = message[:4000]
-    return rowcount(session.execute(_CLOSE, {"mark_id": mark.id, "mark_token": mark.token,
+    return rowcount(core(session).execute(_CLOSE, {"mark_id": mark.id, "mark_token": mark.token,
                                              "was": list(was), **values})) == 1
 
 

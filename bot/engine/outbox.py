@@ -24,7 +24,7 @@ from sqlalchemy import CursorResult, Table, bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
 from bot.engine.leases import claim_oldest
-from bot.engine.store import rowcount
+from bot.engine.store import core, rowcount
 from bot.engine.worker import LeaseLost
 from bot.logs import scrub, scrub_json
 from storage import OutboxItem
@@ -80,7 +80,7 @@ def enqueue(
     """
     token = uuid.uuid4().hex
     payload = payload or {}
-    inserted = session.execute(_INSERT, {  # Core, not an ORM object: a third of the cost
+    inserted = core(session).execute(_INSERT, {  # no ORM object or ORM path
         "kind": kind, "request_id": request_id, "run_id": run_id, "platform": platform,
         "payload": payload, "state": "running", "attempts": 1, "next_attempt_at": now,
         "lease_until": now + lease, "claim_token": token, "created_at": now,
@@ -119,7 +119,7 @@ def claim_next(
 def _finish(session: Session, claim: OutboxClaim, now: dt.datetime, **values: object) -> None:
     if isinstance(values.get("last_error"), str):
         values["last_error"] = scrub(str(values["last_error"]))  # errors may echo secrets
-    finished = rowcount(session.execute(  # SET: the column names among the parameters
+    finished = rowcount(core(session).execute(  # SET: the column names among the parameters
         _FINISH, {"item_id": claim.item_id, "token": claim.token, "updated_at": now,
                   **values}))
     if finished != 1:
@@ -147,7 +147,7 @@ def applied_versions(session: Session, request_id: int) -> dict[str, int]:
     than what a copy already got (no deliveries column needed).
     """
     out: dict[str, int] = {}
-    for payload in session.scalars(_APPLIED, {"request_id": request_id}):
+    for payload in core(session).execute(_APPLIED, {"request_id": request_id}).scalars():
         applied = (payload or {}).get("applied") if isinstance(payload, dict) else None
         for key, version in (applied or {}).items():
             if isinstance(version, int):

@@ -15,6 +15,7 @@ from typing import Any, cast
 from pydantic import JsonValue
 from sqlalchemy import CursorResult, Result, Table, bindparam, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session, defer
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -60,6 +61,17 @@ _RESOLVE = (
     .returning(_REQUESTS.c.version))
 _RESUME_INSERT = insert(cast(Table, ResumeJob.__table__))
 _VOTE_INSERT = insert(cast(Table, Vote.__table__))
+
+
+def core(session: Session) -> Connection:
+    """The session's connection, for a prebuilt Core statement (same transaction).
+
+    ``Session.execute`` puts every statement through the ORM's execution path, ~60 µs
+    even for a plain Core INSERT (the statement itself runs in ~30 µs). Pending ORM
+    objects are flushed first, as ``Session.execute`` would, so a row the statement
+    refers to is already written."""
+    session.flush()
+    return session.connection()
 
 
 def rowcount(result: Result[Any]) -> int:
@@ -123,7 +135,7 @@ def audit(
     if outcome == "refused":
         count_refusal(session, now, values)
     else:
-        session.execute(_AUDIT_INSERT, values)  # no ORM object: a third of the cost
+        core(session).execute(_AUDIT_INSERT, values)  # no ORM object or ORM path
 
 
 def count_refusal(session: Session, now: dt.datetime, values: dict[str, Any]) -> None:
@@ -254,7 +266,7 @@ def resolve(
     """
     stored = result.model_dump(mode="json")
     action = result.action.id if result.action else None
-    version = session.execute(_RESOLVE, {
+    version = core(session).execute(_RESOLVE, {
         "request_id": request.id, "new_status": result.status, "new_result": stored,
         "new_action": action, "by_platform": by.platform if by else None,
         "by_user": by.user_id if by else None, "by_name": by.display_name if by else None,
@@ -266,7 +278,7 @@ def resolve(
     waiters.mark(session, request.ref)  # woken (and NOTIFYed) when this commits
     if not batch_resolved(session, request):
         return True  # the run resumes when the last request of its step is resolved
-    session.execute(_RESUME_INSERT, {
+    core(session).execute(_RESUME_INSERT, {
         "request_id": request.id, "run_id": request.run_id, "state": "queued", "attempts": 0,
         "next_attempt_at": now, "created_at": now, "updated_at": now})
     return True
@@ -325,7 +337,7 @@ def record_vote(
     row = {"request_id": request.id, "platform": who.platform, "user_id": who.user_id,
            "display_name": who.display_name, "action_id": action_id, "values": values,
            "created_at": now, "person": person, "signoff": signoff}
-    session.execute(_VOTE_INSERT, row)  # Core: no ORM object to track and flush
+    core(session).execute(_VOTE_INSERT, row)  # no ORM object to track and flush
     return Vote(**row)
 
 
