@@ -164,7 +164,7 @@ def read_toast(_app: str, body: bytes) -> str:
 
 
 async def run_case(case: str, client: Client, apps: dict[str, str], operators: list[str],
-                   rounds: int) -> list[str]:
+                   rounds: int, pids: dict[str, int] | None = None) -> list[str]:
     async def prepare(n: int) -> tuple[list[str], h.CallsFor]:
         cards = await client.new_cards(1 if case == "race" else len(operators), f"{case}{n}")
         if case == "race":
@@ -174,13 +174,16 @@ async def run_case(case: str, client: Client, apps: dict[str, str], operators: l
         return ([ref for _, ref in cards],
                 lambda _app: [client.click(op, message, ref) for op, message, ref in pairs])
 
-    measured = await h.measure_rounds(apps, rounds, client.db, prepare, read_toast)
+    measured = await h.measure_rounds(apps, rounds, client.db, prepare, read_toast,
+                                       pids=pids)
     what = ("one card, N approvers" if case == "race" else "N cards, one click each")
     lines = h.ratio_table(f"Feishu card action → toast, {case} ({what}), N = {len(operators)}, "
                         f"{rounds} round(s)", measured.latencies, "bare lark-oapi")
     for app, said in measured.replies.items():
         lines.append(f"\n{app} replies: " + "; ".join(f"{v} × {k!r}" for k, v in
                                                       Counter(said).most_common()))
+    if measured.cpu:
+        lines.append("\n" + measured.cpu_line())
     lines.append("\n" + "; ".join(measured.rounds))
     return lines
 
@@ -205,8 +208,10 @@ async def client_main(clicks: int, rounds: int, cases: list[str]) -> None:
         h.wait_http(baseline)
         client = Client(app.url, app_id, db)
         apps = {"askhuman": app.url, "bare lark-oapi": baseline.url}
+        pids = {"askhuman": app.pid, "bare lark-oapi": baseline.pid}
         for case in cases:
-            print("\n".join(await run_case(case, client, apps, operators, rounds)), flush=True)
+            print("\n".join(await run_case(case, client, apps, operators, rounds, pids)),
+                  flush=True)
 
 
 def main() -> None:

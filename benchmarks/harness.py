@@ -328,12 +328,22 @@ class Measured:
     latencies: dict[str, list[float]]
     replies: dict[str, Counter[str]]
     rounds: list[str]
+    cpu: dict[str, float] = field(default_factory=dict)
+    """CPU seconds each app's process used during its measured bursts (when its pid was
+    given): the first request sent → the last reply in."""
+
+    def cpu_line(self) -> str:
+        """CPU per request of each app during its bursts, for the table's notes."""
+        shown = [f"{name} {seconds / len(self.latencies[name]) * 1000:.2f} ms"
+                 for name, seconds in self.cpu.items() if self.latencies[name]]
+        return "CPU per request during the bursts (all threads): " + ", ".join(shown)
 
 
 async def measure_rounds(
     apps: dict[str, str], rounds: int, db: Path,
     prepare: Callable[[int], Awaitable[tuple[list[str], CallsFor]]],
     read_reply: Callable[[str, bytes], str], pause: float = 0.5,
+    pids: dict[str, int] | None = None,
 ) -> Measured:
     """Round 0 warms every app up and is not counted; then ``rounds`` measured rounds.
 
@@ -342,13 +352,18 @@ async def measure_rounds(
     alternates between rounds, each after ``pause`` seconds; then askhuman must have
     decided every ref exactly once and finished its follow-up work before the next
     round. ``read_reply(app, body)`` raises on a bad reply and names what it said.
+    With ``pids`` (app → process id), the CPU each app used during its bursts is kept.
     """
     measured = Measured({name: [] for name in apps}, {name: Counter() for name in apps}, [])
     for n in range(rounds + 1):
         refs, calls_for = await prepare(n)
         for name in interleaved(n, list(apps)):
             await asyncio.sleep(pause)
+            pid = (pids or {}).get(name)
+            used = cpu_seconds(pid) if pid else 0.0
             latencies, bodies = await burst(apps[name], calls_for(name))
+            if pid and n:
+                measured.cpu[name] = measured.cpu.get(name, 0.0) + cpu_seconds(pid) - used
             said = [read_reply(name, body) for body in bodies]
             if os.environ.get("BENCH_VERBOSE"):
                 ms = sorted(round(x * 1000) for x in latencies)

@@ -201,17 +201,20 @@ def read_ack(_app: str, _body: bytes) -> str:
 
 
 async def run_case(case: str, client: Client, apps: dict[str, str], users: list[str],
-                   rounds: int) -> list[str]:
+                   rounds: int, pids: dict[str, int] | None = None) -> list[str]:
     async def prepare(n: int) -> tuple[list[str], h.CallsFor]:
         cards = await client.new_cards(1 if case == "race" else len(users), f"{case}{n}")
         pairs = ([(u, cards[0]) for u in users] if case == "race"
                  else list(zip(users, cards, strict=True)))
         return [ref for _, ref, _ in cards], lambda _app: [client.click(u, c) for u, c in pairs]
 
-    measured = await h.measure_rounds(apps, rounds, client.db, prepare, read_ack)
+    measured = await h.measure_rounds(apps, rounds, client.db, prepare, read_ack,
+                                       pids=pids)
     what = "one card, N approvers" if case == "race" else "N cards, one click each"
     lines = h.ratio_table(f"Slack click → ack, {case} ({what}), N = {len(users)}, "
                         f"{rounds} round(s)", measured.latencies, "bare Bolt")
+    if measured.cpu:
+        lines.append("\n" + measured.cpu_line())
     lines.append("\n" + "; ".join(measured.rounds))
     return lines
 
@@ -237,9 +240,10 @@ async def client_main(clicks: int, rounds: int, cases: list[str]) -> None:
         h.wait_http(baseline)
         client = Client(app.url, fake.url, api_url, db)
         apps = {"askhuman": app.url, "bare Bolt": baseline.url}
+        pids = {"askhuman": app.pid, "bare Bolt": baseline.pid}
         for case in cases:
-            print("\n".join(await run_case(case, client, apps, approvers(clicks), rounds)),
-                  flush=True)
+            print("\n".join(await run_case(case, client, apps, approvers(clicks), rounds,
+                                            pids)), flush=True)
 
 
 def main() -> None:
