@@ -27,21 +27,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sqlalchemy import event
-from throughput import InstantResume
+from throughput import waiting_runs
 
 from bot.engine import heap
-from bot.settings import WorkerSettings
-from tests.engine.helpers import ORIGIN, STARTER, alice, make_engine
+from tests.engine.helpers import alice
 
 
 async def one_round(url: str, runs: int, concurrency: int, instant: bool) -> dict[str, float]:
-    engine, adapter, _ = make_engine(url)
-    engine.settings = engine.settings.model_copy(
-        update={"worker": WorkerSettings(resume_concurrency=concurrency)})
-    if instant:
-        engine._runtimes["deploy"] = InstantResume(engine._runtime("deploy"))
-    for i in range(runs):
-        await engine.start_run("deploy", f"Deploy v9.{i}", STARTER, ORIGIN)
+    engine, adapter = await waiting_runs(url, runs, concurrency, instant)
     for card, _ in list(adapter.delivered):
         answer = await engine.respond(card.ref, alice(), "approve", {"environment": "staging"})
         assert answer.outcome == "accepted", answer.message

@@ -73,14 +73,23 @@ INSTANT = False
 """Set by ``--instant-resume``."""
 
 
-async def one_round(url: str, runs: int, in_flight: int, concurrency: int) -> dict[str, float]:
+async def waiting_runs(url: str, runs: int, concurrency: int, instant: bool
+                       ) -> tuple[Any, Any]:
+    """An engine with ``worker.resume_concurrency = concurrency`` (and the instant resume
+    if asked) and ``runs`` started ``deploy`` runs waiting for an answer; and its fake
+    adapter, which holds their cards."""
     engine, adapter, _ = make_engine(url)
     engine.settings = engine.settings.model_copy(
         update={"worker": WorkerSettings(resume_concurrency=concurrency)})
-    if INSTANT:
+    if instant:
         engine._runtimes["deploy"] = InstantResume(engine._runtime("deploy"))
     for i in range(runs):
         await engine.start_run("deploy", f"Deploy v9.{i}", STARTER, ORIGIN)
+    return engine, adapter
+
+
+async def one_round(url: str, runs: int, in_flight: int, concurrency: int) -> dict[str, float]:
+    engine, adapter = await waiting_runs(url, runs, concurrency, INSTANT)
     cards = [card for card, _ in adapter.delivered]
     with engine.db.transaction() as s:
         ids = {row[0]: row[1] for row in s.execute(select(HumanRequest.id, HumanRequest.ref))}
