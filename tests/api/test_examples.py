@@ -1,4 +1,4 @@
-"""The README's Python client (examples/askhuman_client.py) against a real server."""
+"""The Python client shown in docs/api.md (examples/askhuman_client.py) against a real server."""
 
 from __future__ import annotations
 

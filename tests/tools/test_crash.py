@@ -3,7 +3,7 @@
 - Killed after the approval but before the tool ran: the resume is retried once its
   lease expires, and the tool runs exactly once.
 - Killed in the middle of the tool call: the retried resume runs the call again. The
-  side effect is at-least-once (README), and the audit shows it: two "tool_started"
+  side effect is at-least-once (docs/tools.md), and the audit shows it: two "tool_started"
   rows and one "tool_finished".
 """
 
