@@ -2,7 +2,7 @@
 
 N runs of the scripted ``deploy`` agent are started and answered first; then the
 resume queue is drained with ``worker.resume_concurrency`` slots
-(``engine._resume_due``): claim -> read -> pydantic-ai resume -> commit of the outcome
+(``engine.resumes.due``): claim -> read -> pydantic-ai resume -> commit of the outcome
 -> final answer posted. Measured over that drain only: process CPU time per resume
 (median of ``--reps`` rounds; split into the event-loop thread, where the agent runs,
 and the other threads, where the database work runs) and SQL statements per resume.
@@ -47,7 +47,7 @@ async def one_round(url: str, runs: int, concurrency: int, instant: bool) -> dic
 
     event.listen(engine.db.engine, "before_cursor_execute", count)
     cpu, main = time.process_time(), time.thread_time()
-    assert await engine._resume_due(runs, concurrency) == runs
+    assert await engine.resumes.due(runs, concurrency) == runs
     await engine.drain()
     cpu, main = time.process_time() - cpu, time.thread_time() - main
     event.remove(engine.db.engine, "before_cursor_execute", count)

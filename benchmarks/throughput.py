@@ -82,7 +82,7 @@ async def waiting_runs(url: str, runs: int, concurrency: int, instant: bool
     engine.settings = engine.settings.model_copy(
         update={"worker": WorkerSettings(resume_concurrency=concurrency)})
     if instant:
-        engine._runtimes["deploy"] = InstantResume(engine._runtime("deploy"))
+        engine.runtimes.built["deploy"] = InstantResume(engine.runtimes.get("deploy"))
     for i in range(runs):
         await engine.start_run("deploy", f"Deploy v9.{i}", STARTER, ORIGIN)
     return engine, adapter
@@ -94,13 +94,13 @@ async def one_round(url: str, runs: int, in_flight: int, concurrency: int) -> di
     with engine.db.transaction() as s:
         ids = {row[0]: row[1] for row in s.execute(select(HumanRequest.id, HumanRequest.ref))}
     started: dict[int, float] = {}
-    process = engine._process
+    process = engine.resumes.process
 
     async def timed_process(claim: Any, *args: Any) -> None:
         started[claim.request_id] = time.perf_counter()  # right after the claim commits
         await process(claim, *args)
 
-    engine._process = timed_process  # type: ignore[method-assign]
+    engine.resumes.process = timed_process  # type: ignore[method-assign]
     decided = _time_decisions(engine, time.perf_counter)
     stop = asyncio.Event()
     worker = asyncio.create_task(engine.serve_forever(stop, poll_interval=2.0))
@@ -135,7 +135,7 @@ def _time_decisions(engine: Any, clock: Any) -> dict[str, float]:
     """When each accepted decision was made (in its transaction, just before the commit
     it shares with the rest of its batch): the start of the resume queue's wait."""
     decided: dict[str, float] = {}
-    decide = engine._decide
+    decide = engine.decider.decide
 
     def timed(session: Any, ref: str, *args: Any, **kwargs: Any) -> Any:
         answer = decide(session, ref, *args, **kwargs)
@@ -143,7 +143,7 @@ def _time_decisions(engine: Any, clock: Any) -> dict[str, float]:
             decided[ref] = clock()
         return answer
 
-    engine._decide = timed
+    engine.decider.decide = timed
     return decided
 
 
@@ -154,13 +154,13 @@ async def _replica(url: str, refs: list[str], concurrency: int, in_flight: int,
     engine.settings = engine.settings.model_copy(
         update={"worker": WorkerSettings(resume_concurrency=concurrency)})
     started: dict[int, float] = {}
-    process = engine._process
+    process = engine.resumes.process
 
     async def timed_process(claim: Any, *args: Any) -> None:
         started[claim.request_id] = time.time()
         await process(claim, *args)
 
-    engine._process = timed_process  # type: ignore[method-assign]
+    engine.resumes.process = timed_process  # type: ignore[method-assign]
     decided = _time_decisions(engine, time.time)
     done = asyncio.Event()
     worker = asyncio.create_task(engine.serve_forever(done, poll_interval=2.0))

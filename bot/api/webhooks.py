@@ -23,8 +23,9 @@ from standardwebhooks import Webhook
 from bot.api.callbacks import CallbackPolicy, CallbackRefused
 from bot.api.keys import SecretBox
 from bot.api.views import request_json
-from bot.engine.external import ExternalView, WebhookDelivery
+from bot.engine.external import ExternalView
 from bot.engine.ports import DeliveryError
+from bot.engine.webhooks import WebhookDelivery
 
 EVENT_TYPE = "request.resolved"
 USER_AGENT = "askhuman-webhooks/1"

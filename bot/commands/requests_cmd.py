@@ -213,7 +213,7 @@ def cancel(
     operator = Identity(OPERATOR_PLATFORM, user, f"{user} (askhuman CLI)")
     with served_database(config, database) as (settings, db):
         engine = Engine(db, settings)
-        engine.dispatch_here = False  # no platforms here: the running bot updates the cards
+        engine.outbox.dispatch_here = False  # no platforms here: the running bot updates the cards
         answer = asyncio.run(engine.cancel_as_operator(ref, operator, reason.strip()))
     data = {"ref": ref, "outcome": answer.outcome, "message": answer.message}
     emit(data, as_json, lambda d: f"{d['ref']}: {d['outcome']} ({d['message']})")

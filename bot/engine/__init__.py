@@ -15,18 +15,20 @@ Public API (all coroutines are safe to call concurrently, from several processes
 
 - ``Engine(database, settings, runtimes=None, clock=None, *, max_attempts=5,
   backoff_base=2.0, backoff_cap=300.0, lease_seconds=30.0, outbox_max_attempts=8,
-  outbox_lease_seconds=30.0, heartbeat_seconds=None, background_card_updates=False,
+  outbox_lease_seconds=30.0, heartbeat_seconds=None,
   seen_retention_seconds=86400, outbox_retention_seconds=7*86400,
   housekeeping_interval_seconds=600)`` — ``runtimes`` maps an agent name to an
   ``AgentRuntime`` (default: ``bot.agents`` registry); ``clock`` returns an aware UTC
-  datetime (tests pass a fake one). The ``outbox_*`` knobs bound platform retries.
+  datetime (tests pass a fake one). The ``outbox_*`` knobs bound platform retries; all
+  the knobs live on ``engine.tuning`` (``context.Tuning``), shared by every service.
   Leases are short: while a resume or an outbox item runs, its lease is renewed every
   ``heartbeat_seconds`` (default: a third of the shorter lease), so a dead worker's row
   is taken over within about one lease and a slow live one's never is; a holder whose
   row was taken over anyway stops (its model call is cancelled) and commits nothing.
-  ``background_card_updates`` runs the post-commit card update as a background task
-  instead of inside ``respond`` (Feishu switches it on; ``await drain()`` waits for
-  them). The worker sweep prunes ``seen_events`` and ``done`` outbox rows past their
+  An adapter whose platform shows a card patch only after a click's own reply declares
+  ``updates_cards_after_reply`` (Feishu): the card update after a decision made from
+  its clicks then runs in the background (``reply_order``; ``await drain()`` waits for
+  it). The worker sweep prunes ``seen_events`` and ``done`` outbox rows past their
   retention, and applies ``settings.retention`` (answers, transcripts, audit rows), at
   most once per housekeeping interval (``await prune_old()`` does it now).
 - ``register_adapter(adapter: PlatformAdapter, directory: Directory | None = None)``.
@@ -104,41 +106,36 @@ For the door (``bot.api``, ``bot.mcp``; ``external`` and ``triggers``):
 - ``await start_triggered_run(agent, prompt, started_by, origin, source=, client_id=)``,
   ``run_view``, ``fire_due_schedules()``, ``reclaim_triggers()``, ``schedule_forever``.
 
-Where things live (each ``Engine`` concern is a mixin over ``base.EngineBase``):
+Where things live: ``core.Engine`` is the composition root; it builds each service once,
+gives it the services it calls in its constructor, and lends their public methods under
+the names above. ``docs/architecture.md`` has the map; in short:
 
-- ``core`` — ``Engine`` itself: the worker loop (``run_worker_once``, ``serve_forever``),
-  event dedupe, adapter refusals, housekeeping and health counts.
-- ``base`` — shared state (constructor, adapters, runtimes, clock) and database access:
-  ``_tx`` (one write transaction, then the outbox side effects it queued), ``_read``
-  (a lookup on a snapshot, no write lock), ``_batched`` (group-committed writes:
-  refusal audits, dedupe keys, outbox completions, resume claims) and ``_grouped``
-  (``_tx`` through the group commit: decisions, resume outcomes).
-- ``runs`` — starting runs, storing each leg's outcome, the resume queue loop.
-- ``access`` — who may act on a request (routes, escalation, channels) and who may start
-  an agent (``starters``); audited refusals.
-- ``pending`` — the open requests one person may answer, paginated.
-- ``decisions`` — respond, attach_files, cancel, expire_due: the compare-and-set decide
-  (deadline included).
-- ``policy`` — the rules a request is held to, frozen with it when it is raised
-  (``human_requests.policy``): ``policy.of(request, settings)`` is the one way to get
-  them (the live route only for requests stored before they were frozen); veto, quorum,
-  sign-off per group (``require``), ``people`` and required reasons are decided there.
-- ``clicks`` — the click inbox: record before the ack, decide from the row, recover.
-- ``delivery`` — the platform calls behind each outbox kind, idempotent under retries.
-- ``dispatch`` — run one claimed outbox item; settle, retry with backoff, or give up.
-- ``sweeps`` — claiming due reminders and escalation steps; ``waiting`` — the clocks
-  (``waiting_policy``: the one place reminder / escalation / ``on_timeout`` rules of a
-  request are read), and ``on_timeout`` notices queued with the timeout.
-- ``delegation`` — out of office: who answers for whom until when ("Bob for Alice");
-  ``routing`` — ``rules:`` (CEL) picking a new request's route and overrides.
-- ``external`` — API/MCP requests: the resume seam that settles them without a runtime,
-  and webhooks; ``triggers`` — runs from events and schedules; ``waiters`` — wake-ups.
-- helpers without engine state: ``outbox`` / ``worker`` / ``inbox`` (durable queues), ``store``
-  (row helpers), ``cards`` (rows → ``RequestCard``), ``authz`` (approver and starter checks),
-  ``health`` (the ``/readyz`` database probe, and "database down" words for people),
-  ``values`` (answer validation), ``housekeeping`` (dedupe and pruning), ``ports`` /
-  ``results`` (the types adapters see), ``heap`` (``serve_forever`` freezes the startup
-  heap once so the garbage collector stops rescanning it).
+- ``context`` — ``EngineContext`` (database, clock, current settings, ``Tuning``).
+- ``committer`` — ``Committer``: ``tx`` (one write transaction), ``read`` (a snapshot,
+  no write lock), ``batched`` / ``grouped`` (group commit); after a commit it wakes
+  long-polls and hands the side effects it queued to the ``Outbox`` (``on_commit``).
+- ``platforms`` — ``Platforms``: adapters, directories and their declared capabilities
+  (``ports``: ``Reminding``, ``ReadsClicks``, ``TellsClickers``, ``ClickTraits``).
+- ``request_cards`` — ``Cards``: a request with its card as people should see it now.
+- ``access`` — ``Authorizer`` (approvers, escalation, sign-off, delegation → ``Allowed``
+  or an audited refusal); ``starters`` — ``Starters``; ``pending`` — ``Pending``.
+- ``decisions`` — ``Decider`` (respond, cancel, expire: the compare-and-set, deadline
+  included); ``resolver`` — ``Resolver`` (system outcomes); ``attachments``,
+  ``withdraw``; ``policy`` — the frozen rules (veto, quorum, sign-off, reasons).
+- ``clicks`` — ``ClickInbox``: record before the ack, decide from the row, recover
+  (``click_writer`` is its group commit; ``reply_order`` the after-reply card updates).
+- ``dispatch`` — ``Outbox``: run a claimed side effect with its kind's ``Handler``;
+  settle, retry or give up. ``delivery`` — ``DeliveryHandlers`` (the platform calls);
+  ``webhooks`` — ``Webhooks``.
+- ``runs`` — ``RunStarter``, ``OutcomeRecorder``; ``resumes`` — ``ResumeWorker``,
+  ``ResumeJobs``; ``runtimes`` — ``Runtimes``; ``approvals`` — tool approvals.
+- ``external`` — ``ExternalRequests`` (API/MCP); ``triggers`` — ``Triggers``;
+  ``sweeps`` — ``Reminders`` (reminders, escalation; clocks in ``waiting``);
+  ``upkeep`` — ``Housekeeping``; ``queries`` — ``Queries``; ``delegation_chat`` —
+  ``Delegations``; ``wakeups`` — ``Wakeups``, ``Background``.
+- the functional core, plain functions over a ``Session``: ``store``, ``outbox``,
+  ``inbox``, ``worker``, ``leases``, ``policy``, ``authz``, ``values``, ``expiry``,
+  ``housekeeping``, ``delegation``, ``routing``, ``waiting``, ``cards``, ``audit_chain``.
 
 Rules: a decision is a compare-and-set in one transaction with its vote, its audit row,
 its resume job and its outbox row. Adapters are called only after commits (card updates,

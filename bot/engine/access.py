@@ -9,21 +9,24 @@ refusal is audited and leaves the request untouched.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bot.engine import authz, delegation, inbox, policy, store, waiting
-from bot.engine.base import EngineBase, log, targets_for
 from bot.engine.cards import already_decided_message
-from bot.engine.ports import DirectoryUnavailable, Identity
-from bot.engine.results import Outcome, RespondResult, StartRefusedError, UnknownAgentError
+from bot.engine.committer import Committer, log
+from bot.engine.context import EngineContext
+from bot.engine.platforms import Platforms
+from bot.engine.ports import Directory, DirectoryUnavailable, Identity
+from bot.engine.request_cards import Cards
+from bot.engine.results import NOT_FOUND, Outcome, RespondResult
+from bot.engine.targets import targets_for
 from bot.settings import RouteSettings
 from renderers.card import RequestCard
 from storage import Delivery, HumanRequest, Run
-
-NOT_FOUND = "This request does not exist (the link may be wrong or outdated)."
 
 Copies = list[tuple[str, str]]
 """(target key ``"kind id"``, channel) of each delivered copy of a card on one platform."""
@@ -42,21 +45,48 @@ def copies_on(session: Session, request_id: int, platform: str) -> Copies:
     return [(f"{kind} {target}", channel) for kind, target, channel in rows]
 
 
-class AccessMixin(EngineBase):
-    """Authorization of people acting on requests, and audited refusals."""
+@dataclass(frozen=True)
+class Allowed:
+    """A person may act on a pending request: what was read to decide it."""
 
-    async def _refuse(
+    request: HumanRequest
+    run: Run
+    card: RequestCard
+    staged: Staged
+    """Files this person attached and has not submitted yet."""
+    acting: Identity
+    """Who they act as: themselves, or the person who delegated to them ("Bob for
+    Alice", ``bot.engine.delegation``)."""
+
+
+class Authorizer:
+    """Who may act on a request (approvers, escalation, sign-off, delegation), and
+    audited refusals. A refusal leaves the request untouched."""
+
+    def __init__(self, ctx: EngineContext, committer: Committer, cards: Cards,
+                 platforms: Platforms) -> None:
+        self._ctx = ctx
+        self._committer = committer
+        self._cards = cards
+        self._platforms = platforms
+
+    def directory(self, platform: str) -> Directory | None:
+        """The membership lookups of ``platform`` (None: no directory there)."""
+        return self._platforms.directory(platform)
+
+    async def refuse(
         self, outcome: Outcome, message: str, ref: str, actor: Identity, event: str,
         card: RequestCard | None = None, run_id: str | None = None,
         details: dict[str, Any] | None = None, mark: inbox.Mark | None = None,
     ) -> RespondResult:
         """Audit a refused attempt (the request itself is left untouched).
 
-        The audit row is group-committed with other refusals (``_batched``): a burst of
-        late clicks costs a few commits, and each is answered once its row is stored.
+        The audit row is group-committed with other refusals (the committer's
+        ``batched``): a burst of late clicks costs a few commits, and each is answered
+        once its row is stored.
         A stored click (``mark``) is closed in that same transaction.
         """
-        now = self.now()
+        now = self._ctx.now()
 
         def write(session: Session) -> None:
             store.audit(session, now, event, outcome="refused", run_id=run_id, ref=ref[:64],
@@ -64,7 +94,7 @@ class AccessMixin(EngineBase):
             if mark is not None:
                 inbox.finish(session, mark, now, outcome, message)
 
-        await self._batched(write)
+        await self._committer.batched(write)
         log.info("attempt refused", extra={"ref": ref[:64], "event": event,
                                            "reason": message[:500]})
         return RespondResult(outcome, message, card)
@@ -72,16 +102,17 @@ class AccessMixin(EngineBase):
     def _escalations_of(self, request: HumanRequest) -> list[RouteSettings]:
         """The routes ``request`` was escalated to, every reached step (none before), as
         frozen with the request's policy."""
-        rules = policy.of(request, self.settings)
-        found = (rules.route_named(name, self.settings) if rules is not None
-                 else self.settings.routes.get(name) for name in waiting.reached_routes(request))
+        rules = policy.of(request, self._ctx.settings)
+        settings = self._ctx.settings
+        found = (rules.route_named(name, settings) if rules is not None
+                 else settings.routes.get(name) for name in waiting.reached_routes(request))
         return [route for route in found if route is not None]
 
     def _counts_channels(self, request: HumanRequest, platform: str) -> bool:
         """Whether judging a click on ``platform`` needs the card's delivered copies:
         only when the route, or an escalation route reached so far, lets the members
         of the channels it went to answer (``approvers.channel_members``)."""
-        rules = policy.of(request, self.settings)
+        rules = policy.of(request, self._ctx.settings)
         routes = [rules.route] if rules is not None else []
         for route in [*routes, *self._escalations_of(request)]:
             approvers = route.approvers_for(platform)
@@ -89,7 +120,7 @@ class AccessMixin(EngineBase):
                 return True
         return False
 
-    async def _refusal(
+    async def refusal(
         self, request: HumanRequest, route: RouteSettings, who: Identity, starter: Identity,
         copies: Copies,
     ) -> str | None:
@@ -99,7 +130,7 @@ class AccessMixin(EngineBase):
         ``channel_members`` of each route counts the chats that route's own targets got
         the card in, so escalating into a big channel never widens the original route.
         """
-        directory = self._directory(who.platform)
+        directory = self._platforms.directory(who.platform)
         steps = self._escalations_of(request)
         keyed = [{f"{t.kind} {t.id}" for t in targets_for(step, who.platform)}
                  for step in steps]
@@ -117,17 +148,15 @@ class AccessMixin(EngineBase):
                 return None
         return reason
 
-    async def _authorize(
+    async def authorize(
         self, ref: str, who: Identity, event: str, mark: inbox.Mark | None = None
-    ) -> tuple[HumanRequest, Run, RequestCard, Staged, Identity] | RespondResult:
-        """Load the request and check the person may act on it (before any values).
-
-        The last item is who they act as: themselves, or the person who delegated to
-        them (``bot.engine.delegation``: "Bob for Alice", with ``via`` set)."""
+    ) -> Allowed | RespondResult:
+        """Load the request and check the person may act on it (before any values);
+        a refusal comes back as the (audited) answer to give."""
 
         def load(session: Session) -> tuple[HumanRequest, Run, RequestCard, Copies,
                                              Staged] | None:
-            loaded = self._load(session, ref)
+            loaded = self._cards.load(session, ref)
             if loaded is None:
                 return None
             request, _run, card = loaded
@@ -137,24 +166,24 @@ class AccessMixin(EngineBase):
                       if any(f.type in FILE_TYPES for f in card.args.fields) else {})
             return (*loaded, channels, staged)
 
-        found = await self._read(load)  # no write lock: most late clicks end right here
+        found = await self._committer.read(load)  # no write lock: most late clicks end right here
         if found is None:
-            return await self._refuse("not_found", NOT_FOUND, ref, who, f"{event}_unknown_ref",
+            return await self.refuse("not_found", NOT_FOUND, ref, who, f"{event}_unknown_ref",
                                       mark=mark)
         request, run, card, channels, staged = found
         if request.status != store.OPEN:
-            return await self._refuse("already_decided",
+            return await self.refuse("already_decided",
                                       already_decided_message(request, who.platform), ref,
                                       who, f"{event}_already_decided", card, run.id, mark=mark)
-        rules = policy.of(request, self.settings)
+        rules = policy.of(request, self._ctx.settings)
         reason: str | None
         acting = who
         if rules is None:
             reason = "This request's route is no longer configured; ask an admin."
         else:
             route = rules.route
-            reason = await self._refusal(request, route, who, store.starter(run), channels)
-            if reason == authz.NOT_ALLOWED and await self._signer(rules, who):
+            reason = await self.refusal(request, route, who, store.starter(run), channels)
+            if reason == authz.NOT_ALLOWED and await self.signer(rules, who):
                 reason = None  # a sign-off group's member may answer
             if reason is not None:  # out of office: someone may have delegated to ``who``
                 granted = await self._delegated(request, run, route, who, channels)
@@ -163,9 +192,9 @@ class AccessMixin(EngineBase):
                 elif granted is not None:
                     reason = granted
         if reason is not None:
-            return await self._refuse("rejected", reason, ref, who, f"{event}_unauthorized",
+            return await self.refuse("rejected", reason, ref, who, f"{event}_unauthorized",
                                       card, run.id, mark=mark)
-        return request, run, card, staged, acting
+        return Allowed(request, run, card, staged, acting)
 
     async def _delegated(
         self, request: HumanRequest, run: Run, route: RouteSettings, who: Identity,
@@ -174,11 +203,11 @@ class AccessMixin(EngineBase):
         """The delegator ``who`` may act for ("Bob for Alice"), judged exactly as the
         delegator's own click; else why not (their own run, an ended delegation), or None
         when no delegation names ``who``."""
-        now = self.now()
-        grants = await self._read(lambda s: delegation.to_delegate(s, now, who))
-        return await self._delegated_by(request, run, route, who, copies, grants)
+        now = self._ctx.now()
+        grants = await self._committer.read(lambda s: delegation.to_delegate(s, now, who))
+        return await self.delegated_by(request, run, route, who, copies, grants)
 
-    async def _delegated_by(
+    async def delegated_by(
         self, request: HumanRequest, run: Run, route: RouteSettings, who: Identity,
         copies: Copies, grants: list[delegation.DelegationView],
     ) -> Identity | str | None:
@@ -190,7 +219,7 @@ class AccessMixin(EngineBase):
         self_approval = None
         for grant in active:
             principal = delegation.acting(who, grant)
-            why = await self._refusal(request, route, principal, starter, copies)
+            why = await self.refusal(request, route, principal, starter, copies)
             if why is None:
                 own = (who.platform, who.user_id) == (starter.platform, starter.user_id)
                 return delegation.OWN_RUN if own else principal
@@ -200,76 +229,12 @@ class AccessMixin(EngineBase):
             return self_approval
         for grant in ended:
             principal = delegation.acting(who, grant)
-            if await self._refusal(request, route, principal, starter, copies) is None:
+            if await self.refusal(request, route, principal, starter, copies) is None:
                 return delegation.ended_message(grant)
         return None
 
-    async def _signer(self, rules: policy.Policy, who: Identity) -> bool:
+    async def signer(self, rules: policy.Policy, who: Identity) -> bool:
         try:
-            return await policy.is_signer(rules, self.settings, who, self._directory)
+            return await policy.is_signer(rules, self._ctx.settings, who, self._platforms.directory)
         except DirectoryUnavailable:
             return False
-
-    # ------------------------------------------------------------------ starting runs
-
-    async def _start_verdict(self, agent: str, who: Identity) -> str | None:
-        settings = self.settings.agent(agent)
-        if settings is None:
-            return await self._unknown_agent_message(agent, who)
-        route = self.settings.routes.get(settings.route)
-        return await authz.start_refusal(agent, settings, route, who,
-                                         self._directory(who.platform))
-
-    async def _unknown_agent_message(self, agent: str, who: Identity) -> str:
-        mine = await self.startable_agents(who)
-        shown = agent[:64]
-        if self.settings.retired_agent(agent):
-            return (f"Agent '{shown}' was removed from the configuration: it takes no new "
-                    "runs (its open requests still finish)."
-                    + (f" Agents you may start: {', '.join(mine)}." if mine else ""))
-        if not mine:
-            return (f"Unknown agent '{shown}', and you may not start any agent; ask an admin "
-                    "to add you to an agent's starters.")
-        return f"Unknown agent '{shown}'. Agents you may start: {', '.join(mine)}."
-
-    async def startable_agents(self, who: Identity) -> list[str]:
-        """Names of the agents ``who`` may start (sorted); unverifiable ones are left out."""
-        names = []
-        for name, agent in sorted(self.settings.agents.items()):
-            if self.settings.retired_agent(name):
-                continue
-            route = self.settings.routes.get(agent.route)
-            if await authz.start_refusal(name, agent, route, who,
-                                         self._directory(who.platform)) is None:
-                names.append(name)
-        return names
-
-    async def start_refusal(self, agent: str, who: Identity) -> str | None:
-        """None when ``who`` may start ``agent`` (one of its ``starters``); otherwise the
-        message to show them, after auditing the refusal (``run_start_refused``).
-
-        An unknown agent's message lists only the agents ``who`` may start. Adapters call
-        this before any visible work (a thread root, a "started" message); ``start_run``
-        checks again.
-        """
-        reason = await self._start_verdict(agent, who)
-        if reason is not None:
-            known = self.settings.agent(agent) is not None
-            now = self.now()
-            details = {"agent": agent[:64], "check": "not_a_starter" if known
-                       else "unknown_agent"}
-            await self._batched(lambda s: store.audit(
-                s, now, "run_start_refused", outcome="refused", actor=who,
-                reason=reason[:2000], details=details))
-            log.info("run start refused", extra={"agent": agent[:64], "user": who.user_id,
-                                                 "reason": reason[:500]})
-        return reason
-
-    async def _require_starter(self, agent: str, who: Identity) -> None:
-        """Raise ``UnknownAgentError`` / ``StartRefusedError`` unless ``who`` may start."""
-        reason = await self.start_refusal(agent, who)
-        if reason is None:
-            return
-        if self.settings.agent(agent) is None:
-            raise UnknownAgentError(reason)
-        raise StartRefusedError(reason)

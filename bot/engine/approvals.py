@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bot.agents.base import Outcome, ToolBindingError
+from bot.agents.base import Outcome
 from bot.askhuman.schema import AskHumanToolResult
 from bot.engine import outbox, policy, routing, store, waiting
 from bot.logs import scrub
@@ -36,52 +36,52 @@ from renderers.tool_card import tool_approval_args, tool_approval_view, view_to_
 from storage import HumanRequest, Run
 
 if TYPE_CHECKING:
-    from bot.engine.base import EngineBase
-    from bot.engine.runs import RunsMixin
-    from bot.engine.worker import Claim
+    from bot.engine.committer import Committer
+    from bot.engine.context import EngineContext
+    from bot.engine.runs import OutcomeRecorder
 
 TOOL_APPROVAL = "tool_approval"
 
 
-def ask_batch(engine: RunsMixin, session: Session, now: dt.datetime, run: Run,
-              outcome: Outcome) -> str:
+def ask_batch(outcomes: OutcomeRecorder, ctx: EngineContext, session: Session,
+              now: dt.datetime, run: Run, outcome: Outcome) -> str:
     """Store every deferred call of the step as its own request; returns the first ref."""
     batch = uuid.uuid4().hex
     refs: list[str] = []
     if outcome.deferred_call is not None:
-        ref = engine._ask_human(session, now, run, outcome)
+        ref = outcomes.ask_human(session, now, run, outcome)
         request = store.get_request(session, ref)
         assert request is not None
         request.batch = batch
         refs.append(ref)
     for item in outcome.approvals:
-        refs.append(create_tool_request(engine, session, now, run, item, batch).ref)
+        refs.append(create_tool_request(ctx, session, now, run, item, batch).ref)
     run.status = "waiting"
     return refs[0]
 
 
-def create_tool_request(engine: EngineBase, session: Session, now: dt.datetime, run: Run,
-                  item: ToolApprovalRequest, batch: str) -> HumanRequest:
+def create_tool_request(ctx: EngineContext, session: Session, now: dt.datetime, run: Run,
+                        item: ToolApprovalRequest, batch: str) -> HumanRequest:
     """One tool call → a pending, delivered request on the tool's route (or the agent's).
 
     Public for other doors (e.g. an HTTP API asking approval for an external agent's
     call): it writes the request, its audit row and its delivery in ``session``."""
-    agent = engine.settings.agents[run.agent]
-    routed = routing.route_request(engine.settings, agent=run.agent, tool=item.tool,
+    agent = ctx.settings.agents[run.agent]
+    routed = routing.route_request(ctx.settings, agent=run.agent, tool=item.tool,
                                    args=item.args, fallback=item.route or agent.route)
     route_name, route = routed.name, routed.route  # ``rules:`` may pick another route
     view = tool_approval_view(item.tool, item.description, item.args, item.fixed, item.binding)
     request = store.create_request(
         session, now, run, item.tool_call_id, tool_approval_args(view, run.agent), route_name,
         route.quorum, now + dt.timedelta(seconds=route.timeout))
-    policy.freeze(request, engine.settings, route_name, route)
+    policy.freeze(request, ctx.settings, route_name, route)
     request.kind, request.tool = TOOL_APPROVAL, view_to_json(view)
     request.binding, request.batch = item.binding, batch
     waiting.start_clocks(request, route, now)
     store.audit(session, now, "tool_approval_requested", run_id=run.id, ref=request.ref,
                 details={"route": route_name, "tool": item.tool,
                          "tool_call_id": item.tool_call_id, "binding": short(item.binding)})
-    outbox.enqueue(session, now, engine.outbox_lease, "deliver_request",
+    outbox.enqueue(session, now, ctx.tuning.outbox_lease, "deliver_request",
                    request_id=request.id, run_id=run.id, payload={"ref": request.ref})
     return request
 
@@ -110,50 +110,41 @@ def _waited(request: HumanRequest) -> float:
     return max(0.0, (end - request.created_at).total_seconds())
 
 
-def run_kwargs(engine: EngineBase, agent: str, run_id: str) -> dict[str, Any]:
+def run_kwargs(ctx: EngineContext, committer: Committer, agent: str,
+               run_id: str) -> dict[str, Any]:
     """Extra arguments for ``runtime.run``: an observer, for agents that have tools."""
-    settings = engine.settings.agents.get(agent)
+    settings = ctx.settings.agents.get(agent)
     if settings is None or not settings.tools:
         return {}
-    return {"observer": EngineToolObserver(engine, run_id)}
+    return {"observer": EngineToolObserver(ctx, committer, run_id)}
 
 
-def resume_kwargs(engine: EngineBase, agent: str, run_id: str,
+def resume_kwargs(ctx: EngineContext, committer: Committer, agent: str, run_id: str,
                   tickets: Mapping[str, ApprovalTicket]) -> dict[str, Any]:
     """Extra arguments for ``runtime.resume`` (none for runtimes without tools)."""
-    extra = run_kwargs(engine, agent, run_id)
+    extra = run_kwargs(ctx, committer, agent, run_id)
     if tickets or extra:
         extra["tickets"] = dict(tickets)
     return extra
 
 
-async def refuse_binding(engine: RunsMixin, claim: Claim, run_id: str,
-                         exc: ToolBindingError) -> None:
-    """A pending call is not the approved one: audit it, run nothing, fail the run."""
-    now = engine.now()
-    await engine._tx(lambda s: store.audit(
-        s, now, "tool_binding_refused", outcome="refused", run_id=run_id, reason=str(exc),
-        details={"tool": exc.tool, "tool_call_id": exc.tool_call_id,
-                 "approved": short(exc.approved), "pending": short(exc.pending)}))
-    await engine._give_up(claim, run_id, str(exc))
-
-
 class EngineToolObserver:
     """Commits "tool started" / "tool finished" audit rows and the thread line."""
 
-    def __init__(self, engine: EngineBase, run_id: str) -> None:
-        self.engine = engine
+    def __init__(self, ctx: EngineContext, committer: Committer, run_id: str) -> None:
+        self._ctx = ctx
+        self._committer = committer
         self.run_id = run_id
 
     async def started(self, call: ToolCall) -> None:
-        now = self.engine.now()
+        now = self._ctx.now()
         details = {"tool": call.tool, "tool_call_id": call.tool_call_id,
                    "binding": short(call.binding), "args": scrub(call_args(call.args))[:500]}
-        await self.engine._tx(lambda s: store.audit(
+        await self._committer.tx(lambda s: store.audit(
             s, now, "tool_started", run_id=self.run_id, details=details))
 
     async def finished(self, done: ToolDone) -> None:
-        now = self.engine.now()
+        now = self._ctx.now()
         error = scrub(done.error)[:2000] if done.error else None
         details = {"tool": done.call.tool, "tool_call_id": done.call.tool_call_id,
                    "binding": short(done.call.binding), "seconds": round(done.seconds, 3)}
@@ -163,9 +154,9 @@ class EngineToolObserver:
                         run_id=self.run_id, reason=error, details=details)
             run = session.get(Run, self.run_id)
             if run is not None:
-                outbox.enqueue(session, now, self.engine.outbox_lease, "post_run_result",
+                outbox.enqueue(session, now, self._ctx.tuning.outbox_lease, "post_run_result",
                                run_id=run.id, platform=run.origin_platform,
                                payload={"text": scrub(done.line), "channel": run.origin_channel,
                                         "thread": run.origin_thread})
 
-        await self.engine._tx(record)
+        await self._committer.tx(record)

@@ -1,34 +1,48 @@
-"""The ``Engine``: runs, requests, decisions, resumes and timeouts (see package docs).
+"""``Engine``: the composition root of the approval lifecycle, and its public facade.
 
-``Engine`` is the one object platforms talk to. It is assembled from one mixin per
-concern (``runs``, ``access`` + ``decisions``, ``delivery`` + ``dispatch``, ``sweeps``) on top of
-``base.EngineBase``, which holds the shared state and the transaction helper; this
-module adds the worker loop that drives them and the small health/housekeeping calls.
+The engine is a set of small services, each built here once with the services it
+needs named in its constructor (see ``docs/architecture.md`` for the map). ``Engine``
+wires them and lends their public methods to the platforms, the door (API, MCP) and
+the CLI under the names those callers have always used; it also runs the worker loops
+(``serve_forever``) that drive the sweeps, the outbox and the resume queue.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import datetime as dt
+from collections.abc import Awaitable, Callable
 
-from pydantic import JsonValue
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-
-from bot.engine import audit_chain, heap, housekeeping, inbox, store, waiters
-from bot.engine.base import Clock, RuntimeFactory, log, registry_runtimes, targets_for, utc_now
-from bot.engine.clicks import ClicksMixin
-from bot.engine.dispatch import DispatchMixin
-from bot.engine.external import ExternalMixin
-from bot.engine.home import HomeMixin
-from bot.engine.pending import PendingMixin
-from bot.engine.ports import Identity
+from bot.engine import heap, waiters
+from bot.engine.access import Authorizer
+from bot.engine.attachments import Attachments
+from bot.engine.clicks import ClickInbox
+from bot.engine.committer import Committer, log
+from bot.engine.context import Clock, EngineContext, Tuning, utc_now
+from bot.engine.decisions import Decider
+from bot.engine.delegation_chat import Delegations
+from bot.engine.delivery import DeliveryHandlers
+from bot.engine.dispatch import Outbox
+from bot.engine.external import ExternalRequests
+from bot.engine.pending import Pending
+from bot.engine.platforms import Platforms
+from bot.engine.queries import Queries
+from bot.engine.request_cards import Cards
+from bot.engine.resolver import Resolver
 from bot.engine.results import RespondResult, UnknownAgentError
-from bot.engine.runs import RunsMixin
-from bot.engine.sweeps import SweepsMixin
-from bot.engine.triggers import TriggersMixin
-from renderers.card import RequestCard
-from storage import Delivery, HumanRequest, OutboxItem, ResumeJob
+from bot.engine.resumes import ResumeJobs, ResumeWorker
+from bot.engine.runs import OutcomeRecorder, RunStarter
+from bot.engine.runtimes import RuntimeFactory, Runtimes, registry_runtimes
+from bot.engine.starters import Starters
+from bot.engine.sweeps import Reminders
+from bot.engine.targets import targets_for
+from bot.engine.triggers import Triggers
+from bot.engine.upkeep import Housekeeping
+from bot.engine.wakeups import Background, Wakeups
+from bot.engine.webhooks import Webhooks, WebhookSender
+from bot.engine.withdraw import Withdrawals
+from bot.settings import Settings
+from storage import Database
 
 OUTBOX_ROUND = 50
 """Side effects the outbox loop claims per round (it loops while rounds are full)."""
@@ -49,9 +63,183 @@ __all__ = [
 ]
 
 
-class Engine(ExternalMixin, TriggersMixin, RunsMixin, ClicksMixin, PendingMixin,
-             DispatchMixin, SweepsMixin, HomeMixin):
+def _tuning(*, max_attempts: int, backoff_base: float, backoff_cap: float,
+            lease_seconds: float, outbox_max_attempts: int, outbox_lease_seconds: float,
+            heartbeat_seconds: float | None, seen_retention_seconds: float,
+            outbox_retention_seconds: float, housekeeping_interval_seconds: float) -> Tuning:
+    return Tuning(
+        max_attempts=max_attempts, backoff_base=backoff_base, backoff_cap=backoff_cap,
+        lease=dt.timedelta(seconds=lease_seconds), outbox_max_attempts=outbox_max_attempts,
+        outbox_lease=dt.timedelta(seconds=outbox_lease_seconds),
+        heartbeat_seconds=heartbeat_seconds or min(lease_seconds, outbox_lease_seconds) / 3,
+        seen_retention=dt.timedelta(seconds=seen_retention_seconds),
+        outbox_retention=dt.timedelta(seconds=outbox_retention_seconds),
+        housekeeping_interval=dt.timedelta(seconds=housekeeping_interval_seconds))
+
+
+class Engine:
     """Platform-agnostic approval lifecycle. All methods are safe to call concurrently."""
+
+    def __init__(
+        self,
+        database: Database,
+        settings: Settings,
+        runtimes: RuntimeFactory | None = None,
+        clock: Clock | None = None,
+        *,
+        max_attempts: int = 5,
+        backoff_base: float = 2.0,
+        backoff_cap: float = 300.0,
+        lease_seconds: float = 30.0,
+        outbox_max_attempts: int = 8,
+        outbox_lease_seconds: float = 30.0,
+        heartbeat_seconds: float | None = None,
+        seen_retention_seconds: float = 86400.0,
+        outbox_retention_seconds: float = 7 * 86400.0,
+        housekeeping_interval_seconds: float = 600.0,
+    ) -> None:
+        tuning = _tuning(
+            max_attempts=max_attempts, backoff_base=backoff_base, backoff_cap=backoff_cap,
+            lease_seconds=lease_seconds, outbox_max_attempts=outbox_max_attempts,
+            outbox_lease_seconds=outbox_lease_seconds, heartbeat_seconds=heartbeat_seconds,
+            seen_retention_seconds=seen_retention_seconds,
+            outbox_retention_seconds=outbox_retention_seconds,
+            housekeeping_interval_seconds=housekeeping_interval_seconds)
+        self.ctx = ctx = EngineContext(database, settings, clock or utc_now, tuning)
+        self.db = database
+        self.waiters = waiters.Waiters()
+        """Callers waiting for a request's outcome (``bot.engine.waiters``)."""
+        self._build(ctx, runtimes)
+        self._lend()
+
+    def _build(self, ctx: EngineContext, runtimes: RuntimeFactory | None) -> None:
+        """Every service, once, each given what it calls (no service reaches another
+        through this object)."""
+        self.wakeups = Wakeups()
+        self.background = Background()
+        self.platforms = Platforms()
+        self.committer = Committer(ctx.db, self.waiters)
+        self.runtimes = Runtimes(runtimes or registry_runtimes(ctx.settings),
+                                 from_registry=runtimes is None)
+        self.cards = Cards(ctx, self.committer)
+        self.resolver = Resolver(ctx, self.committer, self.cards, self.wakeups)
+        self.authorizer = Authorizer(ctx, self.committer, self.cards, self.platforms)
+        self.starters = Starters(ctx, self.committer, self.platforms)
+        self.pending = Pending(ctx, self.committer, self.authorizer)
+        self.decider = Decider(ctx, self.committer, self.authorizer, self.cards,
+                               self.resolver, self.wakeups)
+        self.attachments = Attachments(ctx, self.committer, self.authorizer)
+        self.withdrawals = Withdrawals(ctx, self.committer, self.cards, self.authorizer,
+                                       self.resolver, self.wakeups)
+        self.clicks = ClickInbox(ctx, self.committer, self.decider, self.attachments,
+                                 self.withdrawals, self.authorizer, self.platforms,
+                                 self.background)
+        self.webhooks = Webhooks(ctx, self.committer)
+        self.deliveries = deliveries = DeliveryHandlers(ctx, self.committer, self.cards,
+                                                        self.platforms)
+        self.outbox = Outbox(ctx, self.committer, self.resolver, self.wakeups,
+                             self.background,
+                             {**deliveries.handlers(), "webhook": self.webhooks.handler()})
+        self.committer.on_commit(self.outbox.after_commit)
+        self.outcomes = OutcomeRecorder(ctx)
+        self.jobs = ResumeJobs(ctx, self.committer, self.outcomes)
+        self.starter = RunStarter(ctx, self.committer, self.starters, self.runtimes,
+                                  self.outcomes)
+        self.external = ExternalRequests(ctx, self.committer, self.decider, self.resolver,
+                                         self.jobs, self.waiters)
+        self.resumes = ResumeWorker(ctx, self.committer, self.runtimes, self.outcomes,
+                                    self.jobs, self.wakeups, settlers=[self.external])
+        self.triggers = Triggers(ctx, self.committer, self.starter, self.background)
+        self.reminders = Reminders(ctx, self.committer)
+        self.housekeeping = Housekeeping(ctx, self.committer)
+        self.queries = Queries(self.committer, self.cards)
+        self.delegations = Delegations(ctx, self.committer)
+
+    def _lend(self) -> None:
+        """The public API, under the names platforms, the door and the CLI call."""
+        self.register_adapter = self.platforms.register
+        # runs
+        self.start_run = self.starter.start
+        self.start_refusal = self.starters.refusal
+        self.startable_agents = self.starters.startable
+        self.close_runtimes = self.runtimes.close
+        # answers and clicks
+        self.respond = self.decider.respond
+        self.cancel = self.decider.cancel
+        self.cancel_as_operator = self.decider.cancel_as_operator
+        self.expire_due = self.decider.expire_due
+        self.attach_files = self.attachments.attach_files
+        self.withdraw = self.withdrawals.withdraw
+        self.record_click = self.clicks.record_click
+        self.decide_click = self.clicks.decide_click
+        self.abandon_click = self.clicks.abandon_click
+        self.recover_clicks = self.clicks.recover_clicks
+        # what people see
+        self.card = self.cards.card
+        self.pending_page = self.pending.page
+        self.pending_for = self.pending.all_for
+        self.find_by_message = self.queries.find_by_message
+        self.card_for_message = self.queries.card_for_message
+        self.runs_started_by = self.queries.runs_started_by
+        self.job_states = self.queries.job_states
+        self.outbox_states = self.queries.outbox_states
+        # sweeps and housekeeping
+        self.remind_and_escalate_due = self.reminders.remind_and_escalate_due
+        self.first_seen = self.housekeeping.first_seen
+        self.first_seen_chain = self.housekeeping.first_seen_chain
+        self.audit_refusal = self.housekeeping.audit_refusal
+        self.prune_old = self.housekeeping.prune_old
+        self.seal_audit = self.housekeeping.seal_audit
+        # the door: API / MCP requests, webhooks, triggered runs
+        self.api_client_by_key_hash = self.external.client_by_key_hash
+        self.create_external = self.external.create
+        self.external_view = self.external.view
+        self.wait_external = self.external.wait
+        self.list_external = self.external.list
+        self.cancel_external = self.external.cancel
+        self.answer_external = self.external.answer
+        self.start_triggered_run = self.triggers.start_run
+        self.run_view = self.triggers.run_view
+        self.fire_due_schedules = self.triggers.fire_due_schedules
+        self.reclaim_triggers = self.triggers.reclaim_triggers
+        self.schedule_forever = self.triggers.schedule_forever
+
+    # ------------------------------------------------------------------ configuration
+
+    @property
+    def settings(self) -> Settings:
+        """The admin configuration every service reads now."""
+        return self.ctx.settings
+
+    @settings.setter
+    def settings(self, settings: Settings) -> None:
+        self.apply_settings(settings)
+
+    @property
+    def tuning(self) -> Tuning:
+        """Retry, lease and retention knobs, shared by every service (tests turn them)."""
+        return self.ctx.tuning
+
+    def apply_settings(self, settings: Settings) -> None:
+        """Swap in a reloaded config (``bot.reload``): one assignment, so readers see
+        the old or the new one. Agents added by it are built on first use; runtimes
+        already built keep their definition until a restart."""
+        self.runtimes.apply_settings(settings)
+        self.ctx.settings = settings
+
+    def register_webhook_sender(self, sender: WebhookSender) -> None:
+        """Attach the door's webhook sender (``bot.api.webhooks``)."""
+        self.webhooks.sender = sender
+
+    def now(self) -> dt.datetime:
+        """Naive UTC 'now' as stored in the database."""
+        return self.ctx.now()
+
+    async def drain(self, timeout: float = 10.0) -> None:
+        """Wait for post-commit side effects and batched writes still in flight
+        (shutdown, tests): after a normal shutdown nothing queued is lost."""
+        await self.background.drain(timeout)
+        await self.committer.drain(timeout)
 
     # ------------------------------------------------------------------ worker loop
 
@@ -62,10 +250,10 @@ class Engine(ExternalMixin, TriggersMixin, RunsMixin, ClicksMixin, PendingMixin,
         return value), so a delivery that gave up resolves ``unavailable`` and its resume
         runs in the same sweep, then decides stored clicks left behind (``recover_clicks``).
         """
-        await self._sweep_outbox(limit)
-        await self._maybe_prune()
+        await self.outbox.sweep(limit)
+        await self.housekeeping.maybe_prune()
         await self.recover_clicks(limit)
-        return await self._resume_due(limit)
+        return await self.resumes.due(limit)
 
     async def serve_forever(self, stop: asyncio.Event, poll_interval: float = 2.0) -> None:
         """Run the worker loops until ``stop`` is set: timeouts, reminders, the outbox,
@@ -74,42 +262,37 @@ class Engine(ExternalMixin, TriggersMixin, RunsMixin, ClicksMixin, PendingMixin,
         the resume loop early. The first call in a process freezes its startup heap
         (``heap``)."""
         heap.freeze_startup_heap()
-        self._wake = asyncio.Event()
-        self._outbox_wake = asyncio.Event()
+        self.wakeups.fresh_events()
         loops: list[tuple[str, Callable[[], Awaitable[object]], asyncio.Event | None]] = [
             ("timeouts", self.expire_due, None),
             ("reminders", self.remind_and_escalate_due, None),
-            ("outbox", self._outbox_round, self._outbox_wake),
+            ("outbox", self.outbox_round, self.wakeups.outbox),
             ("clicks", self.recover_clicks, None),
-            ("resumes", self._resume_round, self._wake),
+            ("resumes", self.resume_round, self.wakeups.resume),
             ("audit_seal", self.seal_audit, None),
         ]
         tasks = [self._loop(name, step, stop, poll_interval, wake)
                  for name, step, wake in loops]
         if self.db.is_postgres:  # other replicas' decisions wake our resume loop at once
             tasks.append(waiters.listen_forever(self.settings.database_url, self.waiters, stop))
-        unsubscribe = self.waiters.subscribe(self._poke)
+        unsubscribe = self.waiters.subscribe(self.wakeups.resume_due)
         try:
             await asyncio.gather(*tasks)
         finally:
             unsubscribe()
 
-    async def seal_audit(self) -> int:
-        """Chain the audit rows written since the last round (``audit_chain``)."""
-        now = self.now()
-        return await self._tx(lambda session: audit_chain.seal(session, now))
-
-    async def _outbox_round(self) -> None:
-        while await self._sweep_outbox_concurrently(OUTBOX_ROUND, OUTBOX_CONCURRENCY):
+    async def outbox_round(self) -> None:
+        while await self.outbox.sweep_concurrently(OUTBOX_ROUND, OUTBOX_CONCURRENCY):
             pass  # a full round: more may be due (e.g. 10,000 timed-out cards)
-        await self._maybe_prune()
+        await self.housekeeping.maybe_prune()
 
-    async def _resume_round(self) -> int:
+    async def resume_round(self) -> int:
         """Resume until the queue is empty: a full round (``RESUME_ROUND``) means more
         may be due, and the decisions that queued them may all have poked already."""
         done = 0
         while True:
-            ran = await self._resume_due(RESUME_ROUND, self.settings.worker.resume_concurrency)
+            ran = await self.resumes.due(RESUME_ROUND,
+                                         self.settings.worker.resume_concurrency)
             done += ran
             if ran < RESUME_ROUND:
                 return done
@@ -129,145 +312,10 @@ class Engine(ExternalMixin, TriggersMixin, RunsMixin, ClicksMixin, PendingMixin,
             except Exception:
                 log.exception("worker loop failed; retrying after the poll interval",
                               extra={"loop": name})
-            waiters = {asyncio.ensure_future(stop.wait())}
+            waiting = {asyncio.ensure_future(stop.wait())}
             if wake is not None:
-                waiters.add(asyncio.ensure_future(wake.wait()))
-            await asyncio.wait(waiters, timeout=poll_interval,
+                waiting.add(asyncio.ensure_future(wake.wait()))
+            await asyncio.wait(waiting, timeout=poll_interval,
                                return_when=asyncio.FIRST_COMPLETED)
-            for task in waiters:
+            for task in waiting:
                 task.cancel()
-
-    # ------------------------------------------------------------------ event dedupe, refusals
-
-    async def first_seen(self, platform: str, key: str) -> bool:
-        """Record a platform event/callback id; True the first time, False for a repeat.
-
-        One atomic INSERT into ``seen_events`` (shared by every replica), so a platform
-        retry that reaches another process is recognized there as well. ``key`` names
-        the kind and id, e.g. ``"event:Ev123"``, ``"nonce:abc"``, ``"message:om_1"``.
-        Rows are pruned after ``seen_retention_seconds`` by the worker sweep. The insert
-        is group-committed (``_batched``) with other dedupe keys and refusal audits.
-        """
-        now = self.now()
-        return await self._batched(lambda s: housekeeping.mark_seen(s, now, platform, key))
-
-    async def first_seen_chain(self, platform: str, keys: Sequence[str]) -> list[bool]:
-        """``first_seen`` for several keys in one group-committed step (one transaction).
-
-        Keys are recorded in order and the chain stops at the first repeat: the verdict
-        list has one entry per key tried, True for each new one and a final False if one
-        was already known (later keys are then not recorded, exactly as if ``first_seen``
-        had been called for each in turn and the caller stopped at the first repeat).
-        So ``[True, True]`` means every key was new; anything shorter, or ending in
-        False, names the first known key. Feishu records a callback's nonce and event id
-        this way, in the shared transaction it would have used for either alone.
-        """
-        now = self.now()
-        wanted = list(keys)
-
-        def mark(session: Session) -> list[bool]:
-            verdicts: list[bool] = []
-            for key in wanted:
-                verdicts.append(housekeeping.mark_seen(session, now, platform, key))
-                if not verdicts[-1]:
-                    break
-            return verdicts
-
-        return await self._batched(mark)
-
-    async def audit_refusal(
-        self, ref: str | None, actor: Identity | None, reason: str,
-        details: Mapping[str, JsonValue],
-    ) -> None:
-        """Audit a refusal an adapter decided (outcome ``refused``, event ``adapter_refused``).
-
-        For *authenticated* requests only (signature-verified, or from an authenticated
-        connection) that never reach the engine: a duplicate or stale callback, a click
-        whose reference does not match its card... Unauthenticated junk is only logged
-        by the adapters, so it cannot fill the database.
-        """
-        now = self.now()
-        await self._batched(lambda s: store.audit(
-            s, now, "adapter_refused", outcome="refused", ref=ref[:64] if ref else None,
-            actor=actor, reason=reason[:2000], details=dict(details)))
-
-    # ------------------------------------------------------------------ housekeeping
-
-    async def prune_old(self) -> dict[str, int]:
-        """Delete ``seen_events`` past ``seen_retention_seconds``, and ``done`` outbox rows
-        and closed stored clicks past ``outbox_retention_seconds``, and apply the admin's
-        ``retention:`` settings (answers, transcripts, audit rows); returns how many rows
-        of each went."""
-        now = self.now()
-        self._last_housekeeping = now
-        pruned = await asyncio.to_thread(housekeeping.prune, self.db, now, self.seen_retention,
-                                         self.outbox_retention)
-        pruned |= await asyncio.to_thread(housekeeping.apply_retention, self.db, now,
-                                          self.settings.retention)
-        pruned["click_inbox"] = await self._tx(  # closed clicks: as long as done outbox rows
-            lambda s: inbox.prune(s, now - self.outbox_retention))
-        if any(pruned.values()):
-            log.info("old rows pruned", extra=pruned)
-        return pruned
-
-    async def _maybe_prune(self) -> None:
-        """``prune_old`` at most once per ``housekeeping_interval_seconds`` (worker sweep)."""
-        last = self._last_housekeeping
-        if last is not None and self.now() - last < self.housekeeping_interval:
-            return
-        try:
-            await self.prune_old()
-        except Exception:
-            log.exception("pruning old rows failed; retried at the next interval")
-
-    # ------------------------------------------------------------------ queries
-
-    async def find_by_message(self, platform: str, message_id: str) -> str | None:
-        """The ref of the request delivered as ``message_id`` on ``platform``."""
-
-        def find(session: Session) -> str | None:
-            query = (select(HumanRequest.ref).join(Delivery, Delivery.request_id == HumanRequest.id)
-                     .where(Delivery.platform == platform, Delivery.message_id == message_id))
-            return session.scalars(query).first()
-
-        return await self._read(find)
-
-    async def card_for_message(
-        self, platform: str, message_id: str
-    ) -> tuple[str, RequestCard | None] | None:
-        """``find_by_message`` and ``card`` in one snapshot read: the ref of the request
-        delivered as ``message_id`` with its current card (None for an unknown message;
-        the card is None only if the request vanished meanwhile)."""
-
-        def find(session: Session) -> tuple[str, RequestCard | None] | None:
-            query = (select(HumanRequest.ref).join(Delivery, Delivery.request_id == HumanRequest.id)
-                     .where(Delivery.platform == platform, Delivery.message_id == message_id))
-            ref = session.scalars(query).first()
-            if ref is None:
-                return None
-            loaded = self._load(session, ref)
-            return ref, loaded[2] if loaded else None
-
-        return await self._read(find)
-
-    async def job_states(self) -> dict[str, int]:
-        """Resume-queue counts by state (for health checks and tests)."""
-
-        def count(session: Session) -> dict[str, int]:
-            out: dict[str, int] = {}
-            for state in session.scalars(select(ResumeJob.state)):
-                out[state] = out.get(state, 0) + 1
-            return out
-
-        return await self._read(count)
-
-    async def outbox_states(self) -> dict[str, int]:
-        """Outbox counts by state (for health checks and tests)."""
-
-        def count(session: Session) -> dict[str, int]:
-            out: dict[str, int] = {}
-            for state in session.scalars(select(OutboxItem.state)):
-                out[state] = out.get(state, 0) + 1
-            return out
-
-        return await self._read(count)

@@ -7,8 +7,9 @@ audited as "Bob for Alice" with the delegate's own id (``Identity.via``,
 ``decided_via``). A delegation ends at ``until`` or when revoked; a click by a former
 delegate is refused with words saying so. Delegations are per platform (user ids are).
 
-Sync helpers take a ``Session`` (the CLI); the async ones run them through an engine's
-transactions (adapters: ``/askhuman delegate``, the Feishu ``delegate`` command).
+Helpers here take a ``Session`` (the CLI); ``delegation_chat.Delegations`` runs them
+through the engine's transactions (adapters: ``/askhuman delegate``, the Feishu
+``delegate`` command).
 """
 
 from __future__ import annotations
@@ -168,94 +169,3 @@ def split(grants: Iterable[DelegationView]) -> tuple[list[DelegationView], list[
     """(active, ended) delegations."""
     items = list(grants)
     return ([g for g in items if g.state == "active"], [g for g in items if g.state != "active"])
-
-
-# ---------------------------------------------------------------- chat commands
-
-
-async def delegate_from_chat(engine: Any, frm: Identity, to: Identity, until_text: str) -> str:
-    """``/askhuman delegate @bob until 2026-12-24``: the words to show the delegator."""
-    now = engine.now()
-    try:
-        until = parse_until(until_text, now)
-        view = await engine._tx(lambda s: add(s, now, frm, to, until,
-                                              f"{frm.platform}:{frm.user_id}"))
-    except DelegationError as exc:
-        return f"Not delegated: {exc}."
-    until_utc = as_utc(view.until)
-    return (f"Until {until_utc:%Y-%m-%d %H:%M UTC}, {name_of(to.user_id, to.display_name)} "
-            "may answer the requests you may answer (not runs they started). Revoke it "
-            "with `delegate revoke`.")
-
-
-async def revoke_from_chat(engine: Any, frm: Identity, to_user: str | None) -> str:
-    now = engine.now()
-    ended = await engine._tx(lambda s: revoke(s, now, frm, to_user,
-                                              f"{frm.platform}:{frm.user_id}"))
-    if not ended:
-        return "You have no active delegation to revoke."
-    return f"Revoked {ended} delegation(s); only you answer for yourself again."
-
-
-async def mine_text(engine: Any, who: Identity) -> str:
-    """The person's active delegations, both ways, as chat text."""
-    now = engine.now()
-    views = await engine._read(lambda s: listing(s, now, who.platform, who.user_id))
-    if not views:
-        return ("No active delegations. Hand your approvals over with "
-                "`delegate @someone until 2026-12-24`.")
-    lines = []
-    for view in views:
-        until = as_utc(view.until)
-        if view.from_user == who.user_id:
-            lines.append(f"You → {name_of(view.to_user, view.to_name)} until "
-                         f"{until:%Y-%m-%d %H:%M UTC}")
-        else:
-            lines.append(f"{name_of(view.from_user, view.from_name)} → you until "
-                         f"{until:%Y-%m-%d %H:%M UTC}")
-    return "\n".join(lines)
-
-
-CHAT_USAGE = ("Usage: `delegate @someone until 2026-12-24` (hand over your approvals), "
-              "`delegate revoke [@someone]`, or `delegate list`.")
-
-
-@dataclass(frozen=True)
-class ChatCommand:
-    """A parsed ``delegate …`` command: ``verb`` is add | revoke | list | usage."""
-
-    verb: str
-    target: str | None = None
-    """Who, as the person typed it (a mention token, an id or an email)."""
-    until: str | None = None
-
-
-def parse_chat(rest: str) -> ChatCommand:
-    """``@bob until 2026-12-24`` / ``revoke [@bob]`` / ``list`` / ``""`` (the words after
-    ``delegate``). The adapter turns ``target`` into a platform identity."""
-    words = rest.split()
-    if not words or words[0].lower() == "list":
-        return ChatCommand("list")
-    if words[0].lower() == "revoke":
-        return ChatCommand("revoke", " ".join(words[1:2]) or None)
-    if len(words) == 3 and words[1].lower() == "until":
-        return ChatCommand("add", words[0], words[2])
-    if len(words) == 2:
-        return ChatCommand("add", words[0], words[1])
-    return ChatCommand("usage")
-
-
-async def run_chat(engine: Any, who: Identity, command: ChatCommand,
-                   target: Identity | None) -> str:
-    """Carry out a parsed command for ``who`` (``target``: the resolved person)."""
-    if command.verb == "list":
-        return await mine_text(engine, who)
-    if command.verb == "revoke":
-        if command.target is not None and target is None:
-            return f"I can't tell who {command.target[:60]} is. {CHAT_USAGE}"
-        return await revoke_from_chat(engine, who, target.user_id if target else None)
-    if command.verb == "add" and command.until is not None:
-        if target is None:
-            return f"I can't tell who {(command.target or '')[:60]} is. {CHAT_USAGE}"
-        return await delegate_from_chat(engine, who, target, command.until)
-    return CHAT_USAGE

@@ -19,9 +19,12 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from bot.engine import outbox, policy, store
-from bot.engine.base import EngineBase, log, targets_for
 from bot.engine.cards import as_utc
+from bot.engine.committer import Committer, log
+from bot.engine.context import EngineContext
+from bot.engine.dispatch import Handler
 from bot.engine.outbox import Attempt, OutboxClaim
+from bot.engine.platforms import Platforms
 from bot.engine.ports import (
     DeliveryError,
     DeliveryRef,
@@ -31,6 +34,8 @@ from bot.engine.ports import (
     PostKey,
     delivery_reason,
 )
+from bot.engine.request_cards import Cards
+from bot.engine.targets import targets_for
 from renderers.card import RequestCard
 from storage import Delivery, HumanRequest
 
@@ -38,12 +43,26 @@ UPDATE_ROUNDS = 3
 """How often one update_card row re-sends a copy whose version moved on during a call."""
 
 
-class DeliveryMixin(EngineBase):
+class DeliveryHandlers:
     """``deliver_request``, ``update_card``, ``post_run_result`` and ``remind`` handlers."""
+
+    def __init__(self, ctx: EngineContext, committer: Committer, cards: Cards,
+                 platforms: Platforms) -> None:
+        self._ctx = ctx
+        self._committer = committer
+        self._cards = cards
+        self._platforms = platforms
+
+    def handlers(self) -> dict[str, Handler]:
+        """The outbox kinds this class sends, for the ``Outbox`` registry."""
+        return {"deliver_request": Handler(self.send_request),
+                "update_card": Handler(self.send_update),
+                "post_run_result": Handler(self.send_result),
+                "remind": Handler(self.send_reminders)}
 
     # ------------------------------------------------------------------ deliver_request
 
-    async def _send_request(self, claim: OutboxClaim) -> Attempt:
+    async def send_request(self, claim: OutboxClaim) -> Attempt:
         """deliver_request: post the card to every configured target that lacks it.
 
         Targets that already have a message (``deliveries``) or failed for good (kept in
@@ -51,22 +70,22 @@ class DeliveryMixin(EngineBase):
         nothing left to retry → give up, which resolves the request ``unavailable``.
         """
         ref = str(claim.payload.get("ref", ""))
-        found = await self._read(lambda s: self._delivery_state(s, ref))
+        found = await self._committer.read(lambda s: self._delivery_state(s, ref))
         if found is None:
             return Attempt()  # gone or already resolved: nobody needs the card any more
         request, card, delivered = found
         # An escalation names the escalation route: same card, that route's targets.
         # Targets come from the request's frozen policy (a reload never redirects it).
         name = str(claim.payload.get("route") or request.route)
-        rules = policy.of(request, self.settings)
-        route = rules.route_named(name, self.settings) if rules else self.settings.routes.get(
-            name)
+        rules = policy.of(request, self._ctx.settings)
+        settings = self._ctx.settings
+        route = rules.route_named(name, settings) if rules else settings.routes.get(name)
         permanent: dict[str, str] = dict(claim.payload.get("permanent") or {})
         reasons: dict[str, str] = dict(claim.payload.get("reasons") or {})
         transient: dict[str, str] = {}
         for platform in route.platforms() if route else []:
-            entry = self._adapters.get(platform)
-            if entry is None:
+            adapter = self._platforms.adapter(platform)
+            if adapter is None:
                 permanent[platform] = f"the {platform} platform is not running"
                 reasons[platform] = f"askhuman's {platform} connection is not running."
                 continue
@@ -75,7 +94,7 @@ class DeliveryMixin(EngineBase):
                 if key in delivered or key in permanent:
                     continue
                 name = f"card:{ref}:{platform}:{target.kind}:{target.id}"
-                failure = await self._deliver_one(entry[0], request, card, target,
+                failure = await self._deliver_one(adapter, request, card, target,
                                                   post_key(claim, name))
                 if failure is None:
                     delivered.add(key)
@@ -89,7 +108,7 @@ class DeliveryMixin(EngineBase):
         self, session: Session, ref: str
     ) -> tuple[HumanRequest, RequestCard, set[str]] | None:
         """The pending request, its card, and the targets that already have it."""
-        loaded = self._load(session, ref)
+        loaded = self._cards.load(session, ref)
         if loaded is None or loaded[0].status != store.OPEN:
             return None
         request, _run, card = loaded
@@ -110,8 +129,8 @@ class DeliveryMixin(EngineBase):
         except Exception as exc:
             log.exception("adapter crashed while delivering", extra={"ref": request.ref})
             return False, str(exc) or type(exc).__name__, delivery_reason(exc)
-        await self._tx(partial(self._store_delivery, request=request, target=target, ref=ref,
-                               version=card.version))
+        await self._committer.tx(partial(self._store_delivery, request=request, target=target,
+                                         ref=ref, version=card.version))
         return None
 
     @staticmethod
@@ -150,10 +169,10 @@ class DeliveryMixin(EngineBase):
         sees this delivery or this transaction sees the decision. A card found from an
         interrupted earlier try (``ref.reused``) may show an older version: updated too.
         """
-        now = self.now()
-        current = store.get_request(session, request.ref, lock=self.db.is_postgres)
+        now = self._ctx.now()
+        current = store.get_request(session, request.ref, lock=self._ctx.db.is_postgres)
         if current is not None and (current.version != version or ref.reused):
-            self._enqueue_update(session, current)
+            self._cards.enqueue_update(session, current)
         session.add(Delivery(
             request_id=request.id, platform=ref.platform, target_kind=target.kind,
             target_id=target.id, channel=ref.channel, message_id=ref.message_id, created_at=now,
@@ -164,7 +183,7 @@ class DeliveryMixin(EngineBase):
 
     # ------------------------------------------------------------------ update_card
 
-    async def _send_update(self, claim: OutboxClaim) -> Attempt:
+    async def send_update(self, claim: OutboxClaim) -> Attempt:
         """update_card: re-render the card as it is now on every delivered copy (idempotent).
 
         Several update rows of one request may run at once (two votes, a vote and a
@@ -176,7 +195,7 @@ class DeliveryMixin(EngineBase):
         its copies and what they show; each call is then followed by a one-column read.
         """
         ref = str(claim.payload.get("ref", ""))
-        found = await self._read(partial(self._update_state, ref=ref, copies=True))
+        found = await self._committer.read(partial(self._update_state, ref=ref, copies=True))
         if found is None:
             return Attempt()
         latest, refs = found
@@ -194,7 +213,7 @@ class DeliveryMixin(EngineBase):
     ) -> tuple[LatestCard, list[tuple[str, DeliveryRef]]] | None:
         """The card as it is now and the versions the copies show (and, with ``copies``,
         the delivered copies themselves); None once the request is gone."""
-        loaded = self._load(session, ref)
+        loaded = self._cards.load(session, ref)
         if loaded is None:
             return None
         request, _run, card = loaded
@@ -209,7 +228,7 @@ class DeliveryMixin(EngineBase):
         self, ref: str, key: str, delivery: DeliveryRef, applied: dict[str, int],
         latest: LatestCard,
     ) -> str | None:
-        """Bring one copy to the latest version (see ``_send_update``); records it in
+        """Bring one copy to the latest version (see ``send_update``); records it in
         ``applied`` and keeps ``latest`` current for the next copy. Returns a transient
         error to retry, else None."""
         sent: int | None = None
@@ -224,11 +243,12 @@ class DeliveryMixin(EngineBase):
             if error is not None:
                 return error
             sent = applied[key] = card.version
-            version = await self._read(partial(_version_of, ref=ref))
+            version = await self._committer.read(partial(_version_of, ref=ref))
             if version is None:
                 return None
             if version != card.version:  # moved on during the call: read the new card
-                found = await self._read(partial(self._update_state, ref=ref, copies=False))
+                found = await self._committer.read(
+                    partial(self._update_state, ref=ref, copies=False))
                 if found is None:
                     return None
                 latest.card, latest.elsewhere = found[0].card, found[0].elsewhere
@@ -236,13 +256,13 @@ class DeliveryMixin(EngineBase):
 
     async def _update_one(self, card: RequestCard, delivery: DeliveryRef) -> str | None:
         """Update one copy; a transient error is returned (retry), a permanent one logged."""
-        entry = self._adapters.get(delivery.platform)
-        if entry is None:
+        adapter = self._platforms.adapter(delivery.platform)
+        if adapter is None:
             return None
         extra = {"ref": card.ref, "platform": delivery.platform,
                  "message_id": delivery.message_id}
         try:
-            await entry[0].update(card, delivery)
+            await adapter.update(card, delivery)
         except DeliveryError:
             log.warning("card update refused for good", exc_info=True, extra=extra)
         except Exception as exc:
@@ -252,18 +272,18 @@ class DeliveryMixin(EngineBase):
 
     # ------------------------------------------------------------------ post_run_result
 
-    async def _send_result(self, claim: OutboxClaim) -> Attempt:
+    async def send_result(self, claim: OutboxClaim) -> Attempt:
         """post_run_result: post the stored text where the run started."""
         platform = claim.platform or ""
-        entry = self._adapters.get(platform)
-        if entry is None:
+        adapter = self._platforms.adapter(platform)
+        if adapter is None:
             log.warning("no adapter for the run's origin", extra={"run_id": claim.run_id,
                         "platform": platform})
             return Attempt()
         origin = Origin(platform, claim.payload.get("channel"), claim.payload.get("thread"))
         key = post_key(claim, f"result:{claim.run_id}:{claim.item_id}")
         try:
-            await entry[0].post_run_result(origin, str(claim.payload.get("text", "")), key=key)
+            await adapter.post_run_result(origin, str(claim.payload.get("text", "")), key=key)
         except DeliveryError as exc:
             return Attempt(str(exc), permanent=True)
         except Exception as exc:
@@ -273,7 +293,7 @@ class DeliveryMixin(EngineBase):
 
     # ------------------------------------------------------------------ remind
 
-    async def _send_reminders(self, claim: OutboxClaim) -> Attempt:
+    async def send_reminders(self, claim: OutboxClaim) -> Attempt:
         """remind: post the reminder under every delivered copy that lacks it.
 
         Skipped once the request is no longer pending. Copies already reminded are kept
@@ -284,13 +304,13 @@ class DeliveryMixin(EngineBase):
         text = str(claim.payload.get("text", ""))
 
         def load(session: Session) -> tuple[RequestCard, list[DeliveryRef]] | None:
-            loaded = self._load(session, ref)
+            loaded = self._cards.load(session, ref)
             if loaded is None or loaded[0].status != store.OPEN:
                 return None
             rows = store.deliveries(session, loaded[0].id)
             return loaded[2], [DeliveryRef(d.platform, d.channel, d.message_id) for d in rows]
 
-        found = await self._read(load)  # a lookup: no write lock
+        found = await self._committer.read(load)  # a lookup: no write lock
         if found is None:
             return Attempt()
         card, copies = found
@@ -298,12 +318,11 @@ class DeliveryMixin(EngineBase):
         errors: list[str] = []
         for copy in copies:
             key = f"{copy.platform} {copy.message_id}"
-            entry = self._adapters.get(copy.platform)
-            remind = getattr(entry[0], "remind", None) if entry else None
-            if key in done or remind is None:
+            reminder = self._platforms.reminder(copy.platform)
+            if key in done or reminder is None:
                 continue
             try:
-                await remind(card, copy, text,
+                await reminder.remind(card, copy, text,
                              key=post_key(claim, f"remind:{ref}:{claim.item_id}:{key}"))
             except DeliveryError as exc:
                 log.warning("reminder refused for good", extra={"ref": ref, "copy": key,

@@ -4,14 +4,13 @@ An external caller (LangGraph, ADK, Claude Code, a cron script...) asks through 
 door (``bot.api``, ``bot.mcp``). The request gets a run row of its own (origin
 platform ``api``, started by the API client) so delivery, approvers, reminders,
 escalation, timeouts and the audit work exactly as for embedded agents. The seam is
-the resume queue: when the request resolves, ``_settle_without_runtime`` completes
+the resume queue: when the request resolves, ``settle`` (a resume ``Settler``) completes
 the resume job without any runtime, marks the run finished with the result, and —
 when the caller gave a ``callback_url`` — queues a ``webhook`` outbox row in that same
 transaction. Long-polls are woken by the decision's own commit (``bot.engine.waiters``).
 
-Webhooks are retried far longer than platform calls (``webhook_backoff``: about 28 h),
-and each delivery keeps one id (``msg_<ref>``), so receivers can drop repeats. The
-HTTP call itself is the door's job: ``register_webhook_sender``.
+Webhooks (``bot.engine.webhooks``) are retried far longer than platform calls (about
+28 h), and each delivery keeps one id (``msg_<ref>``), so receivers can drop repeats.
 """
 
 from __future__ import annotations
@@ -21,8 +20,8 @@ import contextlib
 import datetime as dt
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import JsonValue
 from sqlalchemy import select
@@ -31,15 +30,16 @@ from sqlalchemy.orm import Session
 
 from bot.askhuman.schema import AskHumanSelectedAction, AskHumanToolArgs, AskHumanToolResult
 from bot.engine import outbox, policy, routing, store, waiting, worker
-from bot.engine.base import log
 from bot.engine.cards import as_utc
-from bot.engine.decisions import DecisionsMixin
-from bot.engine.dispatch import DispatchMixin
-from bot.engine.outbox import Attempt, OutboxClaim
-from bot.engine.ports import DeliveryError, Identity
+from bot.engine.committer import Committer, log
+from bot.engine.context import EngineContext
+from bot.engine.decisions import Decider
+from bot.engine.ports import Identity
+from bot.engine.resolver import Resolver
 from bot.engine.results import RespondResult
-from bot.engine.runs import RunsMixin
+from bot.engine.resumes import ResumeJobs
 from bot.engine.values import InvalidValues, check_answer
+from bot.engine.waiters import Waiters
 from bot.tools.binding import binding_hash
 from renderers.tool_card import tool_approval_args, tool_approval_view, view_to_json
 from storage import ApiClient, ExternalRequest, HumanRequest, Run
@@ -48,9 +48,7 @@ EXTERNAL_PLATFORM = "api"
 """``runs.origin_platform`` / ``started_by_platform`` of external requests."""
 LOCAL_PLATFORM = "mcp"
 """The platform of an answer given in the MCP client itself (elicitation)."""
-WEBHOOK_BACKOFF: tuple[float, ...] = (5, 30, 120, 600, 1800, 3600, 7200, 14400)
-"""Seconds between webhook attempts; the last one repeats. 14 attempts span ~28 h."""
-WEBHOOK_MAX_ATTEMPTS = 14
+
 
 Kind = Literal["ask", "approval"]
 
@@ -113,27 +111,6 @@ class ExternalView:
     tool_input: dict[str, Any] | None
 
 
-@dataclass(frozen=True)
-class WebhookDelivery:
-    """What the door needs to sign and POST one webhook (secrets still encrypted)."""
-
-    webhook_id: str
-    url: str
-    view: ExternalView
-    client_name: str
-    secrets_enc: tuple[str, ...]
-    """The current secret first; the previous one during a rotation's grace period."""
-    attempt: int
-
-
-class WebhookSender(Protocol):
-    """The door's side of webhooks. Raise ``DeliveryError`` when retrying cannot help
-    (the URL is no longer allowed, the receiver answered 410 Gone); any other error is
-    retried with ``webhook_backoff``."""
-
-    async def send(self, delivery: WebhookDelivery) -> None: ...
-
-
 class IdempotencyConflict(Exception):
     """The idempotency key was used before with a different body."""
 
@@ -144,18 +121,13 @@ class _Created:
     created: bool
 
 
-@dataclass
-class ExternalState:
-    sender: WebhookSender | None = None
-    rotation_grace: dt.timedelta = field(default_factory=lambda: dt.timedelta(hours=24))
-
 
 def client_info(row: ApiClient) -> ApiClientInfo:
     return ApiClientInfo(row.id, row.name, tuple(row.routes or ()), tuple(row.agents or ()),
                          row.rate_limit)
 
 
-def _view(request: HumanRequest, run: Run, ext: ExternalRequest) -> ExternalView:
+def view_of(request: HumanRequest, run: Run, ext: ExternalRequest) -> ExternalView:
     decided_by = None
     if request.decided_by_platform is not None:
         decided_by = {"platform": request.decided_by_platform, "user_id": request.decided_by_user,
@@ -179,23 +151,22 @@ def _aware(value: dt.datetime) -> dt.datetime:
     return aware
 
 
-class ExternalMixin(RunsMixin, DecisionsMixin, DispatchMixin):
-    """Requests from API/MCP clients: create, read, wait, cancel, answer, webhooks."""
 
-    webhook_backoff: tuple[float, ...] = WEBHOOK_BACKOFF
-    webhook_max_attempts: int = WEBHOOK_MAX_ATTEMPTS
+class ExternalRequests:
+    """Requests from API/MCP clients: create, read, wait, cancel, answer, settle."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._external = ExternalState()
-
-    def register_webhook_sender(self, sender: WebhookSender) -> None:
-        """Attach the door's webhook sender (``bot.api.webhooks``)."""
-        self._external.sender = sender
+    def __init__(self, ctx: EngineContext, committer: Committer, decider: Decider,
+                 resolver: Resolver, jobs: ResumeJobs, waiting: Waiters) -> None:
+        self._ctx = ctx
+        self._committer = committer
+        self._decider = decider
+        self._resolver = resolver
+        self._jobs = jobs
+        self._waiters = waiting
 
     # ------------------------------------------------------------------ clients
 
-    async def api_client_by_key_hash(self, key_hash: str) -> ApiClientInfo | None:
+    async def client_by_key_hash(self, key_hash: str) -> ApiClientInfo | None:
         """The active client whose key hashes to ``key_hash`` (None: unknown or revoked)."""
 
         def find(session: Session) -> ApiClientInfo | None:
@@ -203,11 +174,11 @@ class ExternalMixin(RunsMixin, DecisionsMixin, DispatchMixin):
                                                           ApiClient.revoked_at.is_(None))).first()
             return client_info(row) if row is not None else None
 
-        return await self._read(find)
+        return await self._committer.read(find)
 
     # ------------------------------------------------------------------ create
 
-    async def create_external(self, ask: ExternalAsk) -> tuple[ExternalView, bool]:
+    async def create(self, ask: ExternalAsk) -> tuple[ExternalView, bool]:
         """Store and deliver ``ask``; returns ``(view, created)``.
 
         The same idempotency key from the same client returns the stored request
@@ -216,11 +187,11 @@ class ExternalMixin(RunsMixin, DecisionsMixin, DispatchMixin):
         lets one commit, the other rolls back (its card with it) and reads the winner.
         """
         try:
-            outcome = await self._tx(lambda s: self._create_in(s, ask))
+            outcome = await self._committer.tx(lambda s: self._create_in(s, ask))
         except IntegrityError:
             if ask.idempotency_key is None:
                 raise
-            replay = await self._read(lambda s: self._replay(s, ask))
+            replay = await self._committer.read(lambda s: self._replay(s, ask))
             if replay is None:
                 raise
             outcome = replay
@@ -238,17 +209,17 @@ class ExternalMixin(RunsMixin, DecisionsMixin, DispatchMixin):
         request, run, ext = found
         if ext.fingerprint != ask.fingerprint:
             raise IdempotencyConflict(ask.idempotency_key)
-        return _Created(_view(request, run, ext), created=False)
+        return _Created(view_of(request, run, ext), created=False)
 
     def _create_in(self, session: Session, ask: ExternalAsk) -> _Created:
         if ask.idempotency_key is not None:
             replay = self._replay(session, ask)
             if replay is not None:
                 return replay
-        now = self.now()
+        now = self._ctx.now()
         display = ask.client.name + (f"/{ask.agent_name}" if ask.agent_name else "")
         routed = routing.route_request(  # ``rules:``: agent is "client/agent" (authenticated)
-            self.settings, agent=display, tool=ask.tool_name,
+            self._ctx.settings, agent=display, tool=ask.tool_name,
             args=ask.tool_input if ask.tool_name else ask.args.model_dump(mode="json"),
             fallback=ask.route)
         route_name, route = routed.name, routed.route
@@ -264,7 +235,7 @@ class ExternalMixin(RunsMixin, DecisionsMixin, DispatchMixin):
         request = store.create_request(session, now, run, f"api_{uuid.uuid4().hex[:16]}",
                                        approval[0] if approval else ask.args, route_name,
                                        route.quorum, deadline)
-        policy.freeze(request, self.settings, route_name, route)
+        policy.freeze(request, self._ctx.settings, route_name, route)
         if approval is not None:  # the same tool-approval card embedded agents get
             request.kind, request.tool, request.binding = "tool_approval", *approval[1:]
         waiting.start_clocks(request, route, now)
@@ -277,15 +248,15 @@ class ExternalMixin(RunsMixin, DecisionsMixin, DispatchMixin):
         session.flush()  # the unique (client, idempotency key) index decides here
         store.audit(session, now, "request_created", run_id=run.id, ref=request.ref, actor=who,
                     details={"route": route_name, "source": "api", "kind": ask.kind})
-        outbox.enqueue(session, now, self.outbox_lease, "deliver_request",
+        outbox.enqueue(session, now, self._ctx.tuning.outbox_lease, "deliver_request",
                        request_id=request.id, run_id=run.id, payload={"ref": request.ref})
         log.info("external request created", extra={"ref": request.ref, "client": who.user_id,
                                                     "route": ask.route, "kind": ask.kind})
-        return _Created(_view(request, run, ext), created=True)
+        return _Created(view_of(request, run, ext), created=True)
 
     # ------------------------------------------------------------------ read, wait, list
 
-    async def external_view(self, client_id: int, ref: str) -> ExternalView | None:
+    async def view(self, client_id: int, ref: str) -> ExternalView | None:
         """The request ``ref`` if ``client_id`` asked it (None otherwise: no leaks)."""
 
         def find(session: Session) -> ExternalView | None:
@@ -296,11 +267,11 @@ class ExternalMixin(RunsMixin, DecisionsMixin, DispatchMixin):
                 .join(ExternalRequest, ExternalRequest.request_id == HumanRequest.id)
                 .join(Run, Run.id == HumanRequest.run_id)
                 .where(HumanRequest.ref == ref, ExternalRequest.client_id == client_id)).first()
-            return _view(*found) if found is not None else None
+            return view_of(*found) if found is not None else None
 
-        return await self._read(find)
+        return await self._committer.read(find)
 
-    async def wait_external(
+    async def wait(
         self, client_id: int, ref: str, timeout: float
     ) -> ExternalView | None:
         """The request after it resolved, or after ``timeout`` seconds (long-poll).
@@ -308,18 +279,18 @@ class ExternalMixin(RunsMixin, DecisionsMixin, DispatchMixin):
         Waits on the resolution itself (``waiters``): registered before the first
         read, so a decision committed in between is never missed.
         """
-        future = self.waiters.register(ref)
+        future = self._waiters.register(ref)
         try:
-            view = await self.external_view(client_id, ref)
+            view = await self.view(client_id, ref)
             if view is None or view.status != store.OPEN or timeout <= 0:
                 return view
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(future, timeout)
-            return await self.external_view(client_id, ref)
+            return await self.view(client_id, ref)
         finally:
-            self.waiters.discard(ref, future)
+            self._waiters.discard(ref, future)
 
-    async def list_external(
+    async def list(
         self, client_id: int, *, status: str | None = None, route: str | None = None,
         before_id: int | None = None, limit: int = 50,
     ) -> list[ExternalView]:
@@ -337,27 +308,27 @@ class ExternalMixin(RunsMixin, DecisionsMixin, DispatchMixin):
             if before_id is not None:
                 query = query.where(HumanRequest.id < before_id)
             query = query.order_by(HumanRequest.id.desc()).limit(limit)
-            return [_view(*row) for row in session.execute(query).all()]
+            return [view_of(*row) for row in session.execute(query).all()]
 
-        return await self._read(find)
+        return await self._committer.read(find)
 
     # ------------------------------------------------------------------ cancel, answer
 
-    async def cancel_external(
+    async def cancel(
         self, client: ApiClientInfo, ref: str, reason: str
     ) -> RespondResult:
         """The client withdraws its own request (``cancelled`` result, webhook)."""
-        if await self.external_view(client.id, ref) is None:
+        if await self.view(client.id, ref) is None:
             return RespondResult("not_found", "no such request")
-        return await self.cancel(ref, client.identity, reason)
+        return await self._decider.cancel(ref, client.identity, reason)
 
-    async def answer_external(
+    async def answer(
         self, client: ApiClientInfo, ref: str, action_id: str, values: Mapping[str, JsonValue],
     ) -> RespondResult:
         """The MCP client's own user answered the form (elicitation): checked like any
         answer, decided as ``<client> (in the MCP client)`` and audited
         ``answered_locally``. Tool approvals can never be answered this way."""
-        view = await self.external_view(client.id, ref)
+        view = await self.view(client.id, ref)
         if view is None:
             return RespondResult("not_found", "no such request")
         if view.kind != "ask":
@@ -371,11 +342,11 @@ class ExternalMixin(RunsMixin, DecisionsMixin, DispatchMixin):
             status="submitted", action=AskHumanSelectedAction(id=action.id, label=action.label),
             values=clean)
         who = Identity(LOCAL_PLATFORM, client.name, f"{client.name} (in the MCP client)")
-        return await self._resolve_system(ref, result, "answered_locally", who)
+        return await self._resolver.resolve(ref, result, "answered_locally", who)
 
-    # ------------------------------------------------------------------ the resume seam
+    # ------------------------------------------------------------------ settling (a ``Settler``)
 
-    async def _settle_without_runtime(
+    async def settle(
         self, claim: worker.Claim, run: Run, request: HumanRequest
     ) -> bool:
         """An external request resolved: finish its run and queue the webhook."""
@@ -383,14 +354,14 @@ class ExternalMixin(RunsMixin, DecisionsMixin, DispatchMixin):
             return False
 
         def commit(session: Session) -> None:
-            now = self.now()
+            now = self._ctx.now()
             worker.complete(session, claim, now)
             row = session.get(Run, run.id)
             ext = session.get(ExternalRequest, request.id)
             if row is not None:
                 row.status, row.output, row.updated_at = "succeeded", request.result, now
             if ext is not None and ext.callback_url:
-                outbox.enqueue(session, now, self.outbox_lease, "webhook",
+                outbox.enqueue(session, now, self._ctx.tuning.outbox_lease, "webhook",
                                request_id=request.id, run_id=run.id,
                                payload={"ref": request.ref, "webhook_id": f"msg_{request.ref}"})
             store.audit(session, now, "external_settled", run_id=run.id, ref=request.ref,
@@ -398,80 +369,16 @@ class ExternalMixin(RunsMixin, DecisionsMixin, DispatchMixin):
                                  "webhook": bool(ext is not None and ext.callback_url)})
 
         try:
-            await self._grouped(commit)  # group-committed with other writes in flight
+            await self._committer.grouped(commit)  # group-committed with other writes in flight
         except worker.LeaseLost:
             log.warning("lease lost; another worker settles the request",
                         extra={"ref": request.ref})
         except Exception as exc:
             log.exception("settling an external request failed", extra={"ref": request.ref})
-            await self._retry_or_fail(claim, run.id, str(exc) or type(exc).__name__)
+            await self._jobs.retry_or_fail(claim, run.id, str(exc) or type(exc).__name__)
         return True
 
     # ------------------------------------------------------------------ webhooks
-
-    async def _attempt(self, claim: OutboxClaim) -> Attempt:
-        if claim.kind != "webhook":
-            return await super()._attempt(claim)
-        try:
-            return await self._send_webhook(claim)
-        except Exception as exc:
-            log.exception("webhook attempt crashed", extra={"outbox_id": claim.item_id})
-            return Attempt(str(exc) or type(exc).__name__)
-
-    def _outbox_attempt_limit(self, claim: OutboxClaim) -> int:
-        if claim.kind == "webhook":
-            return self.webhook_max_attempts
-        return super()._outbox_attempt_limit(claim)
-
-    def _outbox_delay(self, claim: OutboxClaim) -> dt.timedelta:
-        if claim.kind == "webhook":
-            steps = self.webhook_backoff
-            return dt.timedelta(seconds=steps[min(claim.attempts, len(steps)) - 1])
-        return super()._outbox_delay(claim)
-
-    async def _send_webhook(self, claim: OutboxClaim) -> Attempt:
-        sender = self._external.sender
-        if sender is None:
-            return Attempt("no webhook sender in this process; another replica retries")
-        ref = str(claim.payload.get("ref", ""))
-        now = self.now()
-        grace = self._external.rotation_grace
-
-        def load(session: Session) -> WebhookDelivery | None:
-            found = session.execute(
-                select(HumanRequest, Run, ExternalRequest, ApiClient)
-                .join(ExternalRequest, ExternalRequest.request_id == HumanRequest.id)
-                .join(Run, Run.id == HumanRequest.run_id)
-                .join(ApiClient, ApiClient.id == ExternalRequest.client_id)
-                .where(HumanRequest.ref == ref)).first()
-            if found is None:
-                return None
-            request, run, ext, client = found
-            if client.revoked_at is not None or not ext.callback_url:
-                return None
-            secrets = [client.secret_enc]
-            rotated = client.secret_rotated_at
-            if client.previous_secret_enc and rotated is not None and now - rotated < grace:
-                secrets.append(client.previous_secret_enc)
-            return WebhookDelivery(str(claim.payload.get("webhook_id") or f"msg_{ref}"),
-                                   ext.callback_url, _view(request, run, ext), client.name,
-                                   tuple(secrets), claim.attempts)
-
-        delivery = await self._read(load)
-        if delivery is None:
-            log.info("webhook dropped: request gone, no callback or client revoked",
-                     extra={"ref": ref})
-            return Attempt()
-        try:
-            await sender.send(delivery)
-        except DeliveryError as exc:
-            return Attempt(str(exc), permanent=True)
-        except Exception as exc:
-            log.warning("webhook attempt failed", extra={"ref": ref, "attempt": claim.attempts,
-                                                         "error": str(exc)[:300]})
-            return Attempt(str(exc)[:2000] or type(exc).__name__)
-        log.info("webhook delivered", extra={"ref": ref, "attempt": claim.attempts})
-        return Attempt()
 
 
 def _approval_card(
@@ -486,3 +393,4 @@ def _approval_card(
     why = f"Reason given: {ask.reason[:600]}" if ask.reason else ""
     view = tool_approval_view(ask.tool_name, why, tool_input, {}, binding)
     return tool_approval_args(view, agent), view_to_json(view), binding
+

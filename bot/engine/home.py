@@ -6,14 +6,10 @@ requests of those still waiting; nothing is rendered here.
 
 from __future__ import annotations
 
-from functools import partial
-
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bot.engine import store
-from bot.engine.base import EngineBase
-from bot.engine.ports import Identity
 from renderers.card import RunLine
 from storage import HumanRequest, Run
 
@@ -36,12 +32,3 @@ def runs_started_by(session: Session, platform: str, user_id: str, limit: int) -
                 asks.setdefault(run_id, str(args.get("title") or args.get("question") or ""))
     return [RunLine(run.id, run.agent, run.status, run.prompt, run.created_at,
                     asks.get(run.id) or None) for run in runs]
-
-
-class HomeMixin(EngineBase):
-    """``runs_started_by``: what a person's App Home shows next to their pending work."""
-
-    async def runs_started_by(self, identity: Identity, limit: int = RUNS_SHOWN) -> list[RunLine]:
-        """The newest runs ``identity`` started (at most ``limit``), with their state."""
-        return await self._read(partial(runs_started_by, platform=identity.platform,
-                                        user_id=identity.user_id, limit=max(1, limit)))

@@ -2,7 +2,7 @@
 
 The database narrows the candidates first: open requests on a route that has approvers
 on the person's platform, or escalated to such a route. Every candidate is then
-authorized exactly as a click would be (``AccessMixin._refusal``: approver lists,
+authorized exactly as a click would be (``Authorizer.refusal``: approver lists,
 groups, channel members, self-approval), in batches by id, so however many requests
 other routes have open, nobody is told "nothing is waiting" while something is. Only
 the cards of the page shown are rendered.
@@ -17,8 +17,10 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from bot.engine import authz, delegation, policy, store
-from bot.engine.access import AccessMixin, Copies
+from bot.engine.access import Authorizer, Copies
 from bot.engine.cards import build_card
+from bot.engine.committer import Committer
+from bot.engine.context import EngineContext
 from bot.engine.ports import Identity
 from bot.engine.results import PendingPage
 from bot.settings import RouteSettings
@@ -61,10 +63,16 @@ def candidates(
     return [(request, run, copies.get(request.id, [])) for request, run in rows]
 
 
-class PendingMixin(AccessMixin):
-    """``pending_page`` / ``pending_for``: what is waiting for one person."""
+class Pending:
+    """``page`` / ``all_for``: what is waiting for one person."""
 
-    async def pending_page(
+    def __init__(self, ctx: EngineContext, committer: Committer,
+                 authorizer: Authorizer) -> None:
+        self._ctx = ctx
+        self._committer = committer
+        self._authorizer = authorizer
+
+    async def page(
         self, identity: Identity, page: int = 1, per_page: int = PER_PAGE
     ) -> PendingPage:
         """Page ``page`` (1-based, clamped) of the open requests ``identity`` may answer,
@@ -74,32 +82,33 @@ class PendingMixin(AccessMixin):
         pages = max(1, -(-len(allowed) // per_page))
         page = min(max(1, page), pages)
         shown = allowed[(page - 1) * per_page: page * per_page]
-        cards = await self._read(lambda s: _cards(s, shown))
+        cards = await self._committer.read(lambda s: _cards(s, shown))
         return PendingPage(cards, len(allowed), page, per_page)
 
-    async def pending_for(self, identity: Identity) -> list[RequestCard]:
+    async def all_for(self, identity: Identity) -> list[RequestCard]:
         """Every open request ``identity`` may answer (oldest first)."""
         allowed = await self._answerable(identity)
-        return await self._read(lambda s: _cards(s, allowed))
+        return await self._committer.read(lambda s: _cards(s, allowed))
 
     async def _answerable(self, identity: Identity) -> list[tuple[HumanRequest, Run]]:
         """All open requests ``identity`` may answer, authorized like a click."""
-        routes = visible_routes(self.settings.routes, identity.platform)
+        routes = visible_routes(self._ctx.settings.routes, identity.platform)
         allowed: list[tuple[HumanRequest, Run]] = []
         after = 0
-        now = self.now()
-        grants = [g for g in await self._read(lambda s: delegation.to_delegate(s, now, identity))
+        now = self._ctx.now()
+        grants = [g for g in await self._committer.read(
+                      lambda s: delegation.to_delegate(s, now, identity))
                   if g.state == "active"]  # out of office: requests they answer for others
         while routes:
-            batch = await self._read(partial(candidates, platform=identity.platform,
+            batch = await self._committer.read(partial(candidates, platform=identity.platform,
                                              routes=routes, after_id=after, limit=BATCH))
             for request, run, copies in batch:
-                rules = policy.of(request, self.settings)  # frozen rules
+                rules = policy.of(request, self._ctx.settings)  # frozen rules
                 if rules is None:
                     continue
                 if await self._may_answer(rules, request, run, identity, copies) or isinstance(
-                        await self._delegated_by(request, run, rules.route, identity, copies,
-                                                 grants), Identity):
+                        await self._authorizer.delegated_by(request, run, rules.route,
+                                                            identity, copies, grants), Identity):
                     allowed.append((request, run))
             if len(batch) < BATCH:
                 break
@@ -109,10 +118,10 @@ class PendingMixin(AccessMixin):
     async def _may_answer(self, rules: policy.Policy, request: HumanRequest, run: Run,
                           identity: Identity, copies: Copies) -> bool:
         """Authorized like a click: an approver, or a member of a sign-off group."""
-        refusal = await self._refusal(request, rules.route, identity, store.starter(run),
+        refusal = await self._authorizer.refusal(request, rules.route, identity, store.starter(run),
                                       copies)
         if refusal == authz.NOT_ALLOWED:
-            return await self._signer(rules, identity)
+            return await self._authorizer.signer(rules, identity)
         return refusal is None
 
 

@@ -9,8 +9,11 @@ failing platform can never hold a database lock or lose a decision.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import JsonValue
 
 from renderers.card import RequestCard
 
@@ -149,36 +152,60 @@ class PlatformAdapter(Protocol):
         ``key`` makes the post idempotent where the platform allows (see ``PostKey``)."""
         ...
 
-    # Optional (the engine checks with ``getattr`` and skips adapters without it):
-    #
-    # async def remind(self, card: RequestCard, ref: DeliveryRef, text: str,
-    #                  key: PostKey | None = None) -> None:
-    #     """Remind the people who got the card ``ref`` that it still waits for an
-    #     answer: a short message in the card's thread (Slack ``thread_ts``, a Feishu
-    #     reply). ``text`` is trusted engine text (agent name, deadline), but adapters
-    #     still escape it as plain text. Raise ``DeliveryError`` when the platform
-    #     refused for good; any other error is retried by the outbox. ``key`` makes
-    #     the reminder idempotent like ``post_run_result``'s."""
-    #
-    # def read_click(self, card: RequestCard, action_id: str, values: Mapping[str, Any]
-    #                ) -> tuple[str, dict[str, JsonValue]]:
-    #     """A stored click's values as the platform sent them (stored before the ack,
-    #     without reading the card) → ``(action id, contract values)``; raise
-    #     ``ValueError`` if unreadable. Without it, stored values are contract values."""
-    #
-    # async def tell_clicker(self, who: Identity, reply_to: Mapping[str, str],
-    #                        text: str) -> None:
-    #     """Tell one person what became of their click when the worker decided it
-    #     (after a restart): ``reply_to`` is what the listener stored (e.g. the channel).
-    #     Raise to have it retried."""
+    # Optional capabilities: the typed protocols below (``bot.engine.platforms`` finds
+    # them on an adapter; an adapter without one is skipped for that job).
 
 
+@runtime_checkable
 class Reminding(Protocol):
-    """The optional ``remind`` method of a ``PlatformAdapter`` (see above)."""
+    """Can remind the people who got a card that it still waits for an answer."""
 
     async def remind(
         self, card: RequestCard, ref: DeliveryRef, text: str, key: PostKey | None = None
-    ) -> None: ...
+    ) -> None:
+        """A short message in the card's thread (Slack ``thread_ts``, a Feishu reply).
+        ``text`` is trusted engine text (agent name, deadline), but adapters still
+        escape it as plain text. Raise ``DeliveryError`` when the platform refused for
+        good; any other error is retried by the outbox. ``key`` makes the reminder
+        idempotent like ``post_run_result``'s."""
+        ...
+
+
+@runtime_checkable
+class ReadsClicks(Protocol):
+    """Stores clicks raw (before the ack, without reading the card) and reads them later."""
+
+    def read_click(self, card: RequestCard, action_id: str, values: Mapping[str, Any]
+                   ) -> tuple[str, dict[str, JsonValue]]:
+        """A stored click's values as the platform sent them → ``(action id, contract
+        values)``; raise ``ValueError`` if unreadable. Without this capability, stored
+        values are contract values."""
+        ...
+
+
+@runtime_checkable
+class TellsClickers(Protocol):
+    """Can tell one person what became of their click after a restart."""
+
+    async def tell_clicker(self, who: Identity, reply_to: Mapping[str, str],
+                           text: str) -> None:
+        """``reply_to`` is what the listener stored (e.g. the channel). Raise to have it
+        retried."""
+        ...
+
+
+class ClickTraits(Protocol):
+    """Plain facts an adapter may declare about its clicks (both default to False).
+
+    ``clicks_name_their_message``: a click carries the id of the message it came from,
+    so the engine refuses a click whose message is not a card of the request it names.
+    ``updates_cards_after_reply``: the platform shows a card patch only after the
+    click's own reply was sent, so the card update after a click's decision runs in
+    the background instead of inside the decision (Feishu).
+    """
+
+    clicks_name_their_message: bool
+    updates_cards_after_reply: bool
 
 
 class DirectoryUnavailable(Exception):

@@ -9,6 +9,9 @@ from renderers.card import RequestCard
 
 Outcome = Literal["accepted", "recorded", "rejected", "already_decided", "not_found"]
 
+NOT_FOUND = "This request does not exist (the link may be wrong or outdated)."
+"""What an unknown (or mistyped, or outdated) request reference is answered."""
+
 
 @dataclass(frozen=True)
 class RespondResult:

@@ -18,15 +18,20 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from bot.engine import outbox, policy, store, waiting
-from bot.engine.base import EngineBase, log
 from bot.engine.cards import build_card, localized
+from bot.engine.committer import Committer, log
+from bot.engine.context import EngineContext
 from bot.engine.waiting import waiting_policy
 from renderers.text import reminder_text
 from storage import HumanRequest, Run
 
 
-class SweepsMixin(EngineBase):
+class Reminders:
     """Reminders and escalation of requests nobody has answered yet."""
+
+    def __init__(self, ctx: EngineContext, committer: Committer) -> None:
+        self._ctx = ctx
+        self._committer = committer
 
     async def remind_and_escalate_due(self, limit: int = 200) -> int:
         """Claim due reminders and escalations of pending requests; returns how many.
@@ -38,17 +43,17 @@ class SweepsMixin(EngineBase):
         audit row (``reminded`` / ``escalated``). So several processes sweeping at once
         remind once, and a request decided first is never reminded or escalated.
         """
-        return await self._tx(partial(self._claim_due, limit=limit))
+        return await self._committer.tx(partial(self._claim_due, limit=limit))
 
     def _claim_due(self, session: Session, *, limit: int) -> int:
-        now = self.now()
+        now = self._ctx.now()
         not_overdue = or_(HumanRequest.deadline.is_(None), HumanRequest.deadline > now)
         claimed = 0
         for column in (HumanRequest.next_reminder_at, HumanRequest.escalate_at):
             query = (select(HumanRequest)
                      .where(HumanRequest.status == store.OPEN, column <= now, not_overdue)
                      .order_by(column).limit(limit))
-            if self.db.is_postgres:
+            if self._ctx.db.is_postgres:
                 query = query.with_for_update(skip_locked=True)
             for request in session.scalars(query).all():
                 if column is HumanRequest.next_reminder_at:
@@ -62,7 +67,7 @@ class SweepsMixin(EngineBase):
 
         The card records when it was last reminded (``reminded_at``, a new version), so
         every copy is updated with the reminder."""
-        route = waiting_policy(self, request)
+        route = waiting_policy(self._ctx.settings, request)
         old = request.next_reminder_at
         sent = request.reminders_sent + 1
         remind = (route is not None and route.reminder is not None
@@ -83,8 +88,8 @@ class SweepsMixin(EngineBase):
             return False  # someone else claimed it, it was decided, or reminders were removed
         run = session.get(Run, request.run_id)
         card = localized(build_card(request, run.agent if run else "agent"),
-                         self.settings.routes.get(request.route))
-        outbox.enqueue(session, now, self.outbox_lease, "remind", request_id=request.id,
+                         self._ctx.settings.routes.get(request.route))
+        outbox.enqueue(session, now, self._ctx.tuning.outbox_lease, "remind", request_id=request.id,
                        run_id=request.run_id,
                        payload={"ref": request.ref, "number": sent,
                                 "text": reminder_text(card, sent)})
@@ -101,13 +106,13 @@ class SweepsMixin(EngineBase):
 
         The claim moves ``escalation_step`` on by one from the value read, so each step is
         taken by one sweep across replicas; a step whose route is gone is skipped."""
-        route = waiting_policy(self, request)
+        route = waiting_policy(self._ctx.settings, request)
         chain = (route.escalation or []) if route is not None else []
         step = request.escalation_step or 0
         target = chain[step].route if step < len(chain) else None
-        rules = policy.of(request, self.settings)
-        if target is not None and (rules.route_named(target, self.settings) if rules else
-                                   self.settings.routes.get(target)) is None:
+        rules = policy.of(request, self._ctx.settings)
+        if target is not None and (rules.route_named(target, self._ctx.settings) if rules else
+                                   self._ctx.settings.routes.get(target)) is None:
             target = None  # gone from the config and never frozen: skip the step
         upcoming = waiting.step_due(route, request, step + 1) if route is not None else None
         reached = waiting.reached_routes(request)
@@ -127,7 +132,7 @@ class SweepsMixin(EngineBase):
             .execution_options(synchronize_session=False)))
         if changed != 1 or target is None:
             return False
-        outbox.enqueue(session, now, self.outbox_lease, "deliver_request",
+        outbox.enqueue(session, now, self._ctx.tuning.outbox_lease, "deliver_request",
                        request_id=request.id, run_id=request.run_id,
                        payload={"ref": request.ref, "route": target})
         self._queue_card_update(session, now, request)
@@ -141,6 +146,6 @@ class SweepsMixin(EngineBase):
     def _queue_card_update(self, session: Session, now: dt.datetime,
                            request: HumanRequest) -> None:
         """Update every copy to the version the claim just wrote (one past the read)."""
-        outbox.enqueue(session, now, self.outbox_lease, "update_card",
+        outbox.enqueue(session, now, self._ctx.tuning.outbox_lease, "update_card",
                        request_id=request.id, run_id=request.run_id,
                        payload={"ref": request.ref, "version": request.version + 1})

@@ -18,7 +18,6 @@ import datetime as dt
 import uuid
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 from croniter import croniter
 from sqlalchemy import func, select, update
@@ -26,10 +25,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from bot.engine import store
-from bot.engine.base import log
 from bot.engine.cards import as_utc
+from bot.engine.committer import Committer, log
+from bot.engine.context import EngineContext
 from bot.engine.ports import Identity, Origin
-from bot.engine.runs import RunsMixin
+from bot.engine.runs import RunStarter
+from bot.engine.wakeups import Background
 from bot.settings import ScheduleSettings
 from storage import HumanRequest, Run, RunTrigger
 
@@ -66,56 +67,56 @@ def origin_for_route(settings_routes: dict[str, object], route_name: str) -> Ori
     return Origin("console")
 
 
-class TriggersMixin(RunsMixin):
+class Triggers:
     """Event- and schedule-started runs, claimed exactly once across replicas."""
 
-    trigger_lease: dt.timedelta = TRIGGER_LEASE
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, ctx: EngineContext, committer: Committer, starter: RunStarter,
+                 background: Background) -> None:
+        self._ctx = ctx
+        self._committer = committer
+        self._starter = starter
+        self._background = background
         self._schedules_since: dt.datetime | None = None
         """First sweep of this process: schedules never fired before count from here."""
 
-    async def start_triggered_run(
+    async def start_run(
         self, agent: str, prompt: str, started_by: Identity, origin: Origin, *,
         source: str = "api", client_id: int | None = None,
     ) -> str:
         """Record the trigger, then start the run in the background; returns its id."""
         run_id = uuid.uuid4().hex
-        now = self.now()
+        now = self._ctx.now()
 
         def insert(session: Session) -> None:
             session.add(RunTrigger(
                 id=run_id, source=source, client_id=client_id, agent=agent, prompt=prompt,
                 origin_platform=origin.platform, origin_channel=origin.channel,
-                state="claimed", lease_until=now + self.trigger_lease, created_at=now,
+                state="claimed", lease_until=now + self._ctx.tuning.trigger_lease, created_at=now,
                 updated_at=now))
             store.audit(session, now, "run_triggered", run_id=run_id, actor=started_by,
                         details={"agent": agent, "source": source})
 
-        await self._tx(insert)
+        await self._committer.tx(insert)
         self._launch(run_id, agent, prompt, started_by, origin)
         return run_id
 
     def _launch(
         self, run_id: str, agent: str, prompt: str, who: Identity, origin: Origin
     ) -> None:
-        task = asyncio.create_task(self._run_trigger(run_id, agent, prompt, who, origin))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._background.start(self._run_trigger(run_id, agent, prompt, who, origin))
 
     async def _run_trigger(
         self, run_id: str, agent: str, prompt: str, who: Identity, origin: Origin
     ) -> None:
         try:
             # Authenticated otherwise: an API key scoped to this agent, or admin config.
-            await self.start_run(agent, prompt, who, origin, run_id=run_id,
+            await self._starter.start(agent, prompt, who, origin, run_id=run_id,
                                  check_starters=False)
         except Exception:
             log.exception("triggered run could not start", extra={"run_id": run_id})
         finally:
             with contextlib.suppress(Exception):
-                await self._tx(lambda s: _mark_started(s, run_id, self.now()))
+                await self._committer.tx(lambda s: _mark_started(s, run_id, self._ctx.now()))
 
     async def run_view(self, client_id: int | None, run_id: str) -> RunView | None:
         """The run ``run_id`` if ``client_id`` triggered it (None: unknown or not theirs)."""
@@ -138,7 +139,7 @@ class TriggersMixin(RunsMixin):
             return RunView(run.id, run.agent, run.status, run.output, run.error, created,
                            updated, requests)
 
-        return await self._read(find)
+        return await self._committer.read(find)
 
     # ------------------------------------------------------------------ schedules
 
@@ -146,12 +147,12 @@ class TriggersMixin(RunsMixin):
         """Fire every schedule whose cron time has come; returns how many this replica
         fired (another replica may have won a firing: then it is skipped here)."""
         fired = 0
-        now = self.now()
+        now = self._ctx.now()
         if self._schedules_since is None:
             self._schedules_since = now
         since = self._schedules_since
-        for name, schedule in self.settings.schedules.items():
-            last = await self._read(partial(_last_fire, name=name))
+        for name, schedule in self._ctx.settings.schedules.items():
+            last = await self._committer.read(partial(_last_fire, name=name))
             due = _due_time(schedule, last or since, now)
             if due is None:
                 continue
@@ -161,9 +162,9 @@ class TriggersMixin(RunsMixin):
 
     async def _fire(self, name: str, schedule: ScheduleSettings, due: dt.datetime) -> bool:
         run_id = uuid.uuid4().hex
-        now = self.now()
-        route = schedule.route or self.settings.agents[schedule.agent].route
-        origin = origin_for_route(dict(self.settings.routes), route)
+        now = self._ctx.now()
+        route = schedule.route or self._ctx.settings.agents[schedule.agent].route
+        origin = origin_for_route(dict(self._ctx.settings.routes), route)
         who = Identity("schedule", name, f"schedule {name}")
 
         def insert(session: Session) -> None:
@@ -171,13 +172,13 @@ class TriggersMixin(RunsMixin):
                 id=run_id, source="schedule", schedule=name, fire_at=due, agent=schedule.agent,
                 prompt=schedule.prompt, origin_platform=origin.platform,
                 origin_channel=origin.channel, state="claimed",
-                lease_until=now + self.trigger_lease, created_at=now, updated_at=now))
+                lease_until=now + self._ctx.tuning.trigger_lease, created_at=now, updated_at=now))
             session.flush()
             store.audit(session, now, "schedule_fired", run_id=run_id, actor=who,
                         details={"schedule": name, "fire_at": due.isoformat()})
 
         try:
-            await self._tx(insert)
+            await self._committer.tx(insert)
         except IntegrityError:
             return False  # another replica fired this time
         log.info("schedule fired", extra={"schedule": name, "run_id": run_id,
@@ -187,7 +188,7 @@ class TriggersMixin(RunsMixin):
 
     async def reclaim_triggers(self) -> int:
         """Restart triggers whose process died before the run began; returns how many."""
-        now = self.now()
+        now = self._ctx.now()
 
         def claim(session: Session) -> list[RunTrigger]:
             rows = session.scalars(select(RunTrigger).where(
@@ -201,13 +202,13 @@ class TriggersMixin(RunsMixin):
                     update(RunTrigger)
                     .where(RunTrigger.id == row.id, RunTrigger.state == "claimed",
                            RunTrigger.lease_until == row.lease_until)
-                    .values(lease_until=now + self.trigger_lease, updated_at=now)
+                    .values(lease_until=now + self._ctx.tuning.trigger_lease, updated_at=now)
                     .execution_options(synchronize_session=False)))
                 if won == 1:
                     mine.append(row)
             return mine
 
-        rows = await self._tx(claim)
+        rows = await self._committer.tx(claim)
         for row in rows:
             who = Identity("schedule", row.schedule) if row.schedule else Identity(
                 "api", "api", None)

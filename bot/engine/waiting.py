@@ -15,7 +15,7 @@ Durable state on the request row: ``next_reminder_at`` / ``reminders_sent`` /
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import ColumnElement, String, cast, or_, select
 from sqlalchemy.orm import Session
@@ -26,15 +26,17 @@ from bot.settings import RouteSettings, Settings, span_seconds
 from renderers.markdown import plain, truncate
 from storage import HumanRequest, Run
 
+if TYPE_CHECKING:
+    from bot.engine.context import EngineContext
+
 __all__ = ["next_reminder", "reached_routes", "start_clocks", "step_due", "waiting_policy"]
 
 
-def waiting_policy(engine: Any, request: HumanRequest) -> RouteSettings | None:
+def waiting_policy(settings: Settings, request: HumanRequest) -> RouteSettings | None:
     """The reminder / escalation / timeout rules that govern ``request``: its frozen
     policy (``bot.engine.policy``), so a reload never moves an open request's clocks
     (None: a request stored before policies were frozen whose route is gone, so nothing
     more is sent)."""
-    settings: Settings = engine.settings
     rules = policy.of(request, settings)
     return rules.route if rules is not None else None
 
@@ -108,14 +110,14 @@ def notice_targets(settings: Settings, rules: policy.Policy | None) -> list[tupl
     return out
 
 
-def queue_timeout_notices(engine: Any, session: Session, request_ids: list[int], *,
+def queue_timeout_notices(ctx: EngineContext, session: Session, request_ids: list[int], *,
                           now: dt.datetime) -> int:
     """Queue ``on_timeout.notify`` notices for requests that just timed out, in the
     transaction that timed them out (so each is posted once, retried by the outbox).
 
     The notice is trusted words plus the request's title, passed through ``plain``
     (adapters escape it like any run output). Returns how many notices were queued."""
-    settings: Settings = engine.settings
+    settings = ctx.settings
     if not request_ids:
         return 0
     queued = 0
@@ -136,7 +138,7 @@ def queue_timeout_notices(engine: Any, session: Session, request_ids: list[int],
             continue
         text = notice_text(request, agent)
         for platform, channel in targets:
-            outbox.enqueue(session, now, engine.outbox_lease, "post_run_result",
+            outbox.enqueue(session, now, ctx.tuning.outbox_lease, "post_run_result",
                            request_id=request.id, run_id=request.run_id, platform=platform,
                            payload={"channel": channel, "thread": None, "text": text,
                                     "notice": "timeout"})

@@ -15,10 +15,14 @@ from sqlalchemy.orm import Session
 
 from bot.askhuman.schema import cancelled_result
 from bot.engine import inbox
-from bot.engine.access import NOT_FOUND
-from bot.engine.decisions import DecisionsMixin
+from bot.engine.access import Authorizer
+from bot.engine.committer import Committer
+from bot.engine.context import EngineContext
 from bot.engine.ports import Identity
-from bot.engine.results import RespondResult
+from bot.engine.request_cards import Cards
+from bot.engine.resolver import Resolver
+from bot.engine.results import NOT_FOUND, RespondResult
+from bot.engine.wakeups import Wakeups
 
 WITHDRAW_ACTION = "__withdraw"
 """The ``action_id`` a withdraw click carries in the click inbox."""
@@ -26,33 +30,42 @@ NOT_ALLOWED = ("Only the person who started this run, or an askhuman admin, may 
                "this request.")
 
 
-class WithdrawMixin(DecisionsMixin):
+class Withdrawals:
     """``withdraw``: the starter or an admin cancels a pending request from the card."""
+
+    def __init__(self, ctx: EngineContext, committer: Committer, cards: Cards,
+                 authorizer: Authorizer, resolver: Resolver, wakeups: Wakeups) -> None:
+        self._ctx = ctx
+        self._committer = committer
+        self._cards = cards
+        self._authorizer = authorizer
+        self._resolver = resolver
+        self._wakeups = wakeups
 
     async def withdraw(self, ref: str, actor: Identity, reason: str = "",
                        mark: inbox.Mark | None = None) -> RespondResult:
         """Resolve ``ref`` ``cancelled`` if ``actor`` started its run or is an admin."""
-        found = await self._read(lambda s: self._load(s, ref))
+        found = await self._committer.read(lambda s: self._cards.load(s, ref))
         if found is None:
-            return await self._refuse("not_found", NOT_FOUND, ref, actor, "withdraw_unknown_ref",
-                                      mark=mark)
+            return await self._authorizer.refuse("not_found", NOT_FOUND, ref, actor,
+                                                 "withdraw_unknown_ref", mark=mark)
         _request, run, card = found
         is_starter = (run.started_by_platform, run.started_by_user) == (
             actor.platform, actor.user_id)
-        if not is_starter and not self.settings.admins.includes(actor.platform, actor.user_id):
-            return await self._refuse("rejected", NOT_ALLOWED, ref, actor,
+        if not is_starter and not self._ctx.settings.admins.includes(actor.platform, actor.user_id):
+            return await self._authorizer.refuse("rejected", NOT_ALLOWED, ref, actor,
                                       "withdraw_unauthorized", card, run.id, mark=mark)
         who = actor.display_name or actor.user_id
         result = cancelled_result(f"Withdrawn by {who}: {reason}" if reason else
                                   f"Withdrawn by {who}.")
 
         def resolve(session: Session) -> RespondResult:
-            answer = self._resolve_in(session, ref, result, "withdrawn", actor)
+            answer = self._resolver.resolve_in(session, ref, result, "withdrawn", actor)
             if mark is not None:
-                inbox.finish(session, mark, self.now(), answer.outcome, answer.message)
+                inbox.finish(session, mark, self._ctx.now(), answer.outcome, answer.message)
             return answer
 
-        answer = await self._tx(resolve)
+        answer = await self._committer.tx(resolve)
         if answer.outcome == "accepted":
-            self._poke()
-        return RespondResult(answer.outcome, answer.message, await self.card(ref))
+            self._wakeups.resume_due()
+        return RespondResult(answer.outcome, answer.message, await self._cards.card(ref))

@@ -236,7 +236,7 @@ async def running_door(
     database = Database(settings.database_url)
     database.upgrade()
     engine = Engine(database, settings, runtimes)
-    engine.webhook_backoff = webhook_backoff
+    engine.tuning.webhook_backoff = webhook_backoff
     feishu, feishu_url = fake_feishu
     app = build_app(engine, start_platforms(engine, settings,
                                             env_for(fake_slack, feishu_url, feishu)))

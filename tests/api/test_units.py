@@ -169,11 +169,11 @@ def test_default_webhook_retries_span_more_than_a_day(tmp_path: Any) -> None:
 
     database = Database(f"sqlite:///{tmp_path / 'w.db'}")
     engine = Engine(database, load_settings())
-    limit = engine._outbox_attempt_limit(OutboxClaim(1, "webhook", "t", 1, None, None, None))
-    waits = [engine._outbox_delay(OutboxClaim(1, "webhook", "t", n, None, None, None))
+    limit = engine.outbox.attempt_limit(OutboxClaim(1, "webhook", "t", 1, None, None, None))
+    waits = [engine.outbox.delay(OutboxClaim(1, "webhook", "t", n, None, None, None))
              for n in range(1, limit)]
     assert sum(waits, dt.timedelta()) >= dt.timedelta(hours=24)
     assert max(waits) <= dt.timedelta(hours=4)
-    other = engine._outbox_attempt_limit(OutboxClaim(1, "update_card", "t", 1, None, None, None))
-    assert other == engine.outbox_max_attempts  # platform calls keep their own policy
+    other = engine.outbox.attempt_limit(OutboxClaim(1, "update_card", "t", 1, None, None, None))
+    assert other == engine.tuning.outbox_max_attempts  # platform calls keep their own policy
     database.dispose()

@@ -119,7 +119,7 @@ async def test_rotation_signs_with_both_secrets_for_a_while(door: Door) -> None:
     Webhook(new_secret).verify(raw, headers)
     Webhook(client.secret).verify(raw, headers)
     # After the grace period only the new secret signs.
-    door.engine._external.rotation_grace = dt.timedelta(0)
+    door.engine.webhooks.rotation_grace = dt.timedelta(0)
     second = Receiver()
     async with serve_in_loop(second.app()) as url:
         await ask_and_approve(door, client, url + "/hook")
@@ -168,7 +168,7 @@ async def test_the_allow_list_is_checked_again_before_each_attempt(door: Door) -
 
     receiver = Receiver()
     client = add_client(door.database, "ci", ["ops"])
-    sender = door.engine._external.sender
+    sender = door.engine.webhooks.sender
     assert isinstance(sender, HttpWebhookSender)
     async with serve_in_loop(receiver.app()) as url:
         created = await door.create(client, {"route": "ops", "args": DEPLOY_ARGS,

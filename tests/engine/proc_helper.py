@@ -58,7 +58,7 @@ async def respond(db_url: str, ref: str, first: int, count: int) -> None:
 
 async def crash_resume(db_url: str, marker: str) -> None:
     engine, _, _ = make_engine(db_url, lease_seconds=LEASE_SECONDS)
-    engine._runtimes["deploy"] = HangingResume(marker)
+    engine.runtimes.built["deploy"] = HangingResume(marker)
     await engine.run_worker_once()
 
 
@@ -78,7 +78,7 @@ async def hang_resume(db_url: str, marker: str, lease: float) -> None:
 
     engine, _, _ = make_engine(db_url, clock=RealClock(), lease_seconds=lease,
                                outbox_lease_seconds=lease)
-    engine._runtimes["deploy"] = HangingResume(marker)
+    engine.runtimes.built["deploy"] = HangingResume(marker)
     await engine.run_worker_once()
 
 

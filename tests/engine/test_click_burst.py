@@ -1,5 +1,5 @@
 """The click path under a burst: lookups without the write lock, group-committed
-refusal audits and dedupe keys (``Engine._read`` / ``Engine._batched``)."""
+refusal audits and dedupe keys (``Committer.read`` / ``Committer.batched``)."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ async def test_batched_writes_share_a_transaction_and_survive_cancelled_callers(
 
     engine.db.transaction = counting  # type: ignore[method-assign]
     try:
-        tasks = [asyncio.create_task(engine._batched(lambda s, i=i: store.audit(
+        tasks = [asyncio.create_task(engine.committer.batched(lambda s, i=i: store.audit(
             s, now, "probe", outcome="refused", reason=f"r{i}"))) for i in range(30)]
         await asyncio.sleep(0)
         tasks[5].cancel()  # the caller gives up; its row must still be written
@@ -91,9 +91,9 @@ async def test_a_failing_batched_step_fails_only_its_caller(db_url: str) -> None
     def bad(_session: Any) -> None:
         raise ValueError("boom")
 
-    calls = [engine._batched(lambda s, i=i: store.audit(s, now, "probe", reason=f"r{i}"))
+    calls = [engine.committer.batched(lambda s, i=i: store.audit(s, now, "probe", reason=f"r{i}"))
              for i in range(5)]
-    results = await asyncio.gather(*calls[:2], engine._batched(bad), *calls[2:],
+    results = await asyncio.gather(*calls[:2], engine.committer.batched(bad), *calls[2:],
                                    return_exceptions=True)
     assert isinstance(results[2], ValueError)
     assert [r for i, r in enumerate(results) if i != 2] == [None] * 5

@@ -158,7 +158,7 @@ async def test_a_click_left_behind_is_decided_by_the_worker_and_the_clicker_told
     assert await engine.record_click(_click(ref)) is not None  # ...and then the process died
     assert await engine.recover_clicks() == 0  # its holder's lease still runs
     assert _status(engine, ref) == "pending"
-    clock.advance(engine.click_lease.total_seconds() + 1)
+    clock.advance(engine.tuning.click_lease.total_seconds() + 1)
     assert await engine.recover_clicks() == 1
     assert _status(engine, ref) == "submitted"
     assert _rows(engine) == [("done", "accepted")]
@@ -178,7 +178,7 @@ async def test_a_live_decision_after_a_takeover_rolls_back(db_url: str) -> None:
     ref = await _request(engine, adapter)
     recorded = await engine.record_click(_click(ref))
     assert recorded is not None
-    clock.advance(engine.click_lease.total_seconds() + 1)
+    clock.advance(engine.tuning.click_lease.total_seconds() + 1)
     assert await engine.recover_clicks() == 1
     late = await engine.decide_click(recorded)
     assert late.outcome == "recorded" and late.message == DEFERRED
@@ -194,7 +194,7 @@ async def test_telling_is_retried_and_deciding_gives_up_after_max_attempts(
     ref = await _request(engine, adapter)
     adapter.tell_failures = 1
     assert await engine.record_click(_click(ref)) is not None
-    clock.advance(engine.click_lease.total_seconds() + 1)
+    clock.advance(engine.tuning.click_lease.total_seconds() + 1)
     assert await engine.recover_clicks() == 1
     assert _rows(engine) == [("telling", "accepted")] and adapter.told == []
     clock.advance(60)
@@ -209,8 +209,8 @@ async def test_telling_is_retried_and_deciding_gives_up_after_max_attempts(
     async def broken(*_args: Any) -> Any:
         raise ConnectionError("directory unavailable")
 
-    engine._respond = broken  # type: ignore[method-assign]
-    for _ in range(engine.click_max_attempts + 1):
+    engine.decider.respond_stored = broken  # type: ignore[method-assign]
+    for _ in range(engine.tuning.click_max_attempts + 1):
         clock.advance(3600)
         await engine.recover_clicks()
     assert _rows(engine)[-1] == ("failed", "failed")
@@ -374,7 +374,7 @@ async def test_a_click_stored_before_the_deadline_counts(db_url: str) -> None:
     ref = await _request(engine, adapter)
     clock.advance(30 * 60 - 1)  # one second before the deadline
     assert await engine.record_click(_click(ref)) is not None  # ...then the process died
-    clock.advance(engine.click_lease.total_seconds() + 1)
+    clock.advance(engine.tuning.click_lease.total_seconds() + 1)
     assert await engine.expire_due() == 0  # the stored click is decided first
     assert await engine.recover_clicks() == 1
     assert _status(engine, ref) == "submitted"
@@ -402,7 +402,7 @@ class HangingResume:
 async def test_a_slow_resume_does_not_delay_timeouts(sqlite_url: str) -> None:
     engine, adapter, clock = _engine(sqlite_url)
     slow = HangingResume()
-    engine._runtimes["deploy"] = slow
+    engine.runtimes.built["deploy"] = slow
     first = await _request(engine, adapter)
     assert (await engine.respond(first, alice(), "approve", VALUES)).outcome == "accepted"
     stop = asyncio.Event()

@@ -76,7 +76,7 @@ async def test_seen_events_are_pruned_after_their_retention(db_url: str) -> None
     assert await engine.first_seen("slack", "event:old")  # forgotten, so new again
     # The sweep prunes at most once per interval.
     clock.advance(3000)
-    engine._last_housekeeping = engine.now()
+    engine.housekeeping.last_run = engine.now()
     await engine.run_worker_once()
     assert _count(engine, SeenEvent) == 2
     engine.db.dispose()

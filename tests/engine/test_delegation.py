@@ -12,7 +12,7 @@ from sqlalchemy import select
 from typer.testing import CliRunner
 
 from bot.cli import app
-from bot.engine import Identity, delegation
+from bot.engine import Identity, delegation, delegation_chat
 from renderers.text import render_text
 from storage import AuditLog
 from tests.engine.helpers import ORIGIN, STARTER, T0, alice
@@ -23,7 +23,7 @@ ALICE = Identity("slack", "U_ALICE", "Alice")
 
 
 async def _delegate(engine: object, frm: Identity, to: Identity, until: str) -> str:
-    return await delegation.delegate_from_chat(engine, frm, to, until)
+    return await engine.delegations.delegate(frm, to, until)
 
 
 async def test_a_delegate_answers_for_the_delegator(db_url: str) -> None:
@@ -65,8 +65,8 @@ async def test_an_expired_delegation_is_refused_clearly(db_url: str) -> None:
 async def test_revoked_delegation_and_strangers(db_url: str) -> None:
     engine, adapter, _clock = build(db_url, ops_route())
     await _delegate(engine, ALICE, BOB, "2025-04-01")
-    assert (await delegation.revoke_from_chat(engine, ALICE, None)).startswith("Revoked 1")
-    assert (await delegation.revoke_from_chat(engine, ALICE, None)).startswith("You have no")
+    assert (await engine.delegations.revoke(ALICE, None)).startswith("Revoked 1")
+    assert (await engine.delegations.revoke(ALICE, None)).startswith("You have no")
     await engine.start_run("deploy", "Deploy v1", STARTER, ORIGIN)
     ref = adapter.delivered[0][0].ref
     assert await engine.pending_for(BOB) == []
@@ -109,11 +109,11 @@ async def test_one_person_one_vote_with_a_delegate(db_url: str) -> None:
 
 
 def test_chat_command_parsing() -> None:
-    parse = delegation.parse_chat
-    assert parse("") == delegation.ChatCommand("list")
-    assert parse("<@U1|bob> until 2026-12-24") == delegation.ChatCommand(
+    parse = delegation_chat.parse_chat
+    assert parse("") == delegation_chat.ChatCommand("list")
+    assert parse("<@U1|bob> until 2026-12-24") == delegation_chat.ChatCommand(
         "add", "<@U1|bob>", "2026-12-24")
-    assert parse("revoke <@U1>") == delegation.ChatCommand("revoke", "<@U1>")
+    assert parse("revoke <@U1>") == delegation_chat.ChatCommand("revoke", "<@U1>")
     assert parse("bob tomorrow please").verb == "usage"
 
 

@@ -77,7 +77,7 @@ async def test_the_outbox_loop_updates_every_timed_out_card_once(db_url: str) ->
     clock.advance(30 * 60 + 1)
     assert await engine.expire_due() == 60
     assert adapter.updates == []  # queued, not sent inline
-    await engine._outbox_round()
+    await engine.outbox_round()
     refs = [card.ref for card, _ in adapter.updates]
     assert len(refs) == 60 and len(set(refs)) == 60
     assert {card.status for card, _ in adapter.updates} == {"timeout"}

@@ -1,4 +1,4 @@
-"""Decisions, resume claims and resume outcomes share commits (``Engine._grouped``),
+"""Decisions, resume claims and resume outcomes share commits (``Committer.grouped``),
 and every caller still sees its own write committed, and its side effects sent."""
 
 from __future__ import annotations
@@ -43,16 +43,16 @@ async def test_concurrent_decisions_share_one_commit_and_each_sends_its_card(
         await engine.start_run("deploy", f"Deploy v5.{i}", STARTER, ORIGIN)
     refs = [card.ref for card, _ in adapter.delivered]
     sizes: list[int] = []
-    commit_batch = engine._commit_batch
+    commit_batch = engine.committer.commit_batch
 
     def recording(fns: list[Any]) -> list[tuple[bool, Any]]:
         sizes.append(len(fns))
         return commit_batch(fns)
 
-    engine._commit_batch = recording  # type: ignore[method-assign]
+    engine.committer.commit_batch = recording  # type: ignore[method-assign]
     now = engine.now()
-    answers = await asyncio.gather(*(engine._grouped(
-        lambda s, ref=ref: engine._decide(s, ref, alice(), APPROVE, now)) for ref in refs))
+    answers = await asyncio.gather(*(engine.committer.grouped(
+        lambda s, ref=ref: engine.decider.decide(s, ref, alice(), APPROVE, now)) for ref in refs))
     assert [a.outcome for a in answers] == ["accepted"] * 6
     assert sizes[0] == 6  # the six decisions were committed together ...
     with engine.db.read() as s:  # ... and every one of them is durable on return
@@ -60,7 +60,7 @@ async def test_concurrent_decisions_share_one_commit_and_each_sends_its_card(
         assert len(s.scalars(select(ResumeJob)).all()) == 6
     # Each decision's card update ran after that commit, once per request.
     assert sorted(card.ref for card, _ in adapter.updates) == sorted(refs)
-    assert await engine._resume_due(50, concurrency=4) == 6
+    assert await engine.resumes.due(50, concurrency=4) == 6
     with engine.db.read() as s:
         resumed = Counter(s.scalars(select(AuditLog.request_ref)
                                     .where(AuditLog.event == "resumed")))
@@ -77,7 +77,7 @@ async def test_several_jobs_are_claimed_in_one_transaction_with_their_rows(
     clock.advance(30 * 60 + 1)
     assert await engine.expire_due() == 5
     commits = _count_commits(engine)
-    batch = await engine._batched(partial(engine._claim_loaded, limit=3))
+    batch = await engine.committer.batched(partial(engine.resumes.claim_loaded, limit=3))
     assert len(commits) == 1 and len(batch) == 3
     assert len({claim.token for claim, _ in batch}) == 3  # one fencing token per job
     for claim, (run, request, (results, _tickets)) in batch:
@@ -85,14 +85,14 @@ async def test_several_jobs_are_claimed_in_one_transaction_with_their_rows(
         assert [r.status for r in results.values()] == ["timeout"]
     # The claimed jobs are held: another worker gets only the other two.
     other, _, _ = make_engine(db_url, clock=clock)
-    assert await other._resume_due(50, concurrency=8) == 2
+    assert await other.resumes.due(50, concurrency=8) == 2
     # A claim fences like one taken alone: finishing with a wrong token is refused.
     claim = batch[0][0]
     forged = worker.Claim(claim.job_id, claim.request_id, claim.run_id, "not-ours", 1)
     with pytest.raises(worker.LeaseLost):
-        await engine._grouped(lambda s: worker.complete(s, forged, engine.now()))
+        await engine.committer.grouped(lambda s: worker.complete(s, forged, engine.now()))
     for claim, loaded in batch:  # the holder resumes its jobs exactly once
-        await engine._process(claim, loaded)
+        await engine.resumes.process(claim, loaded)
     with engine.db.read() as s:
         assert set(s.scalars(select(ResumeJob.state))) == {"done"}
         assert len(s.scalars(select(AuditLog).where(AuditLog.event == "resumed")).all()) == 5
@@ -105,7 +105,7 @@ def test_callers_on_two_event_loops_are_each_answered_on_their_own(db_url: str) 
     now = engine.now()
 
     async def burst(tag: str) -> None:
-        await asyncio.gather(*(engine._batched(lambda s, i=i: store.audit(
+        await asyncio.gather(*(engine.committer.batched(lambda s, i=i: store.audit(
             s, now, "probe", reason=f"{tag}{i}")) for i in range(10)))
         await engine.drain()
 

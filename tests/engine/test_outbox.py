@@ -85,7 +85,7 @@ def _crash_after_commit(engine: Engine) -> None:
     async def die(claim: Any) -> None:
         raise Crash
 
-    engine._dispatch = die  # type: ignore[method-assign]
+    engine.outbox.dispatch = die  # type: ignore[method-assign]
 
 
 def _count(engine: Engine, model: Any, *where: Any) -> int:

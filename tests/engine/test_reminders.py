@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import func, select
 
 from bot.engine import DeliveryRef, Engine, Identity, PostKey
+from bot.engine.dispatch import Handler
 from bot.settings import ConfigError, FileSettings, Settings, load_file
 from renderers.card import RequestCard
 from storage import AuditLog, Database, HumanRequest
@@ -134,13 +135,13 @@ async def test_reminder_queued_before_a_decision_is_not_sent(db_url: str) -> Non
     """The click wins the race after the claim: the outbox row sees it and stays quiet."""
     engine, adapter, clock, ref = await ask(db_url, reminder="10m")
     clock.advance(10 * 60)
-    original = engine._send_reminders
+    original = engine.deliveries.send_reminders
 
     async def decide_first(claim: Any) -> Any:
         assert (await engine.respond(ref, alice(), "approve", ANSWER)).outcome == "accepted"
         return await original(claim)
 
-    engine._send_reminders = decide_first  # type: ignore[method-assign]
+    engine.outbox.handlers["remind"] = Handler(decide_first)  # the registry is the seam
     assert await engine.remind_and_escalate_due() == 1
     assert adapter.reminders == [] and row(engine).status == "submitted"
     assert audits(engine, "decided") == 1

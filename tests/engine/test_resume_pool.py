@@ -18,9 +18,9 @@ async def test_a_pool_of_resumes_on_two_replicas_resumes_each_run_once(db_url: s
             for i in range(12)]
     clock.advance(30 * 60 + 1)
     assert await engine.expire_due() == 12
-    done = await asyncio.gather(engine._resume_due(50, concurrency=4),
-                                other._resume_due(50, concurrency=4),
-                                engine._resume_due(50, concurrency=3))
+    done = await asyncio.gather(engine.resumes.due(50, concurrency=4),
+                                other.resumes.due(50, concurrency=4),
+                                engine.resumes.due(50, concurrency=3))
     assert sum(done) == 12
     with engine.db.transaction() as s:
         resumed = Counter(s.scalars(select(AuditLog.run_id).where(AuditLog.event == "resumed")))
@@ -37,8 +37,8 @@ async def test_the_pool_never_takes_more_than_its_limit(db_url: str) -> None:
         await engine.start_run("deploy", f"Deploy v2.{i}", STARTER, ORIGIN)
     clock.advance(30 * 60 + 1)
     await engine.expire_due()
-    assert await engine._resume_due(3, concurrency=8) == 3
-    assert await engine._resume_due(50, concurrency=8) == 2
+    assert await engine.resumes.due(3, concurrency=8) == 3
+    assert await engine.resumes.due(50, concurrency=8) == 2
 
 
 async def test_a_decision_on_one_replica_wakes_the_other_at_once(postgres_url: str) -> None:

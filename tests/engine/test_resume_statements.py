@@ -45,7 +45,7 @@ async def _decided(db_url: str, runs: int) -> Any:
 async def test_claiming_a_batch_is_one_update_and_one_read(db_url: str) -> None:
     engine, _ = await _decided(db_url, 3)
     with _statements(engine) as sent:
-        batch = await engine._batched(partial(engine._claim_loaded, limit=3))
+        batch = await engine.committer.batched(partial(engine.resumes.claim_loaded, limit=3))
     assert len(batch) == 3 and all(loaded is not None for _, loaded in batch)
     assert len(sent) == 2, sent
     assert sent[0].startswith(("UPDATE resume_jobs", "WITH picked"))
@@ -59,9 +59,10 @@ async def test_claiming_a_batch_is_one_update_and_one_read(db_url: str) -> None:
 
 async def test_the_outcome_commit_does_not_read_the_run_again(db_url: str) -> None:
     engine, adapter = await _decided(db_url, 1)
-    [(claim, loaded)] = await engine._batched(partial(engine._claim_loaded, limit=1))
+    [(claim, loaded)] = await engine.committer.batched(
+        partial(engine.resumes.claim_loaded, limit=1))
     with _statements(engine) as sent:
-        await engine._process(claim, loaded)
+        await engine.resumes.process(claim, loaded)
     assert not [s for s in sent if s.startswith("SELECT")], sent
     assert [s.split()[0:3] for s in sent if "runs" in s.split()[0:3]] == [
         ["UPDATE", "runs", "SET"]]
@@ -81,16 +82,16 @@ async def test_a_run_already_in_the_transaction_is_reused_not_overwritten(
     from storage import Run
 
     engine, _ = await _decided(db_url, 1)
-    [(_claim, (run, _request, _inputs))] = await engine._batched(
-        partial(engine._claim_loaded, limit=1))
+    [(_claim, (run, _request, _inputs))] = await engine.committer.batched(
+        partial(engine.resumes.claim_loaded, limit=1))
 
     def commit(session: Any) -> None:
         mine = session.get(Run, run.id)
         mine.error = "noted by a batch-mate"
-        engine._apply_outcome(session, run.id, Outcome.finished("done", {"x": 1}), known=run)
+        engine.outcomes.apply(session, run.id, Outcome.finished("done", {"x": 1}), known=run)
         assert mine.status == "succeeded" and mine.snapshot == {"x": 1}
 
-    await engine._grouped(commit)
+    await engine.committer.grouped(commit)
     with engine.db.read() as s:
         stored = s.get(Run, run.id)
         assert stored is not None

@@ -79,7 +79,7 @@ async def test_model_errors_never_reach_the_database(db_url: str) -> None:
     for _ in range(4):  # resume fails, is retried, gives up; the failure post is retried
         await engine.run_worker_once()
         clock.advance(600)
-    engine._runtimes["form"] = model_runtime(broken, fail_first=provider_error())
+    engine.runtimes.built["form"] = model_runtime(broken, fail_first=provider_error())
     failed = await engine.start_run("form", "again", STARTER, ORIGIN)  # fails at once
     for _ in range(2):
         await engine.run_worker_once()

@@ -68,7 +68,7 @@ async def test_a_click_left_behind_after_its_toast_is_decided_and_told(
         return None  # the live decision never happens
 
     monkeypatch.setattr(f.platform.handlers, "_decide_later", crashed)
-    f.engine.click_lease = dt.timedelta(milliseconds=50)
+    f.engine.tuning.click_lease = dt.timedelta(milliseconds=50)
     response = await f.post_event(f.click_event(card, operator=ALICE))
     assert response.json() == {"toast": RECEIVED}
     assert await f.status(card) == "pending"

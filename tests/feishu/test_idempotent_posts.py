@@ -35,7 +35,7 @@ async def impatient(
     reply that Feishu takes but answers late is an unknown outcome for the engine."""
     fake, fake_url = fake_api
     engine, database, settings = _engine(tmp_path)
-    engine.backoff_base = 0.2
+    engine.tuning.backoff_base = 0.2
     config = make_config(fake_url, fake.app_id, request_timeout_seconds=0.5, max_attempts=1)
     platform = build_feishu_platform(settings, engine, config=config)
     runtime = PlatformRuntime("feishu", platform.endpoints(), platform.background_tasks())

@@ -169,7 +169,7 @@ async def test_failed_patch_after_a_click_is_retried_by_the_outbox(
     feishu_http: Feishu,
 ) -> None:
     f = feishu_http
-    f.engine.backoff_base = 0.05  # the outbox retry comes quickly
+    f.engine.tuning.backoff_base = 0.05  # the outbox retry comes quickly
     await f.send_text("@_user_1 deploy: ship v7.0.5")
     card = await f.wait_card()
     # Every attempt the API client makes for the first patch fails (it retries 3×).

@@ -32,7 +32,7 @@ def main(argv: list[str]) -> None:
     database.upgrade()
     engine = Engine(database, settings)
     if "--lease" in argv:
-        engine.click_lease = dt.timedelta(seconds=float(argv[argv.index("--lease") + 1]))
+        engine.tuning.click_lease = dt.timedelta(seconds=float(argv[argv.index("--lease") + 1]))
     if "--hang" in argv:
 
         async def hang(*_args: Any) -> Any:

@@ -225,7 +225,7 @@ async def test_a_home_click_decided_after_a_crash_is_told_on_home(slack: Slack) 
     await slack.command("run deploy ship v5.0.0")
     await slack.wait_for_card()
     ref = slack.request_row().ref
-    slack.engine.click_lease = dt.timedelta(0)  # its holder is gone at once
+    slack.engine.tuning.click_lease = dt.timedelta(0)  # its holder is gone at once
     recorded = await slack.engine.record_click(
         Click("slack", ref, Identity("slack", MALLORY), "approve", {}, reply_to={}))
     assert recorded is not None  # ...and never decided by its listener

@@ -54,7 +54,7 @@ def _refused(slack: Slack, event: str) -> list[tuple[str | None, str | None, dic
 
 
 def _directory(slack: Slack) -> SlackDirectory:
-    directory = slack.engine._directory("slack")
+    directory = slack.engine.platforms.directory("slack")
     assert isinstance(directory, SlackDirectory)
     return directory
 

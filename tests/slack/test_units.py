@@ -205,7 +205,7 @@ def test_serve_picks_http_or_socket_mode(tmp_path: Path) -> None:
         engine, engine.settings, {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}
     )
     assert socket[0].endpoints == [] and len(socket[0].tasks) == 1
-    assert "slack" in engine._adapters
+    assert engine.platforms.adapter("slack") is not None
 
 
 def test_serve_requires_slack_secrets_when_routes_use_slack(tmp_path: Path) -> None:

@@ -101,6 +101,9 @@ class FeishuAdapter:
     clicks_name_their_message = True
     """A stored click's ``reply_to["message"]`` is the card it came from: the engine
     checks that message carries the clicked request before deciding (``bot.engine.clicks``)."""
+    updates_cards_after_reply = True
+    """A card patch waits until the click's reply has been sent (``update``), so the
+    engine must not await a click's card update inside its decision."""
 
     def __init__(self, api: FeishuApi, hold_timeout: float = HOLD_TIMEOUT_SECONDS,
                  default_locale: str = "en") -> None:
@@ -148,9 +151,9 @@ class FeishuAdapter:
         when the client's own retries ran out.
 
         Because this waits for the click's reply, the engine must not await it inside
-        the click's ``respond`` (``Engine(background_card_updates=True)``, which
-        ``build_feishu_platform`` switches on); otherwise the reply would wait for the
-        hold's timeout.
+        the click's decision (``updates_cards_after_reply``: the engine then sends that
+        update in the background); otherwise the reply would wait for the hold's
+        timeout.
         """
         hold = self._holds.get(card.ref)
         if hold is not None and not hold.released.is_set():

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from bot.engine import delegation
+from bot.engine import delegation_chat
 from bot.engine.ports import DirectoryUnavailable, Identity
 
 if TYPE_CHECKING:
@@ -62,11 +62,12 @@ async def delegate_command(engine: Any, msg: Incoming, rest: str) -> str:
     for name, open_id in sorted(msg.mention_ids.items(), key=lambda kv: -len(kv[0])):
         if name in rest:  # "@Bob Smith" is one person: make it one token
             rest, names[open_id] = rest.replace(name, open_id), name.removeprefix("@")
-    command = delegation.parse_chat(rest)
+    command = delegation_chat.parse_chat(rest)
     target = await resolve(engine, msg, command.target)
     if target is not None and target.user_id in names:
         target = Identity(PLATFORM, target.user_id, names[target.user_id])
     if command.target and target is None and command.verb in ("add", "revoke"):
         return (f"I can't tell who {command.target[:60]} is; @-mention them, or give their "
                 "open_id (ou_…) or email.")
-    return (await delegation.run_chat(engine, msg.sender, command, target)).replace("`", "")
+    reply: str = await engine.delegations.run_chat(msg.sender, command, target)
+    return reply.replace("`", "")

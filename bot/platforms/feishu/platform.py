@@ -160,9 +160,5 @@ def build_feishu_platform(
         default_locale=feishu_locale(settings),
     )
     engine.register_adapter(platform.adapter, platform.directory)
-    if hasattr(engine, "background_card_updates"):
-        # A card patch waits until the click's reply has been sent, so the click's
-        # ``respond`` must not await it (see ``FeishuAdapter.update``).
-        engine.background_card_updates = True
     log.info("feishu enabled", extra={"platform": "feishu", "mode": platform.config.mode})
     return platform

@@ -9,10 +9,10 @@ says how to name them instead.
 from __future__ import annotations
 
 import re
-from typing import Any
 
-from bot.engine import delegation
+from bot.engine import delegation_chat
 from bot.engine.ports import Directory, DirectoryUnavailable, Identity
+from bot.platforms.slack.engine_api import SlackEngine
 
 PLATFORM = "slack"
 _MENTION = re.compile(r"^<@([UW][A-Z0-9]{2,30})(?:\|([^>]{0,80}))?>$")
@@ -39,11 +39,11 @@ async def resolve(token: str | None, directory: Directory | None) -> Identity | 
     return None
 
 
-async def delegate_command(engine: Any, user: Identity, rest: str,
+async def delegate_command(engine: SlackEngine, user: Identity, rest: str,
                            directory: Directory | None) -> str:
     """The ephemeral reply to ``/askhuman delegate …``."""
-    command = delegation.parse_chat(rest)
+    command = delegation_chat.parse_chat(rest)
     target = await resolve(command.target, directory)
     if command.target and target is None and command.verb in ("add", "revoke"):
         return f"I can't tell who {command.target[:60]} is; {NAME_THEM}."
-    return await delegation.run_chat(engine, user, command, target)
+    return await engine.delegations.run_chat(user, command, target)

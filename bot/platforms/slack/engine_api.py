@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from pydantic import JsonValue
 
+from bot.engine.delegation_chat import Delegations
 from bot.engine.inbox import Click, Recorded
 from bot.engine.ports import Identity, Origin
 from bot.engine.results import PendingPage, RespondResult
@@ -19,6 +20,11 @@ from renderers.card import RequestCard
 
 class SlackEngine(Protocol):
     """What Slack needs from the engine (start runs, answer, look up requests)."""
+
+    @property
+    def delegations(self) -> Delegations:
+        """``/askhuman delegate …`` (out of office)."""
+        ...
 
     async def start_run(
         self, agent: str, prompt: str, started_by: Identity, origin: Origin

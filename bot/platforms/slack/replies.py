@@ -18,6 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.engine.ports import Identity
 from bot.platforms.slack.client import error_code
+from bot.platforms.slack.engine_api import SlackEngine
 from renderers.markdown import slack_escape, truncate
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,8 @@ async def tell(
 
 
 async def audit_refusal(
-    engine: Any, ref: str | None, who: Identity | None, reason: str, **details: JsonValue
+    engine: SlackEngine, ref: str | None, who: Identity | None, reason: str,
+    **details: JsonValue,
 ) -> None:
     """Audit a refusal decided here, outside the engine (never raises).
 

@@ -1,0 +1,222 @@
+"""The one way the engine touches the database: transactions, snapshot reads, group commit.
+
+``tx`` runs a function in one write transaction; ``read`` runs a lookup on a snapshot
+without the write lock; ``batched`` runs a small write (an audit row, a dedupe key, an
+outbox completion, a resume claim) in a transaction shared with the other writes queued
+meanwhile (group commit), so a burst costs a few commits instead of one each;
+``grouped`` is ``tx`` through that same group commit (decisions, resume outcomes).
+
+After a commit that queued outbox side effects or resolved requests, the committer
+wakes this replica's long-polls and hands the claimed side effects to its ``on_commit``
+hook (the ``Outbox``), so no caller has to remember to: a crash cannot lose them either,
+the rows stay claimed until their lease runs out, then the sweep retries them.
+Exactly one ``Committer`` runs per process (``core.Engine`` builds it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, TypeVar
+
+from sqlalchemy.orm import Session
+
+from bot.engine import outbox, waiters
+from bot.engine.outbox import OutboxClaim
+from storage import Database
+
+log = logging.getLogger("askhuman.engine")
+
+T = TypeVar("T")
+BATCH_LINGER_SECONDS = 1.0
+"""How long the group-commit thread waits for more work before it ends."""
+CommitHook = Callable[[list[OutboxClaim]], Awaitable[None]]
+"""Called after a commit with the outbox rows it claimed for this process to try."""
+
+
+class Committer:
+    """Transactions on worker threads, group commit, and what runs after a commit."""
+
+    def __init__(self, database: Database, waiting: waiters.Waiters) -> None:
+        self._db = database
+        self._waiters = waiting
+        self._on_commit: CommitHook | None = None
+        self._batch: list[tuple[Callable[[Session], Any], asyncio.Future[Any]]] = []
+        self._batch_task: asyncio.Task[None] | None = None
+        self._batch_waiter: asyncio.Future[None] | None = None
+        self._committing = False
+
+    def on_commit(self, hook: CommitHook) -> None:
+        """Set what tries the side effects a commit queued (the ``Outbox``)."""
+        self._on_commit = hook
+
+    async def tx(self, fn: Callable[[Session], T]) -> T:
+        """Run ``fn`` in one transaction on a worker thread (sync SQLAlchemy).
+
+        Side effects ``fn`` put in the outbox are tried right after the commit (and
+        only if it committed), so callers cannot forget them and a crash cannot lose
+        them: the rows stay claimed until their lease runs out, then the sweep retries.
+        """
+
+        def work() -> tuple[T, list[OutboxClaim], list[str]]:
+            with self._db.transaction() as session:
+                return self._with_effects(fn, session)
+
+        result, claims, resolved = await asyncio.to_thread(work)
+        await self._after_commit(claims, resolved)
+        return result
+
+    async def grouped(self, fn: Callable[[Session], T]) -> T:
+        """``tx`` for a write that may share its transaction with others (group commit).
+
+        ``fn`` runs in a ``batched`` transaction together with whatever other writes
+        were queued meanwhile (decisions, resume outcomes, outbox bookkeeping, dedupe
+        keys), so a burst pays one commit (one fsync) for many of them. Like ``tx``,
+        the outbox side effects ``fn`` queued are tried after the commit, and waiters of
+        the requests it resolved are woken. ``fn`` may run twice (its batch failed, then
+        alone), always on a fresh transaction: it must only write through ``session``.
+        """
+
+        result, claims, resolved = await self.batched(partial(self._with_effects, fn))
+        await self._after_commit(claims, resolved)
+        return result
+
+    def _with_effects(self, fn: Callable[[Session], T], session: Session
+                      ) -> tuple[T, list[OutboxClaim], list[str]]:
+        """``fn(session)`` plus what it left for after the commit: the outbox rows it
+        claimed and the requests it resolved (their waiters get a NOTIFY on commit)."""
+        result = fn(session)
+        return result, outbox.taken(session), waiters.taken(session, self._db.is_postgres)
+
+    async def _after_commit(self, claims: list[OutboxClaim], resolved: list[str]) -> None:
+        """Wake this replica's long-polls, then try the side effects a commit queued."""
+        self._waiters.wake(resolved)  # long-polls of this replica, right after the commit
+        if claims and self._on_commit is not None:
+            await self._on_commit(claims)
+
+    async def drain(self, timeout: float = 10.0) -> None:
+        """Wait until the batched writes still queued on this loop have committed."""
+        task = self._batch_task  # it lingers when idle: wait for the queue, not the task
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while (task is not None and not task.done() and task.get_loop() is loop
+               and (self._committing or any(e[1].get_loop() is loop for e in self._batch))
+               and loop.time() < deadline):
+            await asyncio.sleep(0.005)
+
+    async def read(self, fn: Callable[[Session], T]) -> T:
+        """Run the lookup ``fn`` on a snapshot on a worker thread (``Database.read``).
+
+        It takes no write lock, so concurrent lookups run side by side and never wait
+        for a compare-and-set; whatever ``fn`` writes is discarded. A decision made on
+        what it returns must be re-checked under ``tx`` (``Decider`` does).
+        """
+
+        def work() -> T:
+            with self._db.read() as session:
+                return fn(session)
+
+        return await asyncio.to_thread(work)
+
+    async def batched(self, fn: Callable[[Session], T]) -> T:
+        """Run the small write ``fn`` in a transaction shared with other queued ones.
+
+        Group commit: while one batch commits, newcomers queue up, and the next batch
+        runs all of them in one transaction. The caller is answered only after its
+        batch has committed, so what it wrote is as durable as with ``tx``; if it is
+        cancelled meanwhile, the write still happens (shielded). If a batch fails, its
+        steps are retried one transaction each, so one bad step fails only its caller.
+        ``fn`` must not queue outbox side effects (they would not be dispatched).
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._batch.append((fn, future))
+        waiter = self._batch_waiter
+        if waiter is not None and not waiter.done() and waiter.get_loop() is loop:
+            waiter.set_result(None)
+        task = self._batch_task
+        if task is None or task.done() or task.get_loop() is not loop:
+            self._batch_task = loop.create_task(self._flush_batches())
+        return await asyncio.shield(future)
+
+    async def _flush_batches(self) -> None:
+        """Commit queued ``batched`` steps until the queue is empty.
+
+        Batches run on a thread of their own, not the shared default pool: under a
+        burst that pool is queued full of lookups, and every write of the process
+        (decisions, resume claims and outcomes, outbox bookkeeping) waits for its batch.
+        """
+        loop = asyncio.get_running_loop()
+        committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="askhuman-commit")
+        try:
+            while True:
+                batch = self._take_batch(loop)
+                if not batch:
+                    if await self._more_batches(BATCH_LINGER_SECONDS):
+                        continue
+                    return
+                self._committing = True
+                try:
+                    outcomes = await loop.run_in_executor(committer, self.commit_batch,
+                                                          [fn for fn, _ in batch])
+                finally:
+                    self._committing = False
+                for (_, future), (ok, value) in zip(batch, outcomes, strict=True):
+                    if future.done():
+                        continue
+                    try:
+                        if ok:
+                            future.set_result(value)
+                        else:
+                            future.set_exception(value)
+                    except RuntimeError:  # its loop is gone (a caller from an old loop)
+                        pass
+        finally:
+            committer.shutdown(wait=False)  # idle: the thread ends; the next flush starts one
+
+    def _take_batch(self, loop: asyncio.AbstractEventLoop) -> list[tuple[Any, Any]]:
+        """Take the queued steps of callers on ``loop`` (their futures are settled
+        there); a caller on another loop is served by that loop's flusher."""
+        mine = [entry for entry in self._batch if entry[1].get_loop() is loop]
+        if mine:
+            self._batch = [entry for entry in self._batch if entry[1].get_loop() is not loop]
+        return mine
+
+    async def _more_batches(self, linger: float) -> bool:
+        """Keep the committer thread for ``linger`` seconds after the queue ran empty:
+        True if work arrived meanwhile (a thread is started only after a quiet spell)."""
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._batch_waiter = waiter
+        try:
+            await asyncio.wait_for(waiter, linger)
+        except TimeoutError:
+            return any(entry[1].get_loop() is loop for entry in self._batch)
+        finally:
+            if self._batch_waiter is waiter:
+                self._batch_waiter = None
+        return True
+
+    def commit_batch(self, fns: list[Callable[[Session], Any]]) -> list[tuple[bool, Any]]:
+        """One transaction for all of ``fns``; on failure, one transaction each."""
+        try:
+            with self._db.transaction() as session:
+                together = [(True, fn(session)) for fn in fns]
+            return together
+        except Exception as exc:
+            if len(fns) == 1:
+                return [(False, exc)]
+            log.warning("a batched write failed; retrying its steps one by one",
+                        exc_info=True)
+        alone: list[tuple[bool, Any]] = []
+        for fn in fns:
+            try:
+                with self._db.transaction() as session:
+                    alone.append((True, fn(session)))
+            except Exception as exc:
+                alone.append((False, exc))
+        return alone
+

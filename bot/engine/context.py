@@ -1,0 +1,73 @@
+"""What every engine service reads: the database, the clock, the settings and the knobs.
+
+The services (``committer``, ``decisions``, ``runs``...) each name the other services
+they call in their constructor; the plain facts they all share travel together in one
+``EngineContext``, built once by ``core.Engine``. ``settings`` is swapped in one
+assignment by a reload (``bot.reload``), so every service sees the old or the new
+configuration, never a mix; ``tuning`` holds the knobs tests and operators turn.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from bot.engine.cards import to_db_time
+from bot.settings import Settings
+from storage import Database
+
+Clock = Callable[[], dt.datetime]
+"""Returns an aware UTC datetime (tests pass a fake one)."""
+
+WEBHOOK_BACKOFF: tuple[float, ...] = (5, 30, 120, 600, 1800, 3600, 7200, 14400)
+"""Seconds between webhook attempts; the last one repeats. 14 attempts span ~28 h."""
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _seconds(value: float) -> dt.timedelta:
+    return dt.timedelta(seconds=value)
+
+
+@dataclass
+class Tuning:
+    """Retry, lease and retention knobs (see ``bot.engine`` for what each one bounds)."""
+
+    max_attempts: int = 5
+    """Tries of one resume before its run fails."""
+    backoff_base: float = 2.0
+    backoff_cap: float = 300.0
+    lease: dt.timedelta = field(default_factory=lambda: _seconds(30))
+    """How long a claimed resume job stays with its worker without a heartbeat."""
+    outbox_max_attempts: int = 8
+    outbox_lease: dt.timedelta = field(default_factory=lambda: _seconds(30))
+    heartbeat_seconds: float = 10.0
+    """How often a held resume job / outbox row has its lease renewed (a third of the
+    shorter lease by default), so only a dead holder's lease ever runs out."""
+    seen_retention: dt.timedelta = field(default_factory=lambda: _seconds(86400))
+    outbox_retention: dt.timedelta = field(default_factory=lambda: _seconds(7 * 86400))
+    housekeeping_interval: dt.timedelta = field(default_factory=lambda: _seconds(600))
+    click_lease: dt.timedelta = field(default_factory=lambda: _seconds(30))
+    """How long a stored click stays with the process that stored it before a worker
+    may take it over (the live decision normally needs milliseconds)."""
+    click_max_attempts: int = 5
+    webhook_backoff: tuple[float, ...] = WEBHOOK_BACKOFF
+    webhook_max_attempts: int = 14
+    trigger_lease: dt.timedelta = field(default_factory=lambda: dt.timedelta(minutes=5))
+
+
+@dataclass
+class EngineContext:
+    """The database, clock, current settings and knobs shared by the engine's services."""
+
+    db: Database
+    settings: Settings
+    clock: Clock = utc_now
+    tuning: Tuning = field(default_factory=Tuning)
+
+    def now(self) -> dt.datetime:
+        """Naive UTC 'now' as stored in the database."""
+        return to_db_time(self.clock())

@@ -1,0 +1,265 @@
+"""Resumes: the durable queue that resumes a run once its requests are decided.
+
+Resumes come from the queue in ``bot.engine.worker``: a job is claimed with a short
+lease that a heartbeat renews while the agent resumes outside any transaction, and the
+outcome is committed together with the job's completion (a compare-and-set on the claim
+token), so a resume takes effect exactly once even when workers crash or lose their
+lease. Requests with no embedded agent behind them (API/MCP) are settled by a
+``Settler`` instead of a runtime.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from functools import partial
+from typing import Any, Protocol
+
+from sqlalchemy import bindparam, select
+from sqlalchemy.orm import Session
+
+from bot import metrics
+from bot.agents.base import ToolBindingError
+from bot.askhuman.schema import AskHumanToolResult
+from bot.engine import approvals, store, worker
+from bot.engine.committer import Committer, log
+from bot.engine.context import EngineContext
+from bot.engine.leases import Heartbeat
+from bot.engine.runs import OutcomeRecorder
+from bot.engine.runtimes import Runtimes
+from bot.engine.wakeups import Wakeups
+from bot.logs import scrub
+from bot.tools.binding import short
+from storage import HumanRequest, ResumeJob, Run
+
+_REQUESTS_WITH_RUNS = (
+    select(HumanRequest, Run).join(Run, Run.id == HumanRequest.run_id)
+    .where(HumanRequest.id.in_(bindparam("ids", expanding=True))))
+"""What claimed resumes need, read in one statement (built once)."""
+
+
+
+
+class Settler(Protocol):
+    """Settles a resolved request that has no agent runtime behind it."""
+
+    async def settle(self, claim: worker.Claim, run: Run, request: HumanRequest) -> bool:
+        """True when it settled the job itself, so no runtime is resumed."""
+        ...
+
+
+class ResumeJobs:
+    """A resume job's unhappy ends: retry with backoff, give up, refuse a binding."""
+
+    def __init__(self, ctx: EngineContext, committer: Committer,
+                 outcomes: OutcomeRecorder) -> None:
+        self._ctx = ctx
+        self._committer = committer
+        self._outcomes = outcomes
+
+    async def retry_or_fail(self, claim: worker.Claim, run_id: str, error: str) -> None:
+        """Schedule the job again with backoff, or give up after ``max_attempts``."""
+        if claim.attempts >= self._ctx.tuning.max_attempts:
+            await self.give_up(claim, run_id, error)
+            return
+        tuning = self._ctx.tuning
+        delay = worker.backoff(claim.attempts, tuning.backoff_base, tuning.backoff_cap)
+
+        def retry(session: Session) -> None:
+            now = self._ctx.now()
+            worker.retry_later(session, claim, now, delay, error)
+            store.audit(session, now, "resume_retry", outcome="error", run_id=run_id,
+                        reason=error, details={"attempt": claim.attempts,
+                                               "delay_seconds": delay.total_seconds()})
+
+        try:
+            await self._committer.tx(retry)
+        except worker.LeaseLost:
+            log.warning("lease lost while scheduling a retry", extra={"run_id": run_id})
+
+    async def give_up(self, claim: worker.Claim, run_id: str, error: str) -> None:
+        """Fail the job and its run for good, and tell the run's starter why."""
+        message = f"resuming failed after {claim.attempts} attempt(s): {error}"
+
+        def fail(session: Session) -> None:
+            now = self._ctx.now()
+            worker.give_up(session, claim, now, error)
+            run = session.get(Run, run_id)
+            if run is not None:
+                run.status, run.error, run.updated_at = "failed", scrub(message), now
+                self._outcomes.enqueue_result(session, run)
+            store.audit(session, now, "resume_failed", outcome="error", run_id=run_id,
+                        reason=message)
+
+        try:
+            await self._committer.tx(fail)
+        except worker.LeaseLost:
+            return
+
+    async def refuse_binding(self, claim: worker.Claim, run_id: str,
+                             exc: ToolBindingError) -> None:
+        """A pending call is not the approved one: audit it, run nothing, fail the run."""
+        now = self._ctx.now()
+        await self._committer.tx(lambda s: store.audit(
+            s, now, "tool_binding_refused", outcome="refused", run_id=run_id, reason=str(exc),
+            details={"tool": exc.tool, "tool_call_id": exc.tool_call_id,
+                     "approved": short(exc.approved), "pending": short(exc.pending)}))
+        await self.give_up(claim, run_id, str(exc))
+
+
+class ResumeWorker:
+    """Claim due resume jobs, resume their runs (several at once), store the outcome."""
+
+    def __init__(self, ctx: EngineContext, committer: Committer, runtimes: Runtimes,
+                 outcomes: OutcomeRecorder, jobs: ResumeJobs, wakeups: Wakeups,
+                 settlers: Sequence[Settler] = ()) -> None:
+        self._ctx = ctx
+        self._committer = committer
+        self._runtimes = runtimes
+        self._outcomes = outcomes
+        self._jobs = jobs
+        self._wakeups = wakeups
+        self._settlers = list(settlers)
+
+    def add_settler(self, settler: Settler) -> None:
+        self._settlers.append(settler)
+
+    async def due(self, limit: int, concurrency: int = 1) -> int:
+        """Claim and process due resume jobs until none is left (or ``limit``), up to
+        ``concurrency`` at a time; returns how many ran.
+
+        Whenever slots are free, one transaction claims that many jobs and reads their
+        runs and requests (``claim_loaded``, group-committed with whatever else is being
+        written), and each job then runs under its own lease and heartbeat, so running
+        several changes nothing about exactly-once: a job is held by one worker, and its
+        success commits with its end. A claim that came back short is repeated only when
+        a decision announced a new resume (``Wakeups.resume_due``) or a job finished.
+        """
+        running: set[asyncio.Task[None]] = set()
+        claimed = done = 0
+        idle_at: int | None = None  # the poke count when the queue was last found empty
+        crash: BaseException | None = None  # raised once the other jobs have finished
+        nudge = asyncio.Event()
+        self._wakeups.nudges.add(nudge)
+        try:
+            while True:
+                free = min(concurrency - len(running), limit - claimed)
+                if free > 0 and idle_at != self._wakeups.pokes and crash is None:
+                    seen = self._wakeups.pokes
+                    batch = await self._committer.batched(partial(self.claim_loaded, limit=free))
+                    claimed += len(batch)
+                    running.update(asyncio.create_task(self.process(claim, loaded))
+                                   for claim, loaded in batch)
+                    if len(batch) < free:
+                        idle_at = seen
+                if not running:
+                    if crash is not None:
+                        raise crash
+                    return done
+                nudge.clear()
+                poke = asyncio.ensure_future(nudge.wait())
+                finished, _ = await asyncio.wait({*running, poke},
+                                                 return_when=asyncio.FIRST_COMPLETED)
+                poke.cancel()
+                for task in finished - {poke}:
+                    running.discard(task)
+                    done += 1
+                    if not task.cancelled() and task.exception() is not None:
+                        crash = crash or task.exception()
+                if finished - {poke}:
+                    idle_at = None  # a slot freed: new jobs may be due meanwhile
+        finally:
+            self._wakeups.nudges.discard(nudge)
+            for task in running:
+                task.cancel()
+            if running:
+                await asyncio.wait(running)
+
+    def claim_loaded(self, session: Session, limit: int) -> list[tuple[worker.Claim, Any]]:
+        """Claim up to ``limit`` jobs and read what each resume needs, in one transaction:
+        one statement claims them all, one more reads their requests with their runs."""
+        claims = worker.claim_batch(session, self._ctx.now(), self._ctx.tuning.lease,
+                                    self._ctx.db.is_postgres, limit)
+        rows = {request.id: (run, request) for request, run in session.execute(
+            _REQUESTS_WITH_RUNS, {"ids": [claim.request_id for claim in claims]})
+        } if claims else {}
+        out: list[tuple[worker.Claim, Any]] = []
+        for claim in claims:
+            try:
+                run, request = rows.get(claim.request_id) or (None, None)
+                if run is None or request is None or run.id != claim.run_id:
+                    loaded = self._load(session, claim)  # raises: reported below
+                else:
+                    loaded = run, request, approvals.resume_inputs(session, request)
+            except Exception:  # _process loads it again on its own and reports the error
+                log.warning("reading a claimed resume failed", exc_info=True,
+                            extra={"run_id": claim.run_id})
+                loaded = None
+            out.append((claim, loaded))
+        return out
+
+    def _load(
+        self, session: Session, claim: worker.Claim
+    ) -> tuple[Run, HumanRequest, Any]:
+        run, request = session.get(Run, claim.run_id), session.get(HumanRequest,
+                                                                   claim.request_id)
+        assert run is not None and request is not None
+        return run, request, approvals.resume_inputs(session, request)
+
+    async def process(self, claim: worker.Claim, loaded: Any = None) -> None:
+        """Resume one run with its request's result; success commits with the job's end.
+
+        ``loaded`` is what ``_load`` read in the claim's transaction (None: read
+        it now)."""
+        if loaded is None:
+            loaded = await self._committer.read(partial(self._load, claim=claim))
+        run, request, (results, tickets) = loaded
+        for settler in self._settlers:  # no runtime behind it (``ExternalRequests``)
+            if await settler.settle(claim, run, request):
+                return
+        extra = {"run_id": run.id, "ref": request.ref, "attempt": claim.attempts}
+        if claim.attempts > self._ctx.tuning.max_attempts:
+            await self._jobs.give_up(claim, run.id, "the resume kept crashing the worker")
+            return
+        if claim.attempts == 1:  # answer -> resume started, once per decision
+            metrics.observe_resume(request.decided_at, self._ctx.now())
+        try:
+            result = AskHumanToolResult.model_validate(request.result)
+            runtime = self._runtimes.get(run.agent)
+            async with Heartbeat(self._ctx.db, self._ctx.now, ResumeJob, claim.job_id,
+                                 claim.token, self._ctx.tuning.lease,
+                                 self._ctx.tuning.heartbeat_seconds) as beat:
+                outcome = await beat.guard(runtime.resume(
+                    dict(run.snapshot or {}), results,
+                    **approvals.resume_kwargs(self._ctx, self._committer, run.agent, run.id,
+                                              tickets)))
+        except worker.LeaseLost:
+            log.warning("lease lost during the resume; another worker owns it", extra=extra)
+            return
+        except ToolBindingError as exc:  # not the approved call: nothing runs, no retry
+            log.warning("resume refused: tool call differs", extra={**extra, "error": str(exc)})
+            await self._jobs.refuse_binding(claim, run.id, exc)
+            return
+        except Exception as exc:
+            log.warning("resume failed", extra={**extra, "error": str(exc)})
+            metrics.resume_failed(run.agent)
+            await self._jobs.retry_or_fail(claim, run.id, str(exc) or type(exc).__name__)
+            return
+
+        def commit(session: Session) -> None:
+            worker.complete(session, claim, self._ctx.now())
+            self._outcomes.apply(session, run.id, outcome, known=run)
+            store.audit(session, self._ctx.now(), "resumed", run_id=run.id, ref=request.ref,
+                        details={"attempt": claim.attempts, "status": result.status})
+
+        try:  # group-committed; then delivers the follow-up request / posts the output
+            await self._committer.grouped(commit)
+        except worker.LeaseLost:
+            log.warning("lease lost; another worker owns the resume", extra=extra)
+            return
+        except Exception as exc:
+            log.exception("storing the resume outcome failed", extra=extra)
+            await self._jobs.retry_or_fail(claim, run.id, str(exc) or type(exc).__name__)
+            return
+        log.info("run resumed", extra=extra)
+
