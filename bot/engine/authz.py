@@ -86,8 +86,10 @@ async def verdict(identity: Identity, who: Approvers, channels: Iterable[str],
 
 
 def allows_external(route: RouteSettings | None, platform: str) -> bool:
-    return bool(platform == "slack" and route is not None and route.slack is not None
-                and route.slack.allow_external)
+    """Whether people from another organisation count as members on ``platform``
+    (a Slack Connect channel; the route's section says)."""
+    section = route.section(platform) if route is not None else None
+    return bool(section is not None and section.allow_external)
 
 
 _REASONS = {Verdict.NOT_MEMBER: NOT_ALLOWED, Verdict.UNVERIFIED: UNVERIFIED,
@@ -109,7 +111,8 @@ async def refusal(
         not route.allow_self_approval
     ):
         return SELF_APPROVAL
-    if identity.platform == "console" and not approvers.anyone_listed:
+    section = route.section(identity.platform)
+    if section is not None and section.local and not approvers.anyone_listed:
         return None  # the local terminal: whoever runs the process may answer
     channels = list(delivered_channels) if approvers.channel_members else []
     found = await verdict(identity, approvers, channels, directory,
@@ -119,13 +122,8 @@ async def refusal(
 
 def route_channel(route: RouteSettings | None, platform: str) -> str | None:
     """The channel (Slack) or chat (Feishu) ``route`` delivers to on ``platform``."""
-    if route is None:
-        return None
-    if platform == "slack" and route.slack is not None:
-        return route.slack.channel
-    if platform == "feishu" and route.feishu is not None:
-        return route.feishu.chat_id
-    return None
+    section = route.section(platform) if route is not None else None
+    return section.chat if section is not None else None
 
 
 def starters_key(name: str) -> str:

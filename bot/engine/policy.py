@@ -264,9 +264,8 @@ def identities(settings: Settings, name: str | None, who: Identity) -> list[Iden
     """``who`` plus the same person's identities on other platforms."""
     out = [who]
     person = settings.people.get(name) if name else None
-    for platform in ("slack", "feishu", "console"):
-        ident = person.on(platform) if person else None
-        if ident and (platform, ident) != (who.platform, who.user_id):
+    for platform, ident in person.identities() if person else []:
+        if (platform, ident) != (who.platform, who.user_id):
             out.append(Identity(platform, ident, who.display_name))
     return out
 
@@ -276,7 +275,8 @@ async def _member(signoff: SignOff, settings: Settings, idents: Sequence[Identit
     for ident in idents:
         directory = directories(ident.platform)
         if signoff.group is not None:
-            if ident.platform == "slack" and directory is not None and \
+            # a user group (Slack S…); other platforms' directories have none
+            if directory is not None and \
                     ident.user_id in await directory.group_members(signoff.group):
                 return True
             continue

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 
@@ -31,7 +32,8 @@ from bot.engine.context import EngineContext
 from bot.engine.ports import Identity, Origin
 from bot.engine.runs import RunStarter
 from bot.engine.wakeups import Background
-from bot.settings import ScheduleSettings
+from bot.settings import RouteSettings, ScheduleSettings
+from bot.settings.routes import LOCAL_PLATFORM
 from storage import HumanRequest, Run, RunTrigger
 
 TRIGGER_LEASE = dt.timedelta(minutes=5)
@@ -55,16 +57,15 @@ class RunView:
     """The run's requests: ``{ref, status}``, oldest first."""
 
 
-def origin_for_route(settings_routes: dict[str, object], route_name: str) -> Origin:
-    """Where a triggered run's final answer goes: the route's channel (or first DM)."""
-    route = settings_routes.get(route_name)
-    slack = getattr(route, "slack", None)
-    feishu = getattr(route, "feishu", None)
-    if slack is not None:
-        return Origin("slack", slack.channel or (slack.users[0] if slack.users else None))
-    if feishu is not None:
-        return Origin("feishu", feishu.chat_id or None)
-    return Origin("console")
+def origin_for_route(routes: Mapping[str, RouteSettings], route_name: str) -> Origin:
+    """Where a triggered run's final answer goes: the route's first platform that names
+    a place for it (its channel or chat, or a user's DM), else the console."""
+    route = routes.get(route_name)
+    for platform in route.platforms() if route is not None else []:
+        section = route.section(platform) if route is not None else None
+        if section is not None and not section.local:
+            return Origin(platform, section.origin)
+    return Origin(LOCAL_PLATFORM)
 
 
 class Triggers:
@@ -164,7 +165,7 @@ class Triggers:
         run_id = uuid.uuid4().hex
         now = self._ctx.now()
         route = schedule.route or self._ctx.settings.agents[schedule.agent].route
-        origin = origin_for_route(dict(self._ctx.settings.routes), route)
+        origin = origin_for_route(self._ctx.settings.routes, route)
         who = Identity("schedule", name, f"schedule {name}")
 
         def insert(session: Session) -> None:

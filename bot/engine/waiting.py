@@ -103,10 +103,10 @@ def notice_targets(settings: Settings, rules: policy.Policy | None) -> list[tupl
     if target is None:
         return []
     out = []
-    if target.slack is not None and target.slack.channel:
-        out.append(("slack", target.slack.channel))
-    if target.feishu is not None and target.feishu.chat_id:
-        out.append(("feishu", target.feishu.chat_id))
+    for platform in target.platforms():
+        section = target.section(platform)
+        if section is not None and section.chat:
+            out.append((platform, section.chat))
     return out
 
 

@@ -20,6 +20,10 @@ class AdminSettings(_Strict):
         return user_id in (getattr(self, platform, None) or [])
 
 
+PLATFORMS = ("slack", "feishu", "console")
+"""The platforms a person may have an identity on."""
+
+
 class PersonSettings(_Strict):
     """One person's identities: ``{slack: U…, feishu: alice@… or ou_…, console: name}``."""
 
@@ -35,8 +39,12 @@ class PersonSettings(_Strict):
         return self
 
     def on(self, platform: str) -> str | None:
-        return getattr(self, platform, None) if platform in ("slack", "feishu",
-                                                              "console") else None
+        return getattr(self, platform, None) if platform in PLATFORMS else None
+
+    def identities(self) -> list[tuple[str, str]]:
+        """(platform, id) of every identity listed, in a stable order."""
+        return [(platform, ident) for platform in PLATFORMS
+                if (ident := self.on(platform)) is not None]
 
 
 def check_people(people: dict[str, PersonSettings]) -> None:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -18,6 +18,10 @@ from bot.settings.durations import (
     parse_span,
     span_seconds,
 )
+
+
+LOCAL_PLATFORM = "console"
+"""The local terminal's platform: where runs with no chat to answer in post their result."""
 
 
 class Approvers(_Strict):
@@ -36,6 +40,9 @@ class Approvers(_Strict):
 
 
 class SlackRoute(_Strict):
+    local: ClassVar[bool] = False
+    """Whether the platform is the local terminal (see ``ConsoleRoute``)."""
+
     channel: str | None = None
     users: list[str] = Field(default_factory=list)
     """Users who get the card as a DM."""
@@ -51,8 +58,27 @@ class SlackRoute(_Strict):
             raise ValueError("set a channel and/or users to deliver to")
         return self
 
+    def recipients(self) -> tuple[list[str], list[str]]:
+        """(channels, users) the card is posted to."""
+        return ([self.channel] if self.channel else []), list(self.users)
+
+    @property
+    def chat(self) -> str | None:
+        """The channel notices and results go to."""
+        return self.channel
+
+    @property
+    def origin(self) -> str | None:
+        """Where a run started from this route posts its answer: the channel, else the
+        first user's DM."""
+        return self.channel or (self.users[0] if self.users else None)
+
 
 class FeishuRoute(_Strict):
+    local: ClassVar[bool] = False
+    allow_external: ClassVar[bool] = False
+    """Feishu has no shared channels across organisations."""
+
     chat_id: str | None = None
     users: list[str] = Field(default_factory=list)
     """open_ids (ou_…) or emails that get the card as a direct message."""
@@ -64,11 +90,36 @@ class FeishuRoute(_Strict):
             raise ValueError("set a chat_id and/or users to deliver to")
         return self
 
+    def recipients(self) -> tuple[list[str], list[str]]:
+        """(chats, users) the card is posted to."""
+        return ([self.chat_id] if self.chat_id else []), list(self.users)
+
+    @property
+    def chat(self) -> str | None:
+        """The chat notices and results go to."""
+        return self.chat_id
+
+    @property
+    def origin(self) -> str | None:
+        """Where a run started from this route posts its answer: the chat (or nowhere)."""
+        return self.chat_id or None
+
 
 class ConsoleRoute(_Strict):
+    local: ClassVar[bool] = True
+    """The local terminal: whoever runs the process may answer unless approvers are
+    listed."""
+    allow_external: ClassVar[bool] = False
+    chat: ClassVar[str | None] = None
+    origin: ClassVar[str | None] = None
+
     enabled: bool = True
     approvers: Approvers = Field(default_factory=Approvers)
     """Empty means: anyone at the local terminal may answer."""
+
+    def recipients(self) -> tuple[list[str], list[str]]:
+        """The terminal is the one channel."""
+        return ["console"], []
 
 
 class EscalationSettings(_Strict):
@@ -267,6 +318,18 @@ class RouteSettings(_Strict):
             out.append("console")
         return out
 
+    def section(self, platform: str) -> SlackRoute | FeishuRoute | ConsoleRoute | None:
+        """This route's settings for ``platform`` (None: it does not deliver there)."""
+        if platform not in self.platforms():
+            return None
+        found: SlackRoute | FeishuRoute | ConsoleRoute | None = getattr(self, platform)
+        return found
+
     def approvers_for(self, platform: str) -> Approvers | None:
-        section = getattr(self, platform, None) if platform in self.platforms() else None
+        section = self.section(platform)
         return section.approvers if section is not None else None
+
+    def recipients(self, platform: str) -> tuple[list[str], list[str]]:
+        """(channels, users) that get this route's cards on ``platform``."""
+        section = self.section(platform)
+        return section.recipients() if section is not None else ([], [])
