@@ -1,13 +1,6 @@
 """RequestCard → Slack Block Kit, and Slack payloads → contract values.
 
-Identifier scheme (this module is the only place that knows it):
-
-* input ``block_id`` = ``v{version}:{field name}`` (``v{version}:#{index}`` if the
-  name would not fit in 255 chars); the element's ``action_id`` is ``in``. A new
-  version gives new block ids, so Slack clients drop stale typed input.
-* button ``action_id`` and ``value`` = ``ah:{ref}:{action id}``; a file button is
-  ``ahf:{ref}:{field name}``. Only the opaque reference and an id travel, never args.
-* option values are ``o{index}`` (see ``renderers.card.option_token``).
+The identifiers the blocks carry are ``renderers.slack.ids``'s to make and parse.
 """
 
 from __future__ import annotations
@@ -42,7 +35,6 @@ from renderers.card import (
     WITHDRAW_TOKEN,
     RequestCard,
     args_of,
-    index_token,
     option_token,
     option_value,
     progress_text,
@@ -52,11 +44,19 @@ from renderers.markdown import (
     check_slack,
     fit_chunks,
     markdown_chunks,
-    plain,
     slack_escape,
     split_units,
     truncate,
 )
+from renderers.slack.ids import (
+    INPUT_ACTION_ID,
+    WITHDRAW_PREFIX,
+    action_id_for,
+    block_id,
+    field_for_block,
+    file_action_id,
+)
+from renderers.slack.kit import SECTION_CHARS, Block, mrkdwn, plain_text, section
 from renderers.text import (
     decider_words,
     field_hint,
@@ -67,22 +67,10 @@ from renderers.text import (
 )
 from renderers.tool_card import arg_lines
 
-Block = dict[str, Any]
-
 MAX_BLOCKS = 50
-SECTION_CHARS = 3000
 TOTAL_TEXT_CHARS = 11000
 """Slack rejects messages whose blocks hold ~13.2k chars (msg_blocks_too_long); keep margin."""
-ID_CHARS = 255
-INPUT_ACTION_ID = "in"
 FILE_MODAL_CALLBACK_ID = "askhuman_files"
-ACTION_PREFIX = "ah:"
-FILE_ACTION_PREFIX = "ahf:"
-WITHDRAW_PREFIX = "ahw:"
-ACTION_ID_PATTERN = re.compile(r"^ah:")
-FILE_ACTION_ID_PATTERN = re.compile(r"^ahf:")
-WITHDRAW_ACTION_ID_PATTERN = re.compile(r"^ahw:")
-_BLOCK_ID = re.compile(r"^v([0-9]{1,9}):(.+)$", re.ASCII)
 _USER_ID = re.compile(r"^[UW][A-Z0-9]+$")
 _STYLES = {"primary": "primary", "destructive": "danger"}
 _URGENCY = {"normal": "{text}", "high": ":rotating_light: *{text}*"}
@@ -114,72 +102,6 @@ class ModalContext:
     ts: str
     field_name: str | None = None
     action_id: str | None = None
-
-
-# ---------------------------------------------------------------- text objects
-
-
-def _plain(text: str, limit: int) -> dict[str, Any]:
-    return {"type": "plain_text", "text": plain(text, limit) or "…", "emoji": True}
-
-
-def _mrkdwn(text: str) -> dict[str, Any]:
-    """``text`` must already be escaped; verbatim stops Slack auto-parsing mentions."""
-    return {"type": "mrkdwn", "text": text or " ", "verbatim": True}
-
-
-def _section(text: str) -> Block:
-    return {"type": "section", "text": _mrkdwn(truncate(text, SECTION_CHARS))}
-
-
-# ---------------------------------------------------------------- identifiers
-
-
-def block_id(version: int, args: AskHumanToolArgs, field: AskHumanField) -> str:
-    """The input block id of ``field`` in message version ``version``."""
-    bid = f"v{version}:{field.name}"
-    return bid if len(bid) <= ID_CHARS else f"v{version}:#{args.fields.index(field)}"
-
-
-def action_id_for(ref: str, args: AskHumanToolArgs, action: AskHumanAction) -> str:
-    """Button action_id (and value): the request reference and the action id only."""
-    aid = f"{ACTION_PREFIX}{ref}:{action.id}"
-    return aid if len(aid) <= ID_CHARS else f"{ACTION_PREFIX}{ref}:#{args.actions.index(action)}"
-
-
-def _file_action_id(ref: str, args: AskHumanToolArgs, field: AskHumanField) -> str:
-    aid = f"{FILE_ACTION_PREFIX}{ref}:{field.name}"
-    return aid if len(aid) <= ID_CHARS else f"{FILE_ACTION_PREFIX}{ref}:#{args.fields.index(field)}"
-
-
-def _split_id(text: object, prefix: str) -> tuple[str, str] | None:
-    if not isinstance(text, str) or not text.startswith(prefix):
-        return None
-    if len(text) > ID_CHARS:  # Slack caps action ids at 255; longer ones are forged
-        return None
-    ref, sep, token = text[len(prefix):].rpartition(":")
-    return (ref, token) if sep and ref and token and len(ref) <= MAX_REF_CHARS else None
-
-
-def parse_action_id(action_id: object) -> tuple[str, str] | None:
-    """``(ref, action id)`` from a button's action_id or value, or None if not ours.
-
-    The action id may be ``#index`` for absurdly long ids; ``resolve_action`` maps it.
-    """
-    return _split_id(action_id, ACTION_PREFIX)
-
-
-def parse_file_action_id(action_id: object) -> tuple[str, str] | None:
-    """``(ref, field name)`` from a file button's action_id, or None if not ours."""
-    return _split_id(action_id, FILE_ACTION_PREFIX)
-
-
-def resolve_action(args: AskHumanToolArgs, token: str) -> AskHumanAction | None:
-    """The action a parsed token names (an id, or ``#index``)."""
-    index = index_token(token, "#")
-    if index is not None:
-        return args.actions[index] if index < len(args.actions) else None
-    return args.action(token)
 
 
 # ---------------------------------------------------------------- public rendering
@@ -224,14 +146,14 @@ def _head_blocks(card: RequestCard, budget: Budget) -> list[Block]:
     if card.tool is not None:
         return _tool_head_blocks(card, budget)
     args = card.args
-    blocks: list[Block] = [{"type": "header", "text": _plain(args.title or args.question, 150)}]
+    blocks: list[Block] = [{"type": "header", "text": plain_text(args.title or args.question, 150)}]
     if args.title or len(args.question) > 150:
         question = truncate(slack_escape(args.question), min(budget.question, SECTION_CHARS))
-        blocks.append(_section(question))
+        blocks.append(section(question))
     if args.markdown:
         chunks = markdown_chunks(args.markdown, SLACK, SECTION_CHARS, budget.body)
-        blocks += [_section(c) for c in chunks]
-    blocks.append({"type": "context", "elements": [_mrkdwn(_context_text(card))]})
+        blocks += [section(c) for c in chunks]
+    blocks.append({"type": "context", "elements": [mrkdwn(_context_text(card))]})
     return blocks
 
 
@@ -271,10 +193,10 @@ def _tool_head_blocks(card: RequestCard, budget: Budget) -> list[Block]:
     ] or [f"_{i18n.t('no_arguments')}_"]
     chunks = fit_chunks(split_units(units, SECTION_CHARS), budget.body)
     return [
-        {"type": "header", "text": _plain(card.args.title or card.args.question, 150)},
-        _section(intro),
-        *[_section(c) for c in chunks],
-        {"type": "context", "elements": [_mrkdwn(_context_text(card))]},
+        {"type": "header", "text": plain_text(card.args.title or card.args.question, 150)},
+        section(intro),
+        *[section(c) for c in chunks],
+        {"type": "context", "elements": [mrkdwn(_context_text(card))]},
     ]
 
 
@@ -287,13 +209,13 @@ def _field_block(card: RequestCard, field: AskHumanField, budget: Budget) -> Blo
     block: Block = {
         "type": "input",
         "block_id": block_id(card.version, card.args, field),
-        "label": _plain(field.label, budget.label),
+        "label": plain_text(field.label, budget.label),
         "optional": not field.required,
         "element": _element(field, budget),
     }
     hint = _options_hint(field, budget)
     if hint:
-        block["hint"] = _plain(hint, 2000)
+        block["hint"] = plain_text(hint, 2000)
     return block
 
 
@@ -304,18 +226,18 @@ def _element(field: AskHumanField, budget: Budget) -> dict[str, Any]:
         el.update(type="plain_text_input", multiline=isinstance(field, ParagraphField))
         hint = field.placeholder or (field_hint(field) if isinstance(field, NumberField) else "")
         if hint:
-            el["placeholder"] = _plain(hint, min(budget.label, 150))
+            el["placeholder"] = plain_text(hint, min(budget.label, 150))
         if field.default is not None and str(field.default) != "":
             el["initial_value"] = truncate(str(field.default), budget.default)
     elif isinstance(field, SelectField | MultiSelectField):
         _select(el, field, budget)
     elif isinstance(field, CheckboxField):
-        box = {"text": _plain(i18n.t("yes"), 75), "value": "true"}
+        box = {"text": plain_text(i18n.t("yes"), 75), "value": "true"}
         el.update(type="checkboxes", options=[box])
         if field.default:
             el["initial_options"] = [box]
     elif isinstance(field, DateField):
-        el.update(type="datepicker", placeholder=_plain(i18n.t("pick_date"), 150))
+        el.update(type="datepicker", placeholder=plain_text(i18n.t("pick_date"), 150))
         if field.default:
             el["initial_date"] = field.default
     return el
@@ -328,7 +250,7 @@ def _select(el: dict[str, Any], field: SelectField | MultiSelectField, budget: B
     el.update(
         type="multi_static_select" if multi else "static_select",
         options=options,
-        placeholder=_plain(i18n.t("choose_options" if multi else "choose_option"), 150),
+        placeholder=plain_text(i18n.t("choose_options" if multi else "choose_option"), 150),
     )
     wanted = (field.default or []) if isinstance(field, MultiSelectField) else [field.default]
     initial = [options[i] for i, o in enumerate(shown) if o.value in wanted]
@@ -339,7 +261,7 @@ def _select(el: dict[str, Any], field: SelectField | MultiSelectField, budget: B
 
 
 def _option(index: int, option: SelectOption, budget: Budget) -> dict[str, Any]:
-    return {"text": _plain(option.label, budget.option_text), "value": option_token(index)}
+    return {"text": plain_text(option.label, budget.option_text), "value": option_token(index)}
 
 
 def _options_hint(field: AskHumanField, budget: Budget) -> str | None:
@@ -355,11 +277,11 @@ def _file_button_block(
     text = f"*{slack_escape(truncate(field.label, budget.label))}*{need}\n{field_hint(field)}"
     button = {
         "type": "button",
-        "text": _plain(i18n.t("attach_files_button"), 75),
-        "action_id": _file_action_id(card.ref, card.args, field),
-        "value": _file_action_id(card.ref, card.args, field),
+        "text": plain_text(i18n.t("attach_files_button"), 75),
+        "action_id": file_action_id(card.ref, card.args, field),
+        "value": file_action_id(card.ref, card.args, field),
     }
-    return {"type": "section", "text": _mrkdwn(text), "accessory": button}
+    return {"type": "section", "text": mrkdwn(text), "accessory": button}
 
 
 def _actions_block(card: RequestCard, budget: Budget) -> Block:
@@ -368,7 +290,7 @@ def _actions_block(card: RequestCard, budget: Budget) -> Block:
         aid = action_id_for(card.ref, card.args, action)
         button: dict[str, Any] = {
             "type": "button",
-            "text": _plain(action.label, 75),
+            "text": plain_text(action.label, 75),
             "action_id": aid,
             "value": aid,
         }
@@ -387,32 +309,24 @@ def _withdraw_menu(card: RequestCard) -> dict[str, Any]:
     return {
         "type": "overflow",
         "action_id": f"{WITHDRAW_PREFIX}{card.ref}",
-        "options": [{"text": _plain(i18n.t("withdraw"), 75), "value": WITHDRAW_TOKEN}],
+        "options": [{"text": plain_text(i18n.t("withdraw"), 75), "value": WITHDRAW_TOKEN}],
         "confirm": {
-            "title": _plain(i18n.t("withdraw_title"), 100),
-            "text": _plain(i18n.t("withdraw_confirm"), 300),
-            "confirm": _plain(i18n.t("withdraw"), 30),
-            "deny": _plain(i18n.t("cancel"), 30),
+            "title": plain_text(i18n.t("withdraw_title"), 100),
+            "text": plain_text(i18n.t("withdraw_confirm"), 300),
+            "confirm": plain_text(i18n.t("withdraw"), 30),
+            "deny": plain_text(i18n.t("cancel"), 30),
             "style": "danger",
         },
     }
 
 
-def parse_withdraw_action_id(action_id: object) -> str | None:
-    """The ref of a "Withdraw" menu's ``action_id``, or None if it is not ours."""
-    if not isinstance(action_id, str) or not action_id.startswith(WITHDRAW_PREFIX):
-        return None
-    ref = action_id[len(WITHDRAW_PREFIX):]
-    return ref if 0 < len(ref) <= MAX_REF_CHARS and ":" not in ref else None
-
-
 def _confirm(action: AskHumanAction, budget: Budget) -> dict[str, Any]:
     """Destructive buttons ask once more; Slack shows a native dialog before sending."""
     return {
-        "title": _plain(i18n.t("are_you_sure"), 100),
-        "text": _plain(i18n.t("this_will", action=action.label), min(300, budget.label + 20)),
-        "confirm": _plain(action.label, 30),
-        "deny": _plain(i18n.t("cancel"), 30),
+        "title": plain_text(i18n.t("are_you_sure"), 100),
+        "text": plain_text(i18n.t("this_will", action=action.label), min(300, budget.label + 20)),
+        "confirm": plain_text(action.label, 30),
+        "deny": plain_text(i18n.t("cancel"), 30),
         "style": "danger",
     }
 
@@ -447,7 +361,7 @@ def _decision_blocks(card: RequestCard, budget: Budget) -> list[Block]:
         for label, value in value_lines(card)
     ]
     chunks = fit_chunks(split_units(units, SECTION_CHARS), budget.body + 1000)
-    return [_section(c) for c in chunks]
+    return [section(c) for c in chunks]
 
 
 # ---------------------------------------------------------------- file modal
@@ -473,13 +387,13 @@ def file_modal(
     ]
     blocks = [_file_input(card, f) for f in fields[:100]]
     if not blocks:
-        blocks = [_section(i18n.t("no_file_fields"))]
+        blocks = [section(i18n.t("no_file_fields"))]
     view = {
         "type": "modal",
         "callback_id": FILE_MODAL_CALLBACK_ID,
-        "title": _plain(i18n.t("attach_files"), 24),
-        "submit": _plain(i18n.t("upload"), 24),
-        "close": _plain(i18n.t("cancel"), 24),
+        "title": plain_text(i18n.t("attach_files"), 24),
+        "submit": plain_text(i18n.t("upload"), 24),
+        "close": plain_text(i18n.t("cancel"), 24),
         "private_metadata": _metadata(card.ref, channel, ts, field_name, action_id),
         "blocks": blocks,
     }
@@ -492,7 +406,7 @@ def _file_input(card: RequestCard, field: AskHumanField) -> Block:
     return {
         "type": "input",
         "block_id": block_id(card.version, card.args, field),
-        "label": _plain(field.label, 2000),
+        "label": plain_text(field.label, 2000),
         "optional": not field.required,
         "element": {"type": "file_input", "action_id": INPUT_ACTION_ID, "max_files": min(most, 10)},
     }
@@ -547,7 +461,7 @@ def read_values(
     current = card_or_args.version if isinstance(card_or_args, RequestCard) else None
     chosen: dict[str, tuple[tuple[bool, int], Mapping[str, Any]]] = {}
     for bid, actions in state_values.items():
-        found = _field_for_block(args, bid)
+        found = field_for_block(args, bid)
         state = _element_state(actions)
         if found is None or state is None:
             continue
@@ -562,19 +476,6 @@ def read_values(
             if value is not None:
                 values[field.name] = value
     return values
-
-
-def _field_for_block(args: AskHumanToolArgs, bid: str) -> tuple[int, AskHumanField] | None:
-    match = _BLOCK_ID.match(bid)
-    if not match:
-        return None
-    key = match.group(2)
-    index = index_token(key, "#")
-    if index is not None:
-        field = args.fields[index] if index < len(args.fields) else None
-    else:
-        field = next((f for f in args.fields if f.name == key), None)
-    return None if field is None else (int(match.group(1)), field)
 
 
 def _element_state(actions: object) -> Mapping[str, Any] | None:
