@@ -1,7 +1,13 @@
 """RequestCard → Slack Block Kit, and Slack payloads → contract values.
 
-The public surface the Slack adapter, ``renderers.home`` and the tests import;
-each name lives in the module of the package that does its job.
+This package's ``__init__`` is the surface the Slack adapter and the tests import;
+each name lives in the module that does its job:
+
+* ``message``: the request card as a Block Kit message, for every status;
+* ``modal``: the modal a file button opens, and its ``private_metadata`` read back;
+* ``values``: message and modal ``state.values`` read back as contract values;
+* ``ids``: the identifier scheme the blocks carry (made and parsed only there);
+* ``kit``: the Block Kit text objects ``message`` and ``modal`` share.
 """
 
 from __future__ import annotations
@@ -23,17 +29,14 @@ from renderers.slack.ids import (
     resolve_action,
 )
 from renderers.slack.kit import SECTION_CHARS, Block
-from renderers.slack.message import (
+from renderers.slack.message import MAX_BLOCKS, TOTAL_TEXT_CHARS, render_request, total_text_chars
+from renderers.slack.modal import (
     FILE_MODAL_CALLBACK_ID,
-    MAX_BLOCKS,
-    TOTAL_TEXT_CHARS,
     ModalContext,
     file_modal,
     parse_private_metadata,
-    read_values,
-    render_request,
-    total_text_chars,
 )
+from renderers.slack.values import read_values
 
 __all__ = [
     "ACTION_ID_PATTERN",

@@ -1,23 +1,18 @@
-"""RequestCard → Slack Block Kit, and Slack payloads → contract values.
+"""RequestCard → the Slack Block Kit message: question, inputs, buttons, decided state.
 
-The identifiers the blocks carry are ``renderers.slack.ids``'s to make and parse.
+Every status renders with the same entry point, shrunk along a budget ladder until it
+fits Slack's limits. The identifiers the blocks carry are ``renderers.slack.ids``'s
+to make and parse.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from pydantic import JsonValue
-
 from bot.askhuman.schema import (
-    FILE_FIELD_TYPES,
     AskHumanAction,
     AskHumanField,
-    AskHumanToolArgs,
     CheckboxField,
     DateField,
     FileField,
@@ -30,15 +25,7 @@ from bot.askhuman.schema import (
 )
 from renderers import i18n
 from renderers.budget import Budget, ladder
-from renderers.card import (
-    MAX_REF_CHARS,
-    WITHDRAW_TOKEN,
-    RequestCard,
-    args_of,
-    option_token,
-    option_value,
-    progress_text,
-)
+from renderers.card import WITHDRAW_TOKEN, RequestCard, option_token, progress_text
 from renderers.markdown import (
     SLACK,
     check_slack,
@@ -53,7 +40,6 @@ from renderers.slack.ids import (
     WITHDRAW_PREFIX,
     action_id_for,
     block_id,
-    field_for_block,
     file_action_id,
 )
 from renderers.slack.kit import SECTION_CHARS, Block, mrkdwn, plain_text, section
@@ -70,7 +56,6 @@ from renderers.tool_card import arg_lines
 MAX_BLOCKS = 50
 TOTAL_TEXT_CHARS = 11000
 """Slack rejects messages whose blocks hold ~13.2k chars (msg_blocks_too_long); keep margin."""
-FILE_MODAL_CALLBACK_ID = "askhuman_files"
 _USER_ID = re.compile(r"^[UW][A-Z0-9]+$")
 _STYLES = {"primary": "primary", "destructive": "danger"}
 _URGENCY = {"normal": "{text}", "high": ":rotating_light: *{text}*"}
@@ -91,17 +76,6 @@ _LADDER = (
     Budget(500, 500, 50, 10, 30, 200),
     Budget(300, 300, 40, 5, 20, 100),
 )
-
-
-@dataclass(frozen=True)
-class ModalContext:
-    """What a file modal's ``private_metadata`` carries back to the adapter."""
-
-    ref: str
-    channel: str
-    ts: str
-    field_name: str | None = None
-    action_id: str | None = None
 
 
 # ---------------------------------------------------------------- public rendering
@@ -362,168 +336,3 @@ def _decision_blocks(card: RequestCard, budget: Budget) -> list[Block]:
     ]
     chunks = fit_chunks(split_units(units, SECTION_CHARS), budget.body + 1000)
     return [section(c) for c in chunks]
-
-
-# ---------------------------------------------------------------- file modal
-
-
-@i18n.localized
-def file_modal(
-    card: RequestCard,
-    channel: str,
-    ts: str,
-    field_name: str | None = None,
-    action_id: str | None = None,
-) -> dict[str, Any]:
-    """The modal a file button opens (``file_input`` is modal-only in Slack).
-
-    It shows ``field_name`` or, when None, every file field of the request.
-    ``private_metadata`` carries ref, channel and ts, because a view_submission has
-    no container to find the original message by.
-    """
-    fields = [
-        f for f in card.args.fields
-        if f.type in FILE_FIELD_TYPES and (field_name is None or f.name == field_name)
-    ]
-    blocks = [_file_input(card, f) for f in fields[:100]]
-    if not blocks:
-        blocks = [section(i18n.t("no_file_fields"))]
-    view = {
-        "type": "modal",
-        "callback_id": FILE_MODAL_CALLBACK_ID,
-        "title": plain_text(i18n.t("attach_files"), 24),
-        "submit": plain_text(i18n.t("upload"), 24),
-        "close": plain_text(i18n.t("cancel"), 24),
-        "private_metadata": _metadata(card.ref, channel, ts, field_name, action_id),
-        "blocks": blocks,
-    }
-    check_slack(view)
-    return view
-
-
-def _file_input(card: RequestCard, field: AskHumanField) -> Block:
-    most = getattr(field, "max_files", None) or (1 if field.type == "file" else 10)
-    return {
-        "type": "input",
-        "block_id": block_id(card.version, card.args, field),
-        "label": plain_text(field.label, 2000),
-        "optional": not field.required,
-        "element": {"type": "file_input", "action_id": INPUT_ACTION_ID, "max_files": min(most, 10)},
-    }
-
-
-def _metadata(ref: str, channel: str, ts: str, field: str | None, action: str | None) -> str:
-    data = {"r": ref, "c": channel, "t": ts}
-    if field is not None:
-        data["f"] = field
-    if action is not None:
-        data["a"] = action
-    text = json.dumps(data, separators=(",", ":"))
-    if len(text) > 3000:
-        raise ValueError("private_metadata would exceed Slack's 3000 characters")
-    return text
-
-
-def parse_private_metadata(text: object) -> ModalContext | None:
-    """The inverse of the modal's ``private_metadata``; None if it is not ours."""
-    if not isinstance(text, str) or len(text) > 3000:  # Slack's own cap: longer is forged
-        return None
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    ref, channel, ts = data.get("r"), data.get("c"), data.get("t")
-    field, action = data.get("f"), data.get("a")
-    if not all(isinstance(v, str) and v for v in (ref, channel, ts)):
-        return None
-    if len(str(ref)) > MAX_REF_CHARS:
-        return None
-    if not all(v is None or isinstance(v, str) for v in (field, action)):
-        return None
-    return ModalContext(str(ref), str(channel), str(ts), field, action)
-
-
-# ---------------------------------------------------------------- reading values
-
-
-def read_values(
-    state_values: Mapping[str, Any], card_or_args: RequestCard | AskHumanToolArgs
-) -> dict[str, JsonValue]:
-    """Message ``state.values`` or modal ``view.state.values`` → contract values.
-
-    Blocks of other versions of the same card are accepted (matched on the field
-    name inside the block id); the current version wins, then the newest.
-    Missing or empty inputs are omitted; validation is the engine's job.
-    """
-    args = args_of(card_or_args)
-    current = card_or_args.version if isinstance(card_or_args, RequestCard) else None
-    chosen: dict[str, tuple[tuple[bool, int], Mapping[str, Any]]] = {}
-    for bid, actions in state_values.items():
-        found = field_for_block(args, bid)
-        state = _element_state(actions)
-        if found is None or state is None:
-            continue
-        version, field = found
-        rank = (version == current, version)
-        if field.name not in chosen or rank > chosen[field.name][0]:
-            chosen[field.name] = (rank, state)
-    values: dict[str, JsonValue] = {}
-    for field in args.fields:
-        if field.name in chosen:
-            value = _read_state(field, chosen[field.name][1])
-            if value is not None:
-                values[field.name] = value
-    return values
-
-
-def _element_state(actions: object) -> Mapping[str, Any] | None:
-    if not isinstance(actions, Mapping) or not actions:
-        return None
-    state = actions.get(INPUT_ACTION_ID, next(iter(actions.values())))
-    return state if isinstance(state, Mapping) else None
-
-
-def _read_state(field: AskHumanField, state: Mapping[str, Any]) -> JsonValue:
-    """One element's state → the contract's value type (None when empty)."""
-    if isinstance(field, ParagraphField | NumberField):
-        value = state.get("value")
-        return value if isinstance(value, str) and value.strip() else None
-    if isinstance(field, SelectField):
-        picked = state.get("selected_option")
-        token = picked.get("value") if isinstance(picked, dict) else None
-        return option_value(field.options, token)
-    if isinstance(field, MultiSelectField):
-        tokens = [o.get("value") for o in _list(state.get("selected_options")) if _is_dict(o)]
-        chosen = [v for v in (option_value(field.options, t) for t in tokens) if v is not None]
-        return list(chosen) or None
-    if isinstance(field, CheckboxField):
-        picked = _list(state.get("selected_options"))
-        return any(isinstance(o, dict) and o.get("value") == "true" for o in picked)
-    if isinstance(field, DateField):
-        date = state.get("selected_date")
-        return date if isinstance(date, str) and date else None
-    files = [_file_ref(f) for f in _list(state.get("files")) if isinstance(f, dict)]
-    return list(files) or None
-
-
-def _is_dict(value: object) -> bool:
-    return isinstance(value, dict)
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _file_ref(file: Mapping[str, Any]) -> JsonValue:
-    """A Slack file object → the contract's file reference (checked by the engine)."""
-    size = file.get("size")
-    return {
-        "platform": "slack",
-        "id": str(file.get("id", "")),
-        "name": str(file.get("name") or file.get("title") or ""),
-        "mimetype": str(file.get("mimetype", "")),
-        "size": size if isinstance(size, int) and not isinstance(size, bool) else None,
-        "url": str(file.get("url_private_download") or file.get("url_private") or ""),
-    }
