@@ -7,6 +7,7 @@ Identifier scheme (this module is the only place that knows it):
   version gives new block ids, so Slack clients drop stale typed input.
 * button ``action_id`` and ``value`` = ``ah:{ref}:{action id}``; a file button is
   ``ahf:{ref}:{field name}``. Only the opaque reference and an id travel, never args.
+* the "Withdraw" overflow menu's ``action_id`` = ``ahw:{ref}``.
 * option values are ``o{index}`` (see ``renderers.card.option_token``).
 """
 
@@ -44,6 +45,11 @@ def file_action_id(ref: str, args: AskHumanToolArgs, field: AskHumanField) -> st
     """A file button's action_id (and value): the request reference and the field name."""
     aid = f"{FILE_ACTION_PREFIX}{ref}:{field.name}"
     return aid if len(aid) <= ID_CHARS else f"{FILE_ACTION_PREFIX}{ref}:#{args.fields.index(field)}"
+
+
+def withdraw_action_id(ref: str) -> str:
+    """The "Withdraw" overflow menu's action_id: the request reference only."""
+    return f"{WITHDRAW_PREFIX}{ref}"
 
 
 def _split_id(text: object, prefix: str) -> tuple[str, str] | None:

@@ -37,10 +37,10 @@ from renderers.markdown import (
 )
 from renderers.slack.ids import (
     INPUT_ACTION_ID,
-    WITHDRAW_PREFIX,
     action_id_for,
     block_id,
     file_action_id,
+    withdraw_action_id,
 )
 from renderers.slack.kit import SECTION_CHARS, Block, mrkdwn, plain_text, section
 from renderers.text import (
@@ -282,7 +282,7 @@ def _withdraw_menu(card: RequestCard) -> dict[str, Any]:
     engine refuses anyone else). Its ``action_id`` is ``ahw:{ref}``."""
     return {
         "type": "overflow",
-        "action_id": f"{WITHDRAW_PREFIX}{card.ref}",
+        "action_id": withdraw_action_id(card.ref),
         "options": [{"text": plain_text(i18n.t("withdraw"), 75), "value": WITHDRAW_TOKEN}],
         "confirm": {
             "title": plain_text(i18n.t("withdraw_title"), 100),
