@@ -21,7 +21,8 @@ from typing import Any
 from renderers import i18n
 from renderers.card import RequestCard, RunLine
 from renderers.markdown import check_slack, plain, slack_escape, truncate
-from renderers.slack import FILE_ACTION_PREFIX, render_request
+from renderers.slack.ids import FILE_ACTION_PREFIX
+from renderers.slack.message import render_request
 
 Block = dict[str, Any]
 

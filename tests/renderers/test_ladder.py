@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 
 from bot.askhuman.schema import AskHumanToolArgs
-from renderers import budget, feishu, slack
+from renderers import budget, feishu
 from renderers.card import RequestCard
+from renderers.slack import message as slack
 from tests.renderers.cases import max_card
 
 
