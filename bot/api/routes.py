@@ -20,7 +20,7 @@ from bot.api.openapi import openapi_document
 from bot.api.problems import Problem
 from bot.api.service import Door
 from bot.api.views import API, request_json, run_json
-from bot.engine.base import log
+from bot.engine.committer import log
 from bot.engine.external import ApiClientInfo
 
 Handler = Callable[[Request, ApiClientInfo], Awaitable[Response]]

@@ -36,7 +36,6 @@ from bot.settings import RouteSettings, ScheduleSettings
 from bot.settings.routes import LOCAL_PLATFORM
 from storage import HumanRequest, Run, RunTrigger
 
-TRIGGER_LEASE = dt.timedelta(minutes=5)
 SCHEDULE_GRACE = dt.timedelta(minutes=2)
 """With ``catch_up: false``, a fire time older than this (downtime) is skipped."""
 

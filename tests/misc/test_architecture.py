@@ -9,6 +9,7 @@ file grows past ~500 lines.
 from __future__ import annotations
 
 import ast
+import importlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -189,3 +190,10 @@ def test_the_engine_never_names_a_platform() -> None:
             if node.value.lower() in PLATFORM_NAMES:
                 wrong.append(f"{path.name}:{node.lineno} {node.value!r}")
     assert wrong == []
+
+
+@pytest.mark.parametrize("module", sorted(_module(path) for path in _sources()))
+def test_every_module_imports(module: str) -> None:
+    """mypy skips modules it cannot find (``ignore_missing_imports``), so a stale import
+    of a moved module would only show at run time: import each one here."""
+    importlib.import_module(module)
