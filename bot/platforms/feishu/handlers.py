@@ -22,17 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextvars
 import dataclasses
-import json
 import logging
-import mimetypes
 import re
 import threading
 import time
-from collections.abc import Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import lark_oapi as lark
 from lark_oapi.event.callback.model.p2_card_action_trigger import (
@@ -45,15 +42,18 @@ from bot.engine.clicks import DEFERRED, NOT_RECORDED
 from bot.engine.health import DATABASE_DOWN, database_unreachable
 from bot.engine.inbox import AlreadySeen, Click, ClickTooLarge, Recorded
 from bot.engine.ports import Identity, Origin
-from bot.engine.results import EngineError, PendingPage, RespondResult
+from bot.engine.results import EngineError
 from bot.platforms.feishu.adapter import FeishuAdapter, plain_text
 from bot.platforms.feishu.client import FeishuApi, FeishuApiError, dumps
 from bot.platforms.feishu.delegate import delegate_command, delegate_rest, mention_ids
+from bot.platforms.feishu.engine_api import EngineApi
 from bot.platforms.feishu.i18n import toast_i18n
+from bot.platforms.feishu.message import Incoming, file_reference, message_text
 from bot.platforms.feishu.names import NEUTRAL, OPEN_ID_IN_TEXT, NameCache
 from bot.platforms.feishu.pending import PENDING_PER_PAGE, pending_command, pending_reply
 from bot.platforms.feishu.replay import ReplayGuard, parse_epoch
-from renderers.card import WITHDRAW_TOKEN, RequestCard
+from bot.platforms.feishu.reply_context import current_reply
+from renderers.card import WITHDRAW_TOKEN
 from renderers.feishu import parse_callback_value
 from renderers.i18n import CATALOG, say
 from renderers.markdown import message_text as inert_text
@@ -94,68 +94,6 @@ class Admitted:
     """The endpoint's verdict on ``event:{event_id}`` (None: record it when storing)."""
 
 
-class EngineApi(Protocol):
-    """The slice of ``bot.engine.Engine`` the Feishu handlers use."""
-
-    async def start_run(
-        self, agent: str, prompt: str, started_by: Identity, origin: Origin
-    ) -> str: ...
-
-    async def startable_agents(self, who: Identity) -> list[str]: ...
-
-    async def pending_page(
-        self, identity: Identity, page: int = 1, per_page: int = 10
-    ) -> PendingPage: ...
-
-    async def respond(
-        self, ref: str, responder: Identity, action_id: str, values: Mapping[str, Any]
-    ) -> RespondResult: ...
-
-    async def record_click(self, click: Click, budget: float = ...,
-                           seen: Sequence[str] = ...) -> Recorded | None: ...
-
-    async def decide_click(self, recorded: Recorded) -> RespondResult: ...
-
-    async def abandon_click(self, recorded: Recorded) -> None: ...
-
-    async def card(self, ref: str) -> RequestCard | None: ...
-
-    async def find_by_message(self, platform: str, message_id: str) -> str | None: ...
-
-    async def attach_files(
-        self, ref: str, responder: Identity, field_name: str, files: Any
-    ) -> RespondResult: ...
-
-    async def first_seen(self, platform: str, key: str) -> bool: ...
-
-    async def first_seen_chain(self, platform: str, keys: Sequence[str]) -> list[bool]: ...
-
-    async def card_for_message(
-        self, platform: str, message_id: str
-    ) -> tuple[str, RequestCard | None] | None: ...
-
-    async def audit_refusal(
-        self, ref: str | None, actor: Identity | None, reason: str,
-        details: Mapping[str, JsonValue],
-    ) -> None: ...
-
-
-@dataclass
-class ReplyContext:
-    """Per HTTP request: refs whose card patches must wait until the reply is sent, and
-    the shared dedupe verdict of the event id the endpoint recorded with the nonce."""
-
-    held_refs: list[str] = field(default_factory=list)
-    shared_events: dict[str, bool] = field(default_factory=dict)
-    deferred_seen: tuple[str, ...] = ()
-    """A click's shared dedupe keys (nonce, event id) the endpoint left to be recorded
-    in the click's own transaction (``engine.record_click(seen=…)``)."""
-    replayed: bool = False
-    """Set when that write found the nonce recorded before: the endpoint answers 401."""
-    started: float = field(default_factory=time.monotonic)
-    """When the request arrived (``time.monotonic``): the reply budget counts from here."""
-
-
 class Handoff:
     """Who got there first, the SDK thread that must reply or the coroutine storing the
     click: a click stored after its reply gave up (and asked to click again) is dropped,
@@ -180,11 +118,6 @@ class Handoff:
                 return True
             self._state = "gave_up"
             return False
-
-
-current_reply: contextvars.ContextVar[ReplyContext | None] = contextvars.ContextVar(
-    "askhuman_feishu_reply", default=None
-)
 
 
 def toast(kind: str, content: str) -> P2CardActionTriggerResponse:
@@ -713,69 +646,3 @@ def help_text(agents: list[str], locale: str | None = None) -> str:
     more = (say(locale, "feishu.help_agents", agents=", ".join(agents)) if agents
             else say(locale, "feishu.help_none"))
     return f"{say(locale, 'feishu.help')} {more}"
-
-
-@dataclass(frozen=True)
-class Incoming:
-    """The parts of ``im.message.receive_v1`` askhuman uses."""
-
-    message_id: str
-    chat_id: str
-    chat_type: str
-    message_type: str
-    content: str
-    parent_id: str | None
-    root_id: str | None
-    mentions: list[tuple[str, str]]
-    sender: Identity
-    mention_ids: dict[str, str] = field(default_factory=dict)
-    """``@name`` → open_id of each person mentioned (``delegate @Bob …``)."""
-
-
-def _content(msg: Incoming) -> dict[str, Any]:
-    try:
-        data = json.loads(msg.content)
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def message_text(msg: Incoming) -> str | None:
-    """The message text with leading @-mentions removed and the others as ``@name``."""
-    text = _content(msg).get("text")
-    if not isinstance(text, str):
-        return None
-    text = text.strip()
-    names = dict(msg.mentions)
-    while True:  # strip leading mentions (the bot's, and any before the command)
-        for key in names:
-            if text.startswith(key):
-                text = text[len(key) :].lstrip()
-                break
-        else:
-            break
-    for key, name in names.items():
-        text = text.replace(key, f"@{name}")
-    return text
-
-
-def file_reference(msg: Incoming) -> dict[str, Any] | None:
-    """A contract file reference (``{platform, id, name, mimetype, size, url}``)."""
-    data = _content(msg)
-    key = data.get("file_key") or data.get("image_key")
-    if not isinstance(key, str) or not key:
-        return None
-    name = data.get("file_name")
-    if not isinstance(name, str) or not name:
-        name = f"{key}.png" if msg.message_type == "image" else key
-    mimetype = mimetypes.guess_type(name)[0] or (
-        "image/png" if msg.message_type == "image" else "application/octet-stream"
-    )
-    return {
-        "platform": PLATFORM,
-        "id": key,
-        "name": name[:255],
-        "mimetype": mimetype,
-        "size": None,
-        "url": None,
-    }

@@ -14,7 +14,8 @@ from bot.platforms.feishu.adapter import FeishuAdapter
 from bot.platforms.feishu.client import FeishuApi
 from bot.platforms.feishu.config import FeishuConfig, feishu_wanted
 from bot.platforms.feishu.directory import FeishuDirectory
-from bot.platforms.feishu.handlers import EngineApi, FeishuEventHandlers
+from bot.platforms.feishu.engine_api import EngineApi
+from bot.platforms.feishu.handlers import FeishuEventHandlers
 from bot.platforms.feishu.http import make_endpoint
 from bot.platforms.feishu.names import NameCache
 from bot.platforms.feishu.replay import ReplayGuard
