@@ -67,7 +67,7 @@ async def test_a_click_left_behind_after_its_toast_is_decided_and_told(
     async def crashed(recorded: Any) -> None:
         return None  # the live decision never happens
 
-    monkeypatch.setattr(f.platform.handlers, "_decide_later", crashed)
+    monkeypatch.setattr(f.platform.handlers.decisions, "decide_later", crashed)
     f.engine.tuning.click_lease = dt.timedelta(milliseconds=50)
     response = await f.post_event(f.click_event(card, operator=ALICE))
     assert response.json() == {"toast": RECEIVED}

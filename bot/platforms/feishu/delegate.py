@@ -9,13 +9,11 @@ or an email (looked up through the directory).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.engine import delegation_chat
 from bot.engine.ports import DirectoryUnavailable, Identity
-
-if TYPE_CHECKING:
-    from bot.platforms.feishu.handlers import Incoming
+from bot.platforms.feishu.message import Incoming
 
 PLATFORM = "feishu"
 _COMMAND = re.compile(r"^/?delegate(?:\s+(.*))?$", re.IGNORECASE | re.DOTALL)

@@ -28,7 +28,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from bot.platforms.feishu.adapter import FeishuAdapter
-from bot.platforms.feishu.handlers import ReplyContext, current_reply
 from bot.platforms.feishu.inbound import (
     URL_VERIFICATION,
     BadBody,
@@ -37,6 +36,7 @@ from bot.platforms.feishu.inbound import (
     token_matches,
 )
 from bot.platforms.feishu.replay import ReplayGuard, parse_epoch
+from bot.platforms.feishu.reply_context import ReplyContext, current_reply
 
 log = logging.getLogger("askhuman.feishu.http")
 
@@ -78,7 +78,7 @@ def make_endpoint(
 
     ``verification_token`` is checked here, before the SDK (which would log a traceback
     for a wrong one). ``answer_click(data)`` answers a card click on the loop
-    (``FeishuEventHandlers.answer_click``); without it clicks go to the dispatcher too.
+    (``ClickListener.answer_click``); without it clicks go to the dispatcher too.
     ``first_seen(key)`` shares nonces with the other replicas (``engine.first_seen``);
     with ``first_seen_chain(keys)`` (``engine.first_seen_chain``) the event id is
     recorded in the same transaction, right after the nonce, and its verdict handed to

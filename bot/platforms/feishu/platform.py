@@ -14,7 +14,8 @@ from bot.platforms.feishu.adapter import FeishuAdapter
 from bot.platforms.feishu.client import FeishuApi
 from bot.platforms.feishu.config import FeishuConfig, feishu_wanted
 from bot.platforms.feishu.directory import FeishuDirectory
-from bot.platforms.feishu.handlers import EngineApi, FeishuEventHandlers
+from bot.platforms.feishu.engine_api import EngineApi
+from bot.platforms.feishu.handlers.dispatch import FeishuEventHandlers
 from bot.platforms.feishu.http import make_endpoint
 from bot.platforms.feishu.names import NameCache
 from bot.platforms.feishu.replay import ReplayGuard
@@ -63,10 +64,10 @@ class FeishuPlatform:
             config.encrypt_key,
             self.handlers.bind_loop,
             verification_token=config.verification_token,
-            answer_click=self.handlers.answer_click,
-            first_seen=self.handlers.first_seen,
-            first_seen_chain=self.handlers.first_seen_chain,
-            audit=self.handlers.audit,
+            answer_click=self.handlers.clicks.answer_click,
+            first_seen=self.handlers.dedupe.first_seen,
+            first_seen_chain=self.handlers.dedupe.first_seen_chain,
+            audit=self.handlers.auditor.audit,
         )
         self._long_connection: LongConnection | None = None
 

@@ -4,7 +4,7 @@ lark-oapi 1.7 keeps a module-level event loop captured at import and blocks in
 ``start()`` with ``run_until_complete``, which fails inside an already running loop
 (our uvicorn/engine loop). So the client gets a dedicated daemon thread whose first
 act is to install a fresh loop as ``lark_oapi.ws.client.loop``. Handlers run on that
-thread and hand work to the main loop (see ``handlers.py``). Only one long
+thread and hand work to the main loop (see ``handlers/``). Only one long
 connection per process is possible because the SDK's loop is a module global.
 """
 

@@ -1,0 +1,63 @@
+"""The slice of the engine that the Feishu handlers call, as a Protocol.
+
+The handlers depend on this instead of the concrete ``Engine`` class, so they stay
+apart from the core and can be driven by a stand-in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from pydantic import JsonValue
+
+from bot.engine.inbox import Click, Recorded
+from bot.engine.ports import Identity, Origin
+from bot.engine.results import PendingPage, RespondResult
+from renderers.card import RequestCard
+
+
+class EngineApi(Protocol):
+    """The slice of ``bot.engine.Engine`` the Feishu handlers use."""
+
+    async def start_run(
+        self, agent: str, prompt: str, started_by: Identity, origin: Origin
+    ) -> str: ...
+
+    async def startable_agents(self, who: Identity) -> list[str]: ...
+
+    async def pending_page(
+        self, identity: Identity, page: int = 1, per_page: int = 10
+    ) -> PendingPage: ...
+
+    async def respond(
+        self, ref: str, responder: Identity, action_id: str, values: Mapping[str, Any]
+    ) -> RespondResult: ...
+
+    async def record_click(self, click: Click, budget: float = ...,
+                           seen: Sequence[str] = ...) -> Recorded | None: ...
+
+    async def decide_click(self, recorded: Recorded) -> RespondResult: ...
+
+    async def abandon_click(self, recorded: Recorded) -> None: ...
+
+    async def card(self, ref: str) -> RequestCard | None: ...
+
+    async def find_by_message(self, platform: str, message_id: str) -> str | None: ...
+
+    async def attach_files(
+        self, ref: str, responder: Identity, field_name: str, files: Any
+    ) -> RespondResult: ...
+
+    async def first_seen(self, platform: str, key: str) -> bool: ...
+
+    async def first_seen_chain(self, platform: str, keys: Sequence[str]) -> list[bool]: ...
+
+    async def card_for_message(
+        self, platform: str, message_id: str
+    ) -> tuple[str, RequestCard | None] | None: ...
+
+    async def audit_refusal(
+        self, ref: str | None, actor: Identity | None, reason: str,
+        details: Mapping[str, JsonValue],
+    ) -> None: ...

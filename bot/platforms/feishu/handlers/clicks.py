@@ -1,0 +1,127 @@
+"""Card clicks (``card.action.trigger``): a toast within the reply budget, first.
+
+The HTTP endpoint calls ``answer_click`` on the main loop (no thread, no second
+decryption). The long connection's SDK calls ``on_card_action`` synchronously on its
+own thread, which hands the click to the main loop with ``run_coroutine_threadsafe``
+and waits for it to be stored. Either way the card's patches are held until the reply
+has gone out. The whole path, from click to decision, is described in the package's
+docstring (``bot.platforms.feishu.handlers``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import time
+
+from lark_oapi.event.callback.model.p2_card_action_trigger import (
+    P2CardActionTrigger,
+    P2CardActionTriggerResponse,
+)
+
+from bot.engine.clicks import NOT_RECORDED
+from bot.platforms.feishu.adapter import FeishuAdapter
+from bot.platforms.feishu.handlers.admission import Admitted, ClickAdmission
+from bot.platforms.feishu.handlers.click_store import DUPLICATE, ClickStore, Handoff
+from bot.platforms.feishu.handlers.loop import MainLoop
+from bot.platforms.feishu.handlers.toasts import received_text, toast
+from bot.platforms.feishu.reply_context import current_reply
+
+log = logging.getLogger("askhuman.feishu.events")
+
+
+class ClickListener:
+    """Answers each click with a toast within the reply budget; never raises."""
+
+    def __init__(
+        self,
+        admission: ClickAdmission,
+        store: ClickStore,
+        adapter: FeishuAdapter,
+        loop: MainLoop,
+        *,
+        reply_budget: float = 2.5,
+        ws_release_delay: float = 0.3,
+    ) -> None:
+        self._admission = admission
+        self._store = store
+        self._adapter = adapter
+        self._loop = loop
+        self._budget = reply_budget
+        self._ws_release_delay = ws_release_delay
+
+    def on_card_action(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
+        """The long connection's click (on the SDK's thread): answer within the budget;
+        never raises (the SDK would 500)."""
+        try:
+            return self._card_action(data)
+        except Exception:
+            log.exception("feishu card callback failed")
+            return toast("error", "Something went wrong; please try again.")
+
+    async def answer_click(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
+        """An HTTP callback's click, on the main loop (no thread hop): the endpoint has
+        checked the signature, decrypted once and recorded nonce and event id. Answers
+        as soon as the click is stored; never raises."""
+        try:
+            admitted = self._admission.admit(data)
+            if not isinstance(admitted, Admitted):
+                return admitted
+            ref = admitted.click.ref
+            self._adapter.hold(ref)  # before any await: patches wait for this reply
+            self._schedule_release(self._loop.require(), ref)
+            ctx = current_reply.get()
+            deadline = (ctx.started if ctx is not None else time.monotonic()) + self._budget
+            kind, text = await self._store.store(admitted, deadline, None)
+            return self._answer(admitted, kind, text)
+        except Exception:
+            log.exception("feishu card callback failed")
+            return toast("error", "Something went wrong; please try again.")
+
+    def _card_action(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
+        admitted = self._admission.admit(data)
+        if not isinstance(admitted, Admitted):
+            return admitted
+        loop = self._loop.require()
+        ref = admitted.click.ref
+        deadline = time.monotonic() + self._budget
+        handoff = Handoff()
+        future = asyncio.run_coroutine_threadsafe(
+            self._held_store(admitted, deadline, handoff), loop)
+        try:
+            kind, text = future.result(timeout=max(deadline - time.monotonic(), 0.0))
+        except concurrent.futures.TimeoutError:
+            if not handoff.give_up():
+                log.warning("feishu click not stored within the reply budget",
+                            extra={"ref": ref})
+                return toast("error", NOT_RECORDED)
+            kind, text = "info", received_text(admitted.click)  # stored; decided later
+        finally:
+            self._schedule_release(loop, ref)
+        return self._answer(admitted, kind, text)
+
+    async def _held_store(
+        self, admitted: Admitted, deadline: float, handoff: Handoff
+    ) -> tuple[str, str]:
+        self._adapter.hold(admitted.click.ref)  # before the first await
+        return await self._store.store(admitted, deadline, handoff)
+
+    def _answer(self, admitted: Admitted, kind: str, text: str) -> P2CardActionTriggerResponse:
+        if kind == DUPLICATE:
+            return P2CardActionTriggerResponse({})
+        log.info("feishu card callback answered", extra={
+            "ref": admitted.click.ref, "event_id": admitted.event_id,
+            "operator": admitted.click.responder.user_id, "toast": kind})
+        return toast(kind, text)
+
+    def _schedule_release(self, loop: asyncio.AbstractEventLoop, ref: str) -> None:
+        ctx = current_reply.get()
+        if ctx is not None:
+            ctx.held_refs.append(ref)  # HTTP: released once the response has been sent
+            return
+        # WS: the SDK sends the ACK right after we return (we are returning now);
+        # give it a moment before the parked patch goes out.
+        loop.call_soon_threadsafe(
+            loop.call_later, self._ws_release_delay, self._adapter.release, ref
+        )
