@@ -158,6 +158,7 @@ class Engine:
     def _lend(self) -> None:
         """The public API, under the names platforms, the door and the CLI call."""
         self.register_adapter = self.platforms.register
+        self.directory = self.platforms.directory
         # runs
         self.start_run = self.starter.start
         self.start_refusal = self.starters.refusal

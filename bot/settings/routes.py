@@ -19,7 +19,6 @@ from bot.settings.durations import (
     span_seconds,
 )
 
-
 LOCAL_PLATFORM = "console"
 """The local terminal's platform: where runs with no chat to answer in post their result."""
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from bot.engine import delegation_chat
 from bot.engine.ports import DirectoryUnavailable, Identity
+from bot.platforms.feishu.engine_api import EngineApi
 from bot.platforms.feishu.message import Incoming
 
 PLATFORM = "feishu"
@@ -37,14 +38,14 @@ def mention_ids(message: Any) -> dict[str, str]:
     return found
 
 
-async def resolve(engine: Any, msg: Incoming, token: str | None) -> Identity | None:
+async def resolve(engine: EngineApi, msg: Incoming, token: str | None) -> Identity | None:
     if not token:
         return None
     if token in msg.mention_ids:
         return Identity(PLATFORM, msg.mention_ids[token], token.removeprefix("@"))
     if _OPEN_ID.match(token):
         return Identity(PLATFORM, token)
-    directory = getattr(engine, "_directory", lambda _p: None)(PLATFORM)
+    directory = engine.directory(PLATFORM)
     if "@" in token[1:] and directory is not None:
         try:
             found = [u for u in await directory.resolve_users([token]) if _OPEN_ID.match(u)]
@@ -54,7 +55,7 @@ async def resolve(engine: Any, msg: Incoming, token: str | None) -> Identity | N
     return None
 
 
-async def delegate_command(engine: Any, msg: Incoming, rest: str) -> str:
+async def delegate_command(engine: EngineApi, msg: Incoming, rest: str) -> str:
     """The reply to a ``delegate`` command (plain text)."""
     names = {}
     for name, open_id in sorted(msg.mention_ids.items(), key=lambda kv: -len(kv[0])):
@@ -67,5 +68,4 @@ async def delegate_command(engine: Any, msg: Incoming, rest: str) -> str:
     if command.target and target is None and command.verb in ("add", "revoke"):
         return (f"I can't tell who {command.target[:60]} is; @-mention them, or give their "
                 "open_id (ou_…) or email.")
-    reply: str = await engine.delegations.run_chat(msg.sender, command, target)
-    return reply.replace("`", "")
+    return (await engine.delegations.run_chat(msg.sender, command, target)).replace("`", "")

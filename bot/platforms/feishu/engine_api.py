@@ -11,14 +11,25 @@ from typing import Any, Protocol
 
 from pydantic import JsonValue
 
+from bot.engine.delegation_chat import Delegations
 from bot.engine.inbox import Click, Recorded
-from bot.engine.ports import Identity, Origin
+from bot.engine.ports import Directory, Identity, Origin, PlatformAdapter
 from bot.engine.results import PendingPage, RespondResult
 from renderers.card import RequestCard
 
 
 class EngineApi(Protocol):
     """The slice of ``bot.engine.Engine`` the Feishu handlers use."""
+
+    @property
+    def delegations(self) -> Delegations:
+        """``delegate …`` messages (out of office)."""
+        ...
+
+    def directory(self, platform: str) -> Directory | None: ...
+
+    def register_adapter(self, adapter: PlatformAdapter,
+                         directory: Directory | None = None) -> None: ...
 
     async def start_run(
         self, agent: str, prompt: str, started_by: Identity, origin: Origin

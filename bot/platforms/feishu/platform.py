@@ -145,7 +145,7 @@ def feishu_configured(settings: Any, env: Mapping[str, str]) -> bool:
 
 def build_feishu_platform(
     settings: Any,
-    engine: Any,
+    engine: EngineApi,
     env: Mapping[str, str] | None = None,
     config: FeishuConfig | None = None,
 ) -> FeishuPlatform:
