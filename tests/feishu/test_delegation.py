@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from storage import HumanRequest
+from storage import Delegation, HumanRequest
 from tests.fakes.feishu_signing import bot_mention
 from tests.feishu.conftest import BOB, Feishu
 
@@ -55,3 +55,20 @@ async def test_unknown_person_is_explained(feishu_http: Feishu) -> None:
     asked = await f.send_text("delegate @nobody until 2099-01-01", user=BOB,
                               chat_id="oc_p2p_bob", chat_type="p2p", mentions=[])
     assert "can't tell who @nobody is" in await f.wait_reply(asked)
+
+
+async def test_delegate_named_by_email_is_looked_up_in_the_directory(feishu_http: Feishu) -> None:
+    """An email is resolved to an open_id through the Feishu directory (the engine's
+    ``directory``), so the delegation names the right person."""
+    f = feishu_http
+    f.fake.users["dave@example.com"] = DAVE
+    asked = await f.send_text("delegate dave@example.com until 2099-01-01", user=BOB,
+                              chat_id="oc_p2p_bob", chat_type="p2p", mentions=[])
+    said = await f.wait_reply(asked)
+    assert said.startswith("Until 2099-01-01 00:00 UTC,"), said
+    with f.database.transaction() as session:
+        [row] = session.scalars(select(Delegation)).all()
+        assert (row.from_user, row.to_user) == (BOB, DAVE)
+    unknown = await f.send_text("delegate nobody@example.com until 2099-01-01", user=BOB,
+                                chat_id="oc_p2p_bob", chat_type="p2p", mentions=[])
+    assert "can't tell who nobody@example.com is" in await f.wait_reply(unknown)
