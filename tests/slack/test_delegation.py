@@ -58,3 +58,15 @@ async def test_delegate_answers_then_revoked_is_refused(slack: Slack) -> None:
         events = [a.event for a in session.scalars(select(AuditLog))]
     assert "delegation_added" in events and "delegation_revoked" in events
     assert "can't tell" in await _reply(slack, "delegate revoke @x", MALLORY)
+
+
+async def test_delegate_named_by_email_is_looked_up_in_the_workspace(slack: Slack) -> None:
+    """An email is resolved to a member id through the Slack directory
+    (``users.lookupByEmail``), so the delegation names the right person."""
+    slack.fake.add_users([DAVE])
+    slack.fake.emails["dave@example.com"] = DAVE
+    said = await _reply(slack, "delegate dave@example.com until 2099-01-01", ALICE)
+    assert said.startswith("Until 2099-01-01 00:00 UTC,"), said
+    listed = await _reply(slack, "delegate list", ALICE)
+    assert "You → dave@example.com until 2099-01-01 00:00 UTC" in listed, listed
+    assert slack.fake.calls_to("users.lookupByEmail")

@@ -13,7 +13,7 @@ from pydantic import JsonValue
 
 from bot.engine.delegation_chat import Delegations
 from bot.engine.inbox import Click, Recorded
-from bot.engine.ports import Identity, Origin
+from bot.engine.ports import Directory, Identity, Origin
 from bot.engine.results import PendingPage, RespondResult
 from renderers.card import RequestCard
 
@@ -24,6 +24,10 @@ class SlackEngine(Protocol):
     @property
     def delegations(self) -> Delegations:
         """``/askhuman delegate …`` (out of office)."""
+        ...
+
+    def directory(self, platform: str) -> Directory | None:
+        """Membership and email lookups of ``platform``."""
         ...
 
     async def start_run(

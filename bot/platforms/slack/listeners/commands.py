@@ -132,7 +132,7 @@ class CommandListener:
             await self._pending(respond, user, page_number(rest), locale, zone)
         elif sub == "delegate":
             await ack()
-            directory = getattr(self._engine, "_directory", lambda _p: None)("slack")
+            directory = self._engine.directory(user.platform)
             reply = await delegate_command(self._engine, user, rest, directory)
             await respond(text=safe_text(reply), response_type="ephemeral")
         else:
