@@ -8,13 +8,16 @@ unknown locale falls back to ``en``.
 
 Renderers read the current locale from a context variable that their public entry
 points set from the card (``@localized``), so inner helpers need no extra argument.
+
+What askhuman tells one person (refusals, toasts, "already decided") is a message key
+with parameters, ``renderers.words.Said``, rendered in the person's locale from these
+keys and the sentence catalogues (``catalog_en``, ``catalog_zh``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import functools
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -356,117 +359,3 @@ def format_when(moment: dt.datetime) -> str:
         except (ZoneInfoNotFoundError, ValueError):
             zone = dt.UTC
     return aware.astimezone(zone).strftime(t("when_format").replace("{tz}", label))
-
-
-# ---------------------------------------------------------------- sentences
-# What the engine and the platform listeners tell one person (refusals, toasts, "already
-# decided", validation errors) is written in English where it is decided. Before it is
-# shown, ``translate`` maps it to the person's locale: each English template below is
-# matched whole (``{name}`` stands for any text, kept as is: labels and names are
-# model- or admin-written and never translated); text matching no template is shown
-# unchanged. Templates are tried in order, the more specific first.
-
-SENTENCES: tuple[tuple[str, str], ...] = (
-    ("You are not allowed to answer this request.", "你无权回复此请求。"),
-    ("You started this run, so you cannot approve it yourself.",
-     "这个运行是你发起的，你不能自己批准。"),
-    ("I can't verify your membership right now; please try again in a minute.",
-     "暂时无法核实你的成员身份，请一分钟后再试。"),
-    ("This request does not exist (the link may be wrong or outdated).",
-     "此请求不存在（链接可能有误或已过期）。"),
-    ("This request's route is no longer configured; ask an admin.",
-     "此请求的路由已不在配置中，请联系管理员。"),
-    ("Already decided by {by} ({choice}) at {when}.", "已由 {by} 处理（{choice}），时间 {when}。"),
-    ("Already decided by {by} at {when}.", "已由 {by} 处理，时间 {when}。"),
-    ("Already decided by {by} ({choice}).", "已由 {by} 处理（{choice}）。"),
-    ("Already decided by {by}.", "已由 {by} 处理。"),
-    ("This request already timed out at {when}.", "此请求已于 {when} 超时。"),
-    ("This request already timed out.", "此请求已超时。"),
-    ("This request was already cancelled by {by} at {when}.",
-     "此请求已被 {by} 取消，时间 {when}。"),
-    ("This request was already cancelled by {by}.", "此请求已被 {by} 取消。"),
-    ("This request is closed: nobody could be reached at {when}.",
-     "此请求已关闭：{when} 时无法联系到任何人。"),
-    ("This request is closed: nobody could be reached.", "此请求已关闭：无法联系到任何人。"),
-    ("This request timed out at {when}.", "此请求已于 {when} 超时。"),
-    ("You are not allowed to cancel this request.", "你无权取消此请求。"),
-    ("Only the person who started this run, or an askhuman admin, may withdraw this request.",
-     "只有发起此运行的人或 askhuman 管理员可以撤回此请求。"),
-    ("Thanks, your answer ({label}) was recorded.", "谢谢，你的回复（{label}）已记录。"),
-    ("Recorded, {votes} of {quorum} needed for {label}.",
-     "已记录，{label} 需要 {quorum} 票，目前 {votes} 票。"),
-    ("Your answer ({action}) is already recorded; waiting for the other approvers.",
-     "你的回复（{action}）已记录，正在等待其他审批人。"),
-    ("Withdrawn by {who}.", "已由 {who} 撤回。"),
-    ("Received — recording your answer. The card will show the outcome.",
-     "已收到，正在记录你的回复。卡片会显示结果。"),
-    ("You already answered ({action}) on {platform}; waiting for the other approvers.",
-     "你已在 {platform} 上回复（{action}），正在等待其他审批人。"),
-    ("{label} needs a reason: write it in the {field} field, then choose {again} again. "
-     "Nothing was recorded yet.",
-     "{label} 需要填写原因：请在 {field} 中填写，然后再次选择 {again}。尚未记录任何内容。"),
-    ("Recorded, {votes} of {needed} approvals: {who}. Still needs sign-off from: {groups}.",
-     "已记录，已批准 {votes}/{needed}：{who}。仍需会签：{groups}。"),
-    ("Recorded, {votes} of {needed} approvals: {who}.",
-     "已记录，已批准 {votes}/{needed}：{who}。"),
-    ("You started this run, so you cannot answer it for someone else.",
-     "这是你发起的运行，不能代他人回复。"),
-    ("Your delegation from {who} was revoked, so you can no longer answer for them.",
-     "{who} 对你的委托已被撤销，你不能再代其回复。"),
-    ("Your delegation from {who} ended at {when}, so you can no longer answer for them.",
-     "{who} 对你的委托已于 {when} 结束，你不能再代其回复。"),
-    ("Withdrawn by {who}: {reason}", "已由 {who} 撤回：{reason}"),
-    ("I couldn't record your answer just now (the database is busy); nothing was changed. "
-     "Please click again.", "暂时无法记录你的回复（数据库繁忙），没有任何更改。请再点一次。"),
-    ("Your answer was received, but askhuman couldn't finish processing it yet; it will "
-     "retry and tell you the outcome.",
-     "已收到你的回复，但 askhuman 还未处理完成；它会重试并告诉你结果。"),
-    ("askhuman received your answer but couldn't process it after several tries; nothing "
-     "was changed. Please click again.",
-     "askhuman 收到了你的回复，但多次尝试仍无法处理，没有任何更改。请再点一次。"),
-    ("I can't reach my database right now; please try again shortly.",
-     "暂时无法连接数据库，请稍后再试。"),
-    ("{label} is required", "{label} 为必填项"),
-    ("{label} must be checked", "必须勾选 {label}"),
-    ("{label} must be a number", "{label} 必须是数字"),
-    ("{label} must be at least {value}", "{label} 不能小于 {value}"),
-    ("{label} must be at most {value}", "{label} 不能大于 {value}"),
-    ("{label} must be one of: {values}", "{label} 只能是以下之一：{values}"),
-    ("{label} must be text", "{label} 必须是文本"),
-    ("This request has no action {action}; choose {offered}",
-     "此请求没有操作 {action}；请选择 {offered}"),
-    ("I don't recognise this button; the message may be outdated.",
-     "无法识别这个按钮，消息可能已过期。"),
-    ("This request is already closed.", "此请求已关闭。"),
-    ("I couldn't open the upload form in time; please click again.",
-     "未能及时打开上传表单，请再点一次。"),
-    ("Something went wrong; please try again.", "出了点问题，请重试。"),
-    ("This click is too old; please try again.", "这次点击已过期，请重试。"),
-    ("This button is not valid.", "这个按钮无效。"),
-    ("Received; working on it. The card will show the outcome.",
-     "已收到，正在处理，结果会显示在卡片上。"),
-    ("This card is not active (yet); please try again in a moment.",
-     "此卡片（暂时）不可用，请稍后再试。"),
-    ("This card does not match its request.", "此卡片与其请求不匹配。"),
-    ("I couldn't list your requests just now; please try again shortly.",
-     "暂时无法列出你的请求，请稍后再试。"),
-    ("Listing your open requests failed; see the bot's logs.",
-     "列出你的请求失败，请查看机器人日志。"),
-)
-_SLOT = re.compile(r"\\\{([a-z]+)\\\}")
-_PATTERNS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile("^" + _SLOT.sub(r"(?P<\1>.+?)", re.escape(en)) + "$", re.DOTALL), zh)
-    for en, zh in SENTENCES
-]
-
-
-def translate(text: str, locale: str | None) -> str:
-    """``text`` (an English sentence from the engine or a listener) in ``locale``; the
-    text itself when the locale is English or no template matches."""
-    if normalize(locale) == DEFAULT_LOCALE or not text:
-        return text
-    for pattern, target in _PATTERNS:
-        match = pattern.match(text)
-        if match is not None:
-            return target.format(**match.groupdict())
-    return text

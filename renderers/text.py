@@ -24,6 +24,7 @@ from renderers import i18n
 from renderers.card import RequestCard, progress_text
 from renderers.markdown import check_plain, plain, truncate
 from renderers.tool_card import arg_lines, arg_text
+from renderers.words import platform_name
 
 STATUS_WORDS = {
     "pending": "Waiting for a response",
@@ -90,7 +91,9 @@ def value_lines(card: RequestCard) -> list[tuple[str, str]]:
     ]
 
 
-PLATFORM_NAMES = {"slack": "Slack", "feishu": "Feishu"}
+CHAT_PLATFORMS = ("slack", "feishu")
+"""Platforms whose raw user ids mean nothing to people: their nameless deciders are
+"someone on Slack"."""
 
 
 def decider_words(card: RequestCard) -> str | None:
@@ -100,8 +103,8 @@ def decider_words(card: RequestCard) -> str | None:
         return card.decided_by_name
     if not card.decided_by_id:
         return None
-    platform = PLATFORM_NAMES.get(card.decided_by_platform or "")
-    if platform:
+    if card.decided_by_platform in CHAT_PLATFORMS:
+        platform = platform_name(card.decided_by_platform).text(i18n.current_locale())
         return i18n.t("someone_on", platform=platform)
     return card.decided_by_id if card.decided_by_platform else None
 

@@ -26,6 +26,7 @@ from bot.engine.results import NOT_FOUND, Outcome, RespondResult
 from bot.engine.targets import targets_for
 from bot.settings import RouteSettings
 from renderers.card import RequestCard
+from renderers.words import Said, said
 from storage import Delivery, HumanRequest, Run
 
 Copies = list[tuple[str, str]]
@@ -75,7 +76,7 @@ class Authorizer:
         return self._platforms.directory(platform)
 
     async def refuse(
-        self, outcome: Outcome, message: str, ref: str, actor: Identity, event: str,
+        self, outcome: Outcome, words: Said, ref: str, actor: Identity, event: str,
         card: RequestCard | None = None, run_id: str | None = None,
         details: dict[str, Any] | None = None, mark: inbox.Mark | None = None,
     ) -> RespondResult:
@@ -87,17 +88,18 @@ class Authorizer:
         A stored click (``mark``) is closed in that same transaction.
         """
         now = self._ctx.now()
+        message = str(words)  # audits and logs are for admins: English
 
         def write(session: Session) -> None:
             store.audit(session, now, event, outcome="refused", run_id=run_id, ref=ref[:64],
                         actor=actor, reason=message, details=details)
             if mark is not None:
-                inbox.finish(session, mark, now, outcome, message)
+                inbox.finish(session, mark, now, outcome, words)
 
         await self._committer.batched(write)
         log.info("attempt refused", extra={"ref": ref[:64], "event": event,
                                            "reason": message[:500]})
-        return RespondResult(outcome, message, card)
+        return RespondResult(outcome, words, card)
 
     def _escalations_of(self, request: HumanRequest) -> list[RouteSettings]:
         """The routes ``request`` was escalated to, every reached step (none before), as
@@ -123,7 +125,7 @@ class Authorizer:
     async def refusal(
         self, request: HumanRequest, route: RouteSettings, who: Identity, starter: Identity,
         copies: Copies,
-    ) -> str | None:
+    ) -> Said | None:
         """None when ``who`` may act: an approver of ``route`` or, once the request was
         escalated, of any reached escalation route (with ``route``'s self-approval rule).
 
@@ -176,10 +178,10 @@ class Authorizer:
                                       already_decided_message(request, who.platform), ref,
                                       who, f"{event}_already_decided", card, run.id, mark=mark)
         rules = policy.of(request, self._ctx.settings)
-        reason: str | None
+        reason: Said | None
         acting = who
         if rules is None:
-            reason = "This request's route is no longer configured; ask an admin."
+            reason = said("refused.route_gone")
         else:
             route = rules.route
             reason = await self.refusal(request, route, who, store.starter(run), channels)
@@ -199,7 +201,7 @@ class Authorizer:
     async def _delegated(
         self, request: HumanRequest, run: Run, route: RouteSettings, who: Identity,
         copies: Copies,
-    ) -> Identity | str | None:
+    ) -> Identity | Said | None:
         """The delegator ``who`` may act for ("Bob for Alice"), judged exactly as the
         delegator's own click; else why not (their own run, an ended delegation), or None
         when no delegation names ``who``."""
@@ -210,7 +212,7 @@ class Authorizer:
     async def delegated_by(
         self, request: HumanRequest, run: Run, route: RouteSettings, who: Identity,
         copies: Copies, grants: list[delegation.DelegationView],
-    ) -> Identity | str | None:
+    ) -> Identity | Said | None:
         """``_delegated`` with the delegations naming ``who`` already read."""
         if not grants:
             return None

@@ -20,6 +20,7 @@ from bot.engine.decisions import closed
 from bot.engine.ports import Identity
 from bot.engine.results import RespondResult
 from bot.engine.values import FILE_KEYS, InvalidValues, check_values, quoted
+from renderers.words import joined, said
 from storage import StagedFile
 
 
@@ -53,20 +54,22 @@ class Attachments:
             for field_name, files in wanted.items():
                 field = next((f for f in card.args.fields if f.name == field_name), None)
                 if field is None or field.type not in ("file", "file-list"):
-                    raise InvalidValues(f"This request has no file field {quoted(field_name)}")
+                    raise InvalidValues(said("value.no_file_field", field=quoted(field_name)))
                 if not isinstance(files, list) or not all(isinstance(f, Mapping) for f in files):
-                    raise InvalidValues(f"Unreadable files for {quoted(field.label)}")
+                    raise InvalidValues(said("value.unreadable_files",
+                                             label=quoted(field.label)))
                 cleaned = [{k: f.get(k) for k in FILE_KEYS} for f in files]
                 combined = staged.get(field_name, []) + cleaned
                 check_values(card.args.model_copy(update={"fields": [field]}),
                              {field_name: combined})
                 batch.append((field_name, field.label, cleaned))
         except InvalidValues as exc:
-            return await self._authorizer.refuse("rejected", str(exc), ref, responder,
+            return await self._authorizer.refuse("rejected", exc.words, ref, responder,
                                                  "attach_invalid", card, run.id, mark=mark)
         now = self._ctx.now()
-        message = "; ".join(f"Attached {len(cleaned)} file(s) to {quoted(label)}"
-                            for _, label, cleaned in batch) + "; submit the form to send them."
+        message = said("files.attached", items=joined(
+            (said("files.attached_to", count=len(cleaned), label=quoted(label))
+             for _, label, cleaned in batch), "list.semicolon"))
 
         def stage(session: Session) -> None:
             for field_name, _label, cleaned in batch:

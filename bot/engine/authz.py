@@ -20,15 +20,12 @@ from enum import Enum
 
 from bot.engine.ports import Directory, DirectoryUnavailable, Identity
 from bot.settings import AgentSettings, Approvers, RouteSettings
+from renderers.words import Said, said
 
-NOT_ALLOWED = "You are not allowed to answer this request."
-SELF_APPROVAL = "You started this run, so you cannot approve it yourself."
-UNVERIFIED = "I can't verify your membership right now; please try again in a minute."
-EXTERNAL = (
-    "You belong to another organisation than this Slack workspace, so channel or group "
-    "membership does not count for you here. An admin can allow it with "
-    "allow_external: true on the route's slack section."
-)
+NOT_ALLOWED = said("refused.not_allowed")
+SELF_APPROVAL = said("refused.self_approval")
+UNVERIFIED = said("refused.unverified")
+EXTERNAL = said("refused.external")
 
 
 class Verdict(Enum):
@@ -102,7 +99,7 @@ async def refusal(
     starter: Identity,
     delivered_channels: Iterable[str],
     directory: Directory | None,
-) -> str | None:
+) -> Said | None:
     """None when ``identity`` may answer; otherwise the reason shown to them."""
     approvers = route.approvers_for(identity.platform)
     if approvers is None:
@@ -133,15 +130,15 @@ def starters_key(name: str) -> str:
 async def start_refusal(
     name: str, agent: AgentSettings, route: RouteSettings | None, identity: Identity,
     directory: Directory | None,
-) -> str | None:
+) -> Said | None:
     """None when ``identity`` may start agent ``name``; otherwise the reason shown to them.
 
     ``starters.<platform>.channel_members`` counts the members of the channel the agent's
     route delivers to on that platform (its approvers' room).
     """
     section = agent.starters.for_platform(identity.platform) if agent.starters else None
-    denied = (f"You are not allowed to start '{name}'. An admin can add you under "
-              f"{starters_key(name)}.{identity.platform}.")
+    denied = said("start.refused", agent=name,
+                  key=f"{starters_key(name)}.{identity.platform}")
     if section is None:
         return denied
     channel = route_channel(route, identity.platform) if section.channel_members else None

@@ -12,6 +12,7 @@ from bot.askhuman.schema import AskHumanToolArgs
 from renderers.card import CardStatus, RequestCard
 from renderers.i18n import DEFAULT_LOCALE, speaking
 from renderers.tool_card import tool_approval_args, view_from_json
+from renderers.words import Param, Said, platform_name, said
 from storage import HumanRequest
 
 
@@ -67,22 +68,14 @@ def reached_routes(request: HumanRequest) -> list[str]:
         else []
 
 
-def who(name: str | None, user: str | None) -> str:
-    return name or user or "someone"
-
-
-def _decider(request: HumanRequest, viewer: str | None) -> str:
+def _decider(request: HumanRequest, viewer: str | None) -> Param:
     platform = request.decided_by_platform
     if not request.decided_by_name and viewer and platform and platform != viewer:
-        return f"someone on {PLATFORM_NAMES.get(platform, platform)}"
-    return who(request.decided_by_name, request.decided_by_user)
+        return said("someone_on", platform=platform_name(platform))
+    return request.decided_by_name or request.decided_by_user or said("someone")
 
 
-PLATFORM_NAMES = {"slack": "Slack", "feishu": "Feishu", "console": "the console",
-                  "api": "an API client"}
-
-
-def already_decided_message(request: HumanRequest, viewer: str | None = None) -> str:
+def already_decided_message(request: HumanRequest, viewer: str | None = None) -> Said:
     """'Already decided by Alice (Approve) at 2025-01-31 12:00 UTC' and friends.
 
     ``viewer`` is the platform of the person told: a nameless decider from another
@@ -90,19 +83,23 @@ def already_decided_message(request: HumanRequest, viewer: str | None = None) ->
     swaps its own open_ids for names before showing them).
     """
     at = as_utc(request.decided_at)
-    when = f" at {at:%Y-%m-%d %H:%M UTC}" if at else ""
+    when = f"{at:%Y-%m-%d %H:%M UTC}" if at else None
+    timed = {"when": when} if when else {}
     result = request.result or {}
     if request.status == "submitted":
         label = (result.get("action") or {}).get("label")
-        choice = f" ({label})" if label else ""
         by = _decider(request, viewer)
-        return f"Already decided by {by}{choice}{when}."
+        if label:
+            return said("decided.by_choice_at" if when else "decided.by_choice", by=by,
+                        choice=label, **timed)
+        return said("decided.by_at" if when else "decided.by", by=by, **timed)
     if request.status == "timeout":
-        return f"This request already timed out{when}."
+        return said("closed.timed_out_already_at" if when else "closed.timed_out_already",
+                    **timed)
     if request.status == "cancelled":
-        by = _decider(request, viewer)
-        return f"This request was already cancelled by {by}{when}."
-    return f"This request is closed: nobody could be reached{when}."
+        return said("closed.cancelled_by_at" if when else "closed.cancelled_by",
+                    by=_decider(request, viewer), **timed)
+    return said("closed.unreachable_at" if when else "closed.unreachable", **timed)
 
 
 def output_text(output: JsonValue) -> str:

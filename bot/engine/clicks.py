@@ -37,6 +37,7 @@ from bot.engine.reply_order import deciding_for
 from bot.engine.results import RespondResult
 from bot.engine.wakeups import Background
 from bot.engine.withdraw import Withdrawals
+from renderers.words import Said, said, verbatim
 from storage import Delivery, HumanRequest
 
 RECORD_BUDGET = 2.5
@@ -44,14 +45,11 @@ RECORD_BUDGET = 2.5
 RECORD_MARGIN = 0.3
 """The insert is skipped if it only gets the write lock this close to the budget's end,
 so a click the caller gave up on is (almost) never stored; see ``_abandon``."""
-NOT_RECORDED = ("I couldn't record your answer just now (the database is busy); "
-                "nothing was changed. Please click again.")
-DEFERRED = ("Your answer was received, but askhuman couldn't finish processing it yet; "
-            "it will retry and tell you the outcome.")
-GAVE_UP = ("askhuman received your answer but couldn't process it after several tries; "
-           "nothing was changed. Please click again.")
-UNKNOWN_MESSAGE = "This card is not active (yet); please try again in a moment."
-WRONG_MESSAGE = "This card does not match its request."
+NOT_RECORDED = said("click.not_recorded")
+DEFERRED = said("click.deferred")
+GAVE_UP = said("click.gave_up")
+UNKNOWN_MESSAGE = said("refused.unknown_card")
+WRONG_MESSAGE = said("refused.wrong_card")
 
 class ClickInbox:
     """The click inbox: record before the ack, decide exactly once, recover after a crash."""
@@ -226,7 +224,7 @@ class ClickInbox:
         teller = self._platforms.teller(click.platform)
         mark = dataclasses.replace(claimed.mark, then="telling" if teller else "done")
         extra = {"ref": click.ref[:64], "inbox_id": mark.id, "attempt": claimed.attempts}
-        outcome, message = claimed.outcome or "", claimed.message or ""
+        outcome, message = claimed.outcome or "", claimed.message or verbatim("")
         if claimed.state != "telling":
             if claimed.attempts > self._ctx.tuning.click_max_attempts:
                 outcome, message = "failed", GAVE_UP
@@ -241,7 +239,7 @@ class ClickInbox:
                                 extra={**extra, "error": str(exc)[:500]})
                     await self._release_click(mark, exc, claimed.attempts)
                     return
-                outcome, message = answer.outcome, answer.message
+                outcome, message = answer.outcome, answer.words
             log.info("stored click decided by the worker", extra={**extra, "outcome": outcome})
         if teller is not None:
             await self._tell(teller, claimed, mark, outcome, message)
@@ -252,11 +250,11 @@ class ClickInbox:
         inbox.close(session, mark, now, "telling" if teller else "failed", outcome="failed",
                     message=GAVE_UP, was=("running",))
         store.audit(session, now, "click_failed", outcome="error", ref=claimed.click.ref[:64],
-                    actor=claimed.click.responder, reason=GAVE_UP,
+                    actor=claimed.click.responder, reason=str(GAVE_UP),
                     details={"inbox_id": mark.id, "attempts": claimed.attempts - 1})
 
     async def _tell(self, teller: TellsClickers, claimed: inbox.Claimed, mark: inbox.Mark,
-                    outcome: str, message: str) -> None:
+                    outcome: str, message: Said) -> None:
         """Tell the clicker what became of their click, then close the row."""
         click = claimed.click
         try:

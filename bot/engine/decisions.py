@@ -33,7 +33,7 @@ from bot.askhuman.schema import (
 )
 from bot.engine import authz, expiry, inbox, policy, store, waiting
 from bot.engine.access import Allowed, Authorizer, Copies, copies_on
-from bot.engine.cards import PLATFORM_NAMES, already_decided_message, as_utc
+from bot.engine.cards import already_decided_message, as_utc
 from bot.engine.committer import Committer, log
 from bot.engine.context import EngineContext
 from bot.engine.ports import DirectoryUnavailable, Identity
@@ -43,6 +43,7 @@ from bot.engine.results import NOT_FOUND, RespondResult
 from bot.engine.values import InvalidValues, check_answer, quoted
 from bot.engine.wakeups import Wakeups
 from renderers.card import RequestCard
+from renderers.words import Said, platform_name, said
 from storage import HumanRequest, Run
 
 ClickReader = Callable[[RequestCard, str, Mapping[str, Any]], tuple[str, dict[str, JsonValue]]]
@@ -94,14 +95,14 @@ class Decider:
             answer = await self._committer.tx(
                 lambda s: self._late_in(s, ref, responder, received, mark))
             self._wakeups.resume_due()
-            return RespondResult(answer.outcome, answer.message,
+            return RespondResult(answer.outcome, answer.words,
                                  await self._cards.card(ref) if show else None)
         if read is not None:
             try:
                 action_id, values = read(card, action_id, values)
             except ValueError as exc:
                 return await self._authorizer.refuse(
-                    "rejected", f"Your answer could not be read: {exc}", ref, responder,
+                    "rejected", said("refused.unreadable", reason=str(exc)), ref, responder,
                     "respond_invalid", card, run.id, {"action_id": action_id[:200]}, mark=mark)
         args = card.args
         merged: dict[str, Any] = dict(values)
@@ -111,7 +112,7 @@ class Decider:
         try:
             action, clean = check_answer(args, action_id, merged)
         except InvalidValues as exc:
-            return await self._authorizer.refuse("rejected", str(exc), ref, responder,
+            return await self._authorizer.refuse("rejected", exc.words, ref, responder,
                                       "respond_invalid", card, run.id,
                                       {"action_id": action_id[:200]}, mark=mark)
         rules = policy.of(request, self._ctx.settings)
@@ -131,7 +132,7 @@ class Decider:
             lambda s: self.decide(s, ref, responder, result, received, mark, voter))
         if answer.outcome in ("accepted", "recorded"):
             self._wakeups.resume_due()  # the card update was already tried right after the commit
-            answer = RespondResult(answer.outcome, answer.message,
+            answer = RespondResult(answer.outcome, answer.words,
                                    await self._cards.card(ref) if show else None)
         return answer
 
@@ -152,20 +153,18 @@ class Decider:
         if request.status != store.OPEN:
             message = already_decided_message(request, who.platform)
             store.audit(session, now, "respond_already_decided", outcome="refused",
-                        run_id=request.run_id, ref=ref, actor=who, reason=message)
+                        run_id=request.run_id, ref=ref, actor=who, reason=str(message))
             return closed(session, now, mark, RespondResult("already_decided", message))
         voter = voter or policy.Voter(f"{who.platform}:{who.user_id}")
         votes = store.votes_of(session, request.id)
         previous = store.earlier_vote(votes, who, voter.person)
         if previous is not None:
-            message = (f"Your answer ({previous.action_id}) is already recorded; "
-                       "waiting for the other approvers.")
+            message = said("vote.duplicate", action=previous.action_id)
             if (previous.platform, previous.user_id) != (who.platform, who.user_id):
-                message = (f"You already answered ({previous.action_id}) on "
-                           f"{PLATFORM_NAMES.get(previous.platform, previous.platform)}; "
-                           "waiting for the other approvers.")
+                message = said("vote.duplicate_elsewhere", action=previous.action_id,
+                               platform=platform_name(previous.platform))
             store.audit(session, now, "respond_duplicate_vote", outcome="refused",
-                        run_id=request.run_id, ref=ref, actor=who, reason=message)
+                        run_id=request.run_id, ref=ref, actor=who, reason=str(message))
             return closed(session, now, mark, RespondResult("rejected", message))
         rules = policy.of(request, self._ctx.settings)
         vote = store.record_vote(session, now, request, who, action.id, result.values,
@@ -193,7 +192,7 @@ class Decider:
         self._cards.enqueue_update(session, request)
         log.info("request decided", extra={"ref": ref, "action_id": action.id})
         return closed(session, now, mark, RespondResult(
-            "accepted", f"Thanks, your answer ({action.label}) was recorded."))
+            "accepted", said("answer.recorded", label=action.label)))
 
     def _late_in(
         self, session: Session, ref: str, who: Identity, received: dt.datetime,
@@ -208,11 +207,12 @@ class Decider:
         if request.status == store.OPEN:
             self._resolver.resolve_in(session, ref, timeout_result(), "timed_out")
         if request.status in (store.OPEN, "timeout") and request.deadline is not None:
-            message = f"This request timed out at {as_utc(request.deadline):%Y-%m-%d %H:%M UTC}."
+            message = said("closed.timed_out_at",
+                           when=f"{as_utc(request.deadline):%Y-%m-%d %H:%M UTC}")
         else:
             message = already_decided_message(request, who.platform)
         store.audit(session, now, "respond_too_late", outcome="refused",
-                    run_id=request.run_id, ref=ref, actor=who, reason=message,
+                    run_id=request.run_id, ref=ref, actor=who, reason=str(message),
                     details={"received_at": received.isoformat()})
         return closed(session, now, mark, RespondResult("already_decided", message))
 
@@ -241,21 +241,24 @@ class Decider:
                 store.starter(run), channels)
             if refusal is not None:
                 return await self._authorizer.refuse(
-                    "rejected", "You are not allowed to cancel this request.", ref, actor,
+                    "rejected", said("refused.cancel"), ref, actor,
                     "cancel_unauthorized", card, run.id)
-        who = actor.display_name or actor.user_id
-        result = cancelled_result(f"Cancelled by {who}: {reason}" if reason else
-                                  f"Cancelled by {who}.")
-        return await self._resolver.resolve(ref, result, "cancelled", actor)
+        return await self._cancelled(ref, actor, reason)
 
     async def cancel_as_operator(self, ref: str, operator: Identity, reason: str) -> RespondResult:
         """An operator (``askhuman requests cancel``) withdraws a request. The CLI runs
         with the database's own credentials, so no approver check applies; the agent
         gets ``cancelled`` and every card copy is updated through the outbox."""
-        who = operator.display_name or operator.user_id
-        result = cancelled_result(f"Cancelled by {who}: {reason}" if reason else
-                                  f"Cancelled by {who}.")
-        return await self._resolver.resolve(ref, result, "cancelled", operator)
+        return await self._cancelled(ref, operator, reason)
+
+    async def _cancelled(self, ref: str, actor: Identity, reason: str) -> RespondResult:
+        """Resolve ``ref`` ``cancelled``: the agent reads "Cancelled by …" in English
+        (its result), the person who cancelled reads it in their locale."""
+        who = actor.display_name or actor.user_id
+        words = said("cancel.done_reason", who=who, reason=reason) if reason else \
+            said("cancel.done", who=who)
+        return await self._resolver.resolve(ref, cancelled_result(str(words)), "cancelled",
+                                            actor, words)
 
     # ------------------------------------------------------------------ the system
 
@@ -281,24 +284,23 @@ class Decider:
                 return expired
 
 
-def _reason_needed(card: RequestCard, rules: policy.Policy | None, label: str) -> str:
+def _reason_needed(card: RequestCard, rules: policy.Policy | None, label: str) -> Said:
     """The refusal for a choice that needs a reason, naming the field to fill in."""
     name = rules.reason_field if rules is not None else None
     field = next((f for f in card.args.fields if f.name == name), None)
     shown = quoted(field.label) if field is not None else "Reason"
-    return (f"{quoted(label)} needs a reason: write it in the {shown} field, then choose "
-            f"{quoted(label)} again. Nothing was recorded yet.")
+    return said("refused.reason_needed", label=quoted(label), field=shown, again=quoted(label))
 
 
-def _progress(rules: policy.Policy | None, ballots: list[policy.Ballot]) -> str:
+def _progress(rules: policy.Policy | None, ballots: list[policy.Ballot]) -> Said:
     """"Recorded, 1 of 2 approvals: Alice (Approve)." for the person who just voted."""
     needed = rules.needed if rules is not None else 1
     who = ", ".join(f"{b.name} ({b.label})" for b in ballots)
-    text = f"Recorded, {len(ballots)} of {needed} approvals: {who}."
     waiting = [name for name, done in policy.signed_off(rules, ballots) if not done]
     if waiting:
-        text += f" Still needs sign-off from: {', '.join(waiting)}."
-    return text
+        return said("vote.progress_signoff", votes=len(ballots), needed=needed, who=who,
+                    groups=", ".join(waiting))
+    return said("vote.progress", votes=len(ballots), needed=needed, who=who)
 
 
 def _late(request: HumanRequest, received: dt.datetime) -> bool:
@@ -311,6 +313,6 @@ def closed(
 ) -> RespondResult:
     """Close the stored click (if any) with ``answer``, in the caller's transaction."""
     if mark is not None:
-        inbox.finish(session, mark, now, answer.outcome, answer.message)
+        inbox.finish(session, mark, now, answer.outcome, answer.words)
     return answer
 

@@ -26,16 +26,21 @@ from sqlalchemy.orm import Session
 from bot.engine import store
 from bot.engine.cards import as_utc
 from bot.engine.ports import Identity
+from renderers.words import Said, said
 from storage import Delegation
 
-UNTIL_HINT = ("write a date like 2026-12-24 (the delegation ends when that day starts, "
-              "UTC) or an ISO time like 2026-12-24T09:00+08:00")
-OWN_RUN = "You started this run, so you cannot answer it for someone else."
+UNTIL_HINT = said("delegation.until_hint")
+OWN_RUN = said("refused.own_run")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
 class DelegationError(ValueError):
-    """A delegation that cannot be made; the message says why and what to do."""
+    """A delegation that cannot be made; ``words`` say why and what to do (``str()``:
+    in English, for the CLI)."""
+
+    def __init__(self, words: Said) -> None:
+        super().__init__(str(words))
+        self.words = words
 
 
 @dataclass(frozen=True)
@@ -65,11 +70,12 @@ def parse_until(text: str, now: dt.datetime) -> dt.datetime:
         moment = (dt.datetime.fromisoformat(value + "T00:00") if _DATE.match(value)
                   else dt.datetime.fromisoformat(value))
     except ValueError:
-        raise DelegationError(f"'{value[:40]}' is not a date; {UNTIL_HINT}") from None
+        raise DelegationError(said("delegation.not_a_date", value=value[:40],
+                                   hint=UNTIL_HINT)) from None
     if moment.tzinfo is not None:
         moment = moment.astimezone(dt.UTC).replace(tzinfo=None)
     if moment <= now:
-        raise DelegationError(f"{value[:40]} is not in the future; give a later date")
+        raise DelegationError(said("delegation.not_future", value=value[:40]))
     return moment
 
 
@@ -88,12 +94,11 @@ def add(session: Session, now: dt.datetime, frm: Identity, to: Identity, until: 
     """Hand ``frm``'s approvals to ``to`` until ``until``; replaces an active delegation
     between the same two people. Audited ``delegation_added``."""
     if frm.platform != to.platform:
-        raise DelegationError("delegate to someone on the same platform (user ids differ "
-                              "between Slack and Feishu)")
+        raise DelegationError(said("delegation.other_platform"))
     if frm.user_id == to.user_id:
-        raise DelegationError("you cannot delegate to yourself; name someone else")
+        raise DelegationError(said("delegation.to_self"))
     if until <= now:
-        raise DelegationError("the end date is not in the future; give a later date")
+        raise DelegationError(said("delegation.end_past"))
     _revoke_rows(session, now, frm, to.user_id, created_by)
     row = Delegation(platform=frm.platform, from_user=frm.user_id, from_name=frm.display_name,
                      to_user=to.user_id, to_name=to.display_name, until=until,
@@ -157,12 +162,13 @@ def acting(who: Identity, grant: DelegationView) -> Identity:
     return Identity(who.platform, grant.from_user, label[:200], via=who.user_id)
 
 
-def ended_message(grant: DelegationView) -> str:
+def ended_message(grant: DelegationView) -> Said:
     until = as_utc(grant.until)
-    when = f"{until:%Y-%m-%d %H:%M UTC}" if until else "earlier"
-    how = "was revoked" if grant.state == "revoked" else f"ended at {when}"
-    return (f"Your delegation from {name_of(grant.from_user, grant.from_name)} {how}, so you "
-            "can no longer answer for them.")
+    who = name_of(grant.from_user, grant.from_name)
+    if grant.state == "revoked":
+        return said("refused.delegation_revoked", who=who)
+    when = f"{until:%Y-%m-%d %H:%M UTC}" if until else said("delegation.earlier")
+    return said("refused.delegation_ended", who=who, when=when)
 
 
 def split(grants: Iterable[DelegationView]) -> tuple[list[DelegationView], list[DelegationView]]:

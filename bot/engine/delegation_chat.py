@@ -10,9 +10,9 @@ from bot.engine.cards import as_utc
 from bot.engine.committer import Committer
 from bot.engine.context import EngineContext
 from bot.engine.ports import Identity
+from renderers.words import Said, joined, said
 
-CHAT_USAGE = ("Usage: `delegate @someone until 2026-12-24` (hand over your approvals), "
-              "`delegate revoke [@someone]`, or `delegate list`.")
+CHAT_USAGE = said("delegation.usage")
 
 @dataclass(frozen=True)
 class ChatCommand:
@@ -45,7 +45,7 @@ class Delegations:
         self._ctx = ctx
         self._committer = committer
 
-    async def delegate(self, frm: Identity, to: Identity, until_text: str) -> str:
+    async def delegate(self, frm: Identity, to: Identity, until_text: str) -> Said:
         """``/askhuman delegate @bob until 2026-12-24``: the words to show the delegator."""
         now = self._ctx.now()
         try:
@@ -53,51 +53,49 @@ class Delegations:
             view = await self._committer.tx(lambda s: delegation.add(s, now, frm, to, until,
                                                   f"{frm.platform}:{frm.user_id}"))
         except delegation.DelegationError as exc:
-            return f"Not delegated: {exc}."
+            return said("delegation.not_delegated", reason=exc.words)
         until_utc = as_utc(view.until)
         name = delegation.name_of(to.user_id, to.display_name)
-        return (f"Until {until_utc:%Y-%m-%d %H:%M UTC}, {name} "
-                "may answer the requests you may answer (not runs they started). Revoke it "
-                "with `delegate revoke`.")
+        return said("delegation.added", until=f"{until_utc:%Y-%m-%d %H:%M UTC}", name=name)
 
-    async def revoke(self, frm: Identity, to_user: str | None) -> str:
+    async def revoke(self, frm: Identity, to_user: str | None) -> Said:
         now = self._ctx.now()
         ended = await self._committer.tx(lambda s: delegation.revoke(s, now, frm, to_user,
                                                   f"{frm.platform}:{frm.user_id}"))
         if not ended:
-            return "You have no active delegation to revoke."
-        return f"Revoked {ended} delegation(s); only you answer for yourself again."
+            return said("delegation.none_to_revoke")
+        return said("delegation.revoked", count=ended)
 
-    async def mine(self, who: Identity) -> str:
+    async def mine(self, who: Identity) -> Said:
         """The person's active delegations, both ways, as chat text."""
         now = self._ctx.now()
         views = await self._committer.read(
             lambda s: delegation.listing(s, now, who.platform, who.user_id))
         if not views:
-            return ("No active delegations. Hand your approvals over with "
-                    "`delegate @someone until 2026-12-24`.")
+            return said("delegation.none")
         lines = []
         for view in views:
-            until = as_utc(view.until)
+            until = f"{as_utc(view.until):%Y-%m-%d %H:%M UTC}"
             if view.from_user == who.user_id:
-                lines.append(f"You → {delegation.name_of(view.to_user, view.to_name)} until "
-                             f"{until:%Y-%m-%d %H:%M UTC}")
+                lines.append(said("delegation.to", until=until,
+                                  name=delegation.name_of(view.to_user, view.to_name)))
             else:
-                lines.append(f"{delegation.name_of(view.from_user, view.from_name)} → you until "
-                             f"{until:%Y-%m-%d %H:%M UTC}")
-        return "\n".join(lines)
+                lines.append(said("delegation.from", until=until,
+                                  name=delegation.name_of(view.from_user, view.from_name)))
+        return joined(lines, "list.lines")
 
     async def run_chat(self, who: Identity, command: ChatCommand,
-                           target: Identity | None) -> str:
+                           target: Identity | None) -> Said:
         """Carry out a parsed command for ``who`` (``target``: the resolved person)."""
         if command.verb == "list":
             return await self.mine(who)
         if command.verb == "revoke":
             if command.target is not None and target is None:
-                return f"I can't tell who {command.target[:60]} is. {CHAT_USAGE}"
+                return said("delegation.who_unknown", who=command.target[:60], usage=CHAT_USAGE)
             return await self.revoke(who, target.user_id if target else None)
         if command.verb == "add" and command.until is not None:
             if target is None:
-                return f"I can't tell who {(command.target or '')[:60]} is. {CHAT_USAGE}"
+                return said("delegation.who_unknown", who=(command.target or "")[:60],
+                            usage=CHAT_USAGE)
             return await self.delegate(who, target, command.until)
         return CHAT_USAGE

@@ -42,6 +42,7 @@ from bot.engine.values import InvalidValues, check_answer
 from bot.engine.waiters import Waiters
 from bot.tools.binding import binding_hash
 from renderers.tool_card import tool_approval_args, tool_approval_view, view_to_json
+from renderers.words import said
 from storage import ApiClient, ExternalRequest, HumanRequest, Run
 
 EXTERNAL_PLATFORM = "api"
@@ -319,7 +320,7 @@ class ExternalRequests:
     ) -> RespondResult:
         """The client withdraws its own request (``cancelled`` result, webhook)."""
         if await self.view(client.id, ref) is None:
-            return RespondResult("not_found", "no such request")
+            return RespondResult("not_found", said("request.no_such"))
         return await self._decider.cancel(ref, client.identity, reason)
 
     async def answer(
@@ -330,14 +331,14 @@ class ExternalRequests:
         ``answered_locally``. Tool approvals can never be answered this way."""
         view = await self.view(client.id, ref)
         if view is None:
-            return RespondResult("not_found", "no such request")
+            return RespondResult("not_found", said("request.no_such"))
         if view.kind != "ask":
-            return RespondResult("rejected", "Approvals can only be answered by approvers.")
+            return RespondResult("rejected", said("refused.approvals_local"))
         args = AskHumanToolArgs.model_validate(view.args)
         try:
             action, clean = check_answer(args, action_id, values)
         except InvalidValues as exc:
-            return RespondResult("rejected", str(exc))
+            return RespondResult("rejected", exc.words)
         result = AskHumanToolResult(
             status="submitted", action=AskHumanSelectedAction(id=action.id, label=action.label),
             values=clean)

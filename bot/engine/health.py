@@ -19,11 +19,12 @@ from pathlib import Path
 from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
+from renderers.words import said
 from storage import Database
 
 log = logging.getLogger("askhuman.health")
 
-DATABASE_DOWN = "I can't reach my database right now; please try again shortly."
+DATABASE_DOWN = said("db.down")
 """What people read when a command or mention fails because the database is down."""
 PROBE_TIMEOUT_SECONDS = 2.0
 

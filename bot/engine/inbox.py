@@ -31,10 +31,13 @@ from bot.engine.ports import Identity
 from bot.engine.results import EngineError
 from bot.engine.store import MAX_REF_CHARS, core, rowcount
 from bot.logs import scrub
+from renderers.words import Said, said
 from storage import ClickInbox, HumanRequest
 
 MAX_VALUES_BYTES = 256 * 1024
 """Values bigger than this (as JSON) are refused before anything is stored."""
+MAX_MESSAGE_CHARS = 4000
+"""Longest text kept in a row's ``message``."""
 RECORDED = ("running", "queued")
 """States of a click that is stored but not decided yet."""
 
@@ -100,15 +103,17 @@ class Claimed:
     """The state it was claimed in (``telling``: decided, only the message is left)."""
     attempts: int
     outcome: str | None
-    message: str | None
+    message: Said | None
+    """What the clicker is told (``Said.from_stored``: a row written before messages
+    were keys holds English text, told as it is)."""
 
 
 def check_size(click: Click) -> None:
     """Refuse oversize values before they reach the database."""
     size = len(json.dumps(click.values, default=str, ensure_ascii=False).encode())
     if size > MAX_VALUES_BYTES:
-        raise ClickTooLarge(f"Your answer is too large to record ({size // 1024} KB; the "
-                            f"limit is {MAX_VALUES_BYTES // 1024} KB).")
+        raise ClickTooLarge(said("click.too_large", size=size // 1024,
+                                 limit=MAX_VALUES_BYTES // 1024))
 
 
 class AlreadySeen(Exception):
@@ -205,7 +210,7 @@ def _ours(mark: Mark, *states: str) -> Any:
                 ClickInbox.state.in_(states or ("running",)))
 
 
-def finish(session: Session, mark: Mark, now: dt.datetime, outcome: str, message: str) -> None:
+def finish(session: Session, mark: Mark, now: dt.datetime, outcome: str, message: Said) -> None:
     """Close the row with the decision's outcome, in the decision's own transaction.
 
     Raises ``ClickTakenOver`` when the row is no longer ours, which rolls the whole
@@ -238,16 +243,22 @@ column names among the parameters."""
 
 
 def close(session: Session, mark: Mark, now: dt.datetime, state: str, *,
-          outcome: str | None = None, message: str | None = None,
+          outcome: str | None = None, message: Said | None = None,
           was: tuple[str, ...] = ("running", "telling")) -> bool:
-    """Set the row's final (or telling) state if it is still ours; True if it was."""
+    """Set the row's final (or telling) state if it is still ours; True if it was.
+
+    ``message`` is stored as its key and parameters (``Said.to_json``), so the clicker
+    is told in their own locale later; words too long for the column are stored as
+    their English text (read back verbatim)."""
     values: dict[str, Any] = {"state": state, "updated_at": now, "last_error": None}
     if state != "telling":  # telling keeps its lease: the holder tells, then closes
         values["lease_until"] = None
     if outcome is not None:
         values["outcome"] = outcome
     if message is not None:
-        values["message"] = message[:4000]
+        stored = message.to_json()
+        values["message"] = stored if len(stored) <= MAX_MESSAGE_CHARS \
+            else str(message)[:MAX_MESSAGE_CHARS]
     return rowcount(core(session).execute(_CLOSE, {"mark_id": mark.id, "mark_token": mark.token,
                                              "was": list(was), **values})) == 1
 
@@ -267,8 +278,9 @@ def claim_next(session: Session, now: dt.datetime, lease: dt.timedelta,
                                      team=row.team, enterprise=row.enterprise),
                   action_id=row.action_id, values=dict(row.values or {}), kind=row.kind,
                   reply_to=dict(row.reply_to or {}))
+    told = Said.from_stored(row.message) if row.message is not None else None
     return Claimed(click, Mark(row.id, token, row.received_at), state, attempts,
-                   row.outcome, row.message)
+                   row.outcome, told)
 
 
 def prune(session: Session, before: dt.datetime) -> int:

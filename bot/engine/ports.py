@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import JsonValue
 
 from renderers.card import RequestCard
+from renderers.words import Said
 
 
 @dataclass(frozen=True)
@@ -188,9 +189,9 @@ class TellsClickers(Protocol):
     """Can tell one person what became of their click after a restart."""
 
     async def tell_clicker(self, who: Identity, reply_to: Mapping[str, str],
-                           text: str) -> None:
-        """``reply_to`` is what the listener stored (e.g. the channel). Raise to have it
-        retried."""
+                           words: Said) -> None:
+        """``reply_to`` is what the listener stored (e.g. the channel); ``words`` are
+        shown in the clicker's locale (``Said.text``). Raise to have it retried."""
         ...
 
 

@@ -19,6 +19,7 @@ from bot.engine.ports import Identity
 from bot.engine.request_cards import Cards
 from bot.engine.results import NOT_FOUND, RespondResult
 from bot.engine.wakeups import Wakeups
+from renderers.words import Said, verbatim
 
 
 class Resolver:
@@ -32,20 +33,23 @@ class Resolver:
         self._wakeups = wakeups
 
     async def resolve(
-        self, ref: str, result: AskHumanToolResult, event: str, actor: Identity | None = None
+        self, ref: str, result: AskHumanToolResult, event: str, actor: Identity | None = None,
+        words: Said | None = None,
     ) -> RespondResult:
         """Compare-and-set a non-human outcome (timeout, cancel, unavailable)."""
-        answer = await self._committer.tx(lambda s: self.resolve_in(s, ref, result, event, actor))
+        answer = await self._committer.tx(
+            lambda s: self.resolve_in(s, ref, result, event, actor, words))
         if answer.outcome == "accepted":
             self._wakeups.resume_due()
-        return RespondResult(answer.outcome, answer.message, await self._cards.card(ref))
+        return RespondResult(answer.outcome, answer.words, await self._cards.card(ref))
 
     def resolve_in(
         self, session: Session, ref: str, result: AskHumanToolResult, event: str,
-        actor: Identity | None = None,
+        actor: Identity | None = None, words: Said | None = None,
     ) -> RespondResult:
         """The compare-and-set itself, inside the caller's transaction (queues the resume
-        and the card update with it)."""
+        and the card update with it). ``words`` tell the actor it worked (default: the
+        result's message, as it is)."""
         now = self._ctx.now()
         request = store.get_request(session, ref, lock=self._ctx.db.is_postgres)
         if request is None:
@@ -53,7 +57,7 @@ class Resolver:
         if not store.resolve(session, now, request, result, actor):
             message = already_decided_message(request)
             store.audit(session, now, f"{event}_too_late", outcome="refused",
-                        run_id=request.run_id, ref=ref, actor=actor, reason=message)
+                        run_id=request.run_id, ref=ref, actor=actor, reason=str(message))
             return RespondResult("already_decided", message)
         store.audit(session, now, event, run_id=request.run_id, ref=ref, actor=actor,
                     reason=result.message)
@@ -61,6 +65,6 @@ class Resolver:
             waiting.queue_timeout_notices(self._ctx, session, [request.id], now=now)
         self._cards.enqueue_update(session, request)
         log.info("request resolved", extra={"ref": ref, "status": result.status})
-        return RespondResult("accepted", result.message or event)
+        return RespondResult("accepted", words or verbatim(result.message or event))
 
 

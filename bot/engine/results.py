@@ -6,16 +6,18 @@ from dataclasses import dataclass
 from typing import Literal
 
 from renderers.card import RequestCard
+from renderers.words import Said, said, verbatim
 
 Outcome = Literal["accepted", "recorded", "rejected", "already_decided", "not_found"]
 
-NOT_FOUND = "This request does not exist (the link may be wrong or outdated)."
+NOT_FOUND = said("request.not_found")
 """What an unknown (or mistyped, or outdated) request reference is answered."""
 
 
 @dataclass(frozen=True)
 class RespondResult:
-    """``message`` is shown to the person who acted (toast, ephemeral message, stderr).
+    """``words`` are shown to the person who acted (toast, ephemeral message, stderr),
+    in their locale (``renderers.words``); ``message`` is the English text.
 
     - ``accepted``: this call made the decision (or cancelled the request).
     - ``recorded``: a vote towards a quorum, or files attached; nothing decided yet.
@@ -25,8 +27,13 @@ class RespondResult:
     """
 
     outcome: Outcome
-    message: str
+    words: Said
     card: RequestCard | None = None
+
+    @property
+    def message(self) -> str:
+        """The words in English (logs, audit rows, the API, the CLI)."""
+        return str(self.words)
 
     @property
     def ok(self) -> bool:
@@ -55,7 +62,14 @@ class PendingPage:
 
 
 class EngineError(Exception):
-    """A caller error the engine can explain in one sentence (shown as is)."""
+    """A caller error the engine can explain in one sentence (shown as is); raised with
+    its words (a ``Said``) or, from callers that only speak English, a text."""
+
+    @property
+    def words(self) -> Said:
+        """The sentence, for a person in their locale."""
+        first = self.args[0] if self.args else None
+        return first if isinstance(first, Said) else verbatim(str(self))
 
 
 class UnknownAgentError(EngineError, KeyError):

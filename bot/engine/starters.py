@@ -13,6 +13,7 @@ from bot.engine.context import EngineContext
 from bot.engine.platforms import Platforms
 from bot.engine.ports import Identity
 from bot.engine.results import StartRefusedError, UnknownAgentError
+from renderers.words import Said, said
 
 
 class Starters:
@@ -23,7 +24,7 @@ class Starters:
         self._committer = committer
         self._platforms = platforms
 
-    async def _verdict(self, agent: str, who: Identity) -> str | None:
+    async def _verdict(self, agent: str, who: Identity) -> Said | None:
         settings = self._ctx.settings.agent(agent)
         if settings is None:
             return await self._unknown_agent_message(agent, who)
@@ -31,17 +32,15 @@ class Starters:
         return await authz.start_refusal(agent, settings, route, who,
                                          self._platforms.directory(who.platform))
 
-    async def _unknown_agent_message(self, agent: str, who: Identity) -> str:
+    async def _unknown_agent_message(self, agent: str, who: Identity) -> Said:
         mine = await self.startable(who)
         shown = agent[:64]
         if self._ctx.settings.retired_agent(agent):
-            return (f"Agent '{shown}' was removed from the configuration: it takes no new "
-                    "runs (its open requests still finish)."
-                    + (f" Agents you may start: {', '.join(mine)}." if mine else ""))
+            return said("start.retired_agents", agent=shown, agents=", ".join(mine)) if mine \
+                else said("start.retired", agent=shown)
         if not mine:
-            return (f"Unknown agent '{shown}', and you may not start any agent; ask an admin "
-                    "to add you to an agent's starters.")
-        return f"Unknown agent '{shown}'. Agents you may start: {', '.join(mine)}."
+            return said("start.unknown_none", agent=shown)
+        return said("start.unknown", agent=shown, agents=", ".join(mine))
 
     async def startable(self, who: Identity) -> list[str]:
         """Names of the agents ``who`` may start (sorted); unverifiable ones are left out."""
@@ -55,7 +54,7 @@ class Starters:
                 names.append(name)
         return names
 
-    async def refusal(self, agent: str, who: Identity) -> str | None:
+    async def refusal(self, agent: str, who: Identity) -> Said | None:
         """None when ``who`` may start ``agent`` (one of its ``starters``); otherwise the
         message to show them, after auditing the refusal (``run_start_refused``).
 
@@ -69,11 +68,12 @@ class Starters:
             now = self._ctx.now()
             details = {"agent": agent[:64], "check": "not_a_starter" if known
                        else "unknown_agent"}
+            message = str(reason)  # audits and logs are for admins: English
             await self._committer.batched(lambda s: store.audit(
                 s, now, "run_start_refused", outcome="refused", actor=who,
-                reason=reason[:2000], details=details))
+                reason=message[:2000], details=details))
             log.info("run start refused", extra={"agent": agent[:64], "user": who.user_id,
-                                                 "reason": reason[:500]})
+                                                 "reason": message[:500]})
         return reason
 
     async def require(self, agent: str, who: Identity) -> None:

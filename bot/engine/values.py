@@ -25,6 +25,7 @@ from bot.askhuman.schema import (
     ParagraphField,
     SelectField,
 )
+from renderers.words import Said, said
 
 FILE_KEYS = ("platform", "id", "name", "mimetype", "size", "url")
 MAX_TEXT_CHARS = 10_000
@@ -45,7 +46,12 @@ _FALSE = {"false", "no", "off", "0", ""}
 
 
 class InvalidValues(ValueError):
-    """The answer does not fit the request; ``str()`` is the human-readable reason."""
+    """The answer does not fit the request; ``words`` is the reason for the person who
+    clicked (``str()``: in English)."""
+
+    def __init__(self, words: Said) -> None:
+        super().__init__(str(words))
+        self.words = words
 
 
 def quoted(label: str) -> str:
@@ -58,7 +64,7 @@ def check_action(args: AskHumanToolArgs, action_id: str) -> AskHumanAction:
     if action is None:
         offered = ", ".join(quoted(a.label) for a in args.actions)
         shown = action_id if len(action_id) <= 64 else action_id[:63] + "\u2026"
-        raise InvalidValues(f"This request has no action {quoted(shown)}; choose {offered}")
+        raise InvalidValues(said("value.no_action", action=quoted(shown), offered=offered))
     return action
 
 
@@ -72,7 +78,7 @@ def _check_size(label: str, value: object) -> None:
     while stack:
         item, depth = stack.pop()
         if depth > MAX_DEPTH:
-            raise InvalidValues(f"{quoted(label)} is nested too deeply to be an answer")
+            raise InvalidValues(said("value.too_deep", label=quoted(label)))
         if isinstance(item, str):
             chars += len(item)
         elif isinstance(item, Mapping):
@@ -83,7 +89,7 @@ def _check_size(label: str, value: object) -> None:
             items += len(item)
             stack.extend((v, depth + 1) for v in item)
         if chars > MAX_VALUE_CHARS or items > 10 * MAX_LIST_ITEMS:
-            raise InvalidValues(f"{quoted(label)} is too large to be an answer")
+            raise InvalidValues(said("value.too_large", label=quoted(label)))
 
 
 def _is_empty(value: object) -> bool:
@@ -92,17 +98,18 @@ def _is_empty(value: object) -> bool:
 
 def _text(field: ParagraphField, value: object) -> JsonValue:
     if not isinstance(value, str):
-        raise InvalidValues(f"{quoted(field.label)} must be text")
+        raise InvalidValues(said("value.text", label=quoted(field.label)))
     if len(value) > MAX_TEXT_CHARS:
-        raise InvalidValues(
-            f"{quoted(field.label)} is too long: at most {MAX_TEXT_CHARS} characters")
+        raise InvalidValues(said("value.too_long", label=quoted(field.label),
+                                 most=MAX_TEXT_CHARS))
     return value
 
 
 def _select(field: SelectField, value: object) -> JsonValue:
     allowed = [o.value for o in field.options]
     if not isinstance(value, str) or value not in allowed:
-        raise InvalidValues(f"{quoted(field.label)} must be one of: {', '.join(allowed)}")
+        raise InvalidValues(said("value.one_of", label=quoted(field.label),
+                                 values=", ".join(allowed)))
     return value
 
 
@@ -111,11 +118,13 @@ def _multi(field: MultiSelectField, value: object) -> JsonValue:
     items = [value] if isinstance(value, str) else value
     most = max(MAX_LIST_ITEMS, len(allowed))
     if isinstance(items, list) and len(items) > most:
-        raise InvalidValues(f"{quoted(field.label)} accepts at most {most} choices")
+        raise InvalidValues(said("value.too_many_choices", label=quoted(field.label),
+                                 most=most))
     if not isinstance(items, list) or any(
         not isinstance(v, str) or v not in allowed for v in items
     ):
-        raise InvalidValues(f"{quoted(field.label)} may only contain: {', '.join(allowed)}")
+        raise InvalidValues(said("value.only_contain", label=quoted(field.label),
+                                 values=", ".join(allowed)))
     return list(dict.fromkeys(items))  # de-duplicated, order kept
 
 
@@ -141,11 +150,13 @@ def _parse_number(value: object) -> int | float | None:
 def _number(field: NumberField, value: object) -> JsonValue:
     number = _parse_number(value)
     if number is None:
-        raise InvalidValues(f"{quoted(field.label)} must be a number")
+        raise InvalidValues(said("value.number", label=quoted(field.label)))
     if field.min_value is not None and number < field.min_value:
-        raise InvalidValues(f"{quoted(field.label)} must be at least {field.min_value}")
+        raise InvalidValues(said("value.at_least", label=quoted(field.label),
+                                 value=field.min_value))
     if field.max_value is not None and number > field.max_value:
-        raise InvalidValues(f"{quoted(field.label)} must be at most {field.max_value}")
+        raise InvalidValues(said("value.at_most", label=quoted(field.label),
+                                 value=field.max_value))
     return number
 
 
@@ -154,7 +165,7 @@ def _checkbox(field: CheckboxField, value: object) -> JsonValue:
         return value
     if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
         return value.strip().lower() in _TRUE
-    raise InvalidValues(f"{quoted(field.label)} must be checked or unchecked (true or false)")
+    raise InvalidValues(said("value.checkbox", label=quoted(field.label)))
 
 
 def _date(field: DateField, value: object) -> JsonValue:
@@ -163,35 +174,34 @@ def _date(field: DateField, value: object) -> JsonValue:
             raise ValueError
         return dt.date.fromisoformat(value.strip()).isoformat()
     except ValueError:
-        raise InvalidValues(
-            f"{quoted(field.label)} must be a date written as YYYY-MM-DD, e.g. 2025-01-31"
-        ) from None
+        raise InvalidValues(said("value.date", label=quoted(field.label))) from None
 
 
 def _one_file(label: str, item: object) -> dict[str, JsonValue]:
     if not isinstance(item, Mapping):
-        raise InvalidValues(f"{quoted(label)} must be a list of uploaded files")
+        raise InvalidValues(said("value.file_list", label=quoted(label)))
     unknown = sorted(set(item) - set(FILE_KEYS))
     if unknown or not all(isinstance(item.get(k), str) and item.get(k) for k in ("platform", "id")):
-        raise InvalidValues(f"{quoted(label)} contains a file reference the bot does not accept")
+        raise InvalidValues(said("value.file_ref", label=quoted(label)))
     for key, most in _FILE_TEXT_LIMITS.items():
         text = item.get(key)
         if text is not None and (not isinstance(text, str) or len(text) > most):
-            raise InvalidValues(f"{quoted(label)} contains a file with an invalid {key}")
+            raise InvalidValues(said("value.file_invalid", label=quoted(label), key=key))
     size = item.get("size")
     if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
-        raise InvalidValues(f"{quoted(label)} contains a file with an invalid size")
+        raise InvalidValues(said("value.file_size", label=quoted(label)))
     return {k: item.get(k) for k in FILE_KEYS}
 
 
 def _files(field: FileField | FileListField, value: object) -> JsonValue:
     items = [value] if isinstance(value, Mapping) else value
     if not isinstance(items, list):
-        raise InvalidValues(f"{quoted(field.label)} must be a list of uploaded files")
+        raise InvalidValues(said("value.file_list", label=quoted(field.label)))
     limit = 1 if isinstance(field, FileField) else min(field.max_files or MAX_FILES,
                                                        MAX_FILES_HARD)
     if len(items) > limit:
-        raise InvalidValues(f"{quoted(field.label)} accepts at most {limit} file(s)")
+        raise InvalidValues(said("value.too_many_files", label=quoted(field.label),
+                                 most=limit))
     files: list[JsonValue] = [_one_file(field.label, item) for item in items]
     return files
 
@@ -217,18 +227,18 @@ def check_values(args: AskHumanToolArgs, values: Mapping[str, object]) -> dict[s
     for name in values:
         if name not in fields:
             shown = name if len(name) <= 64 else name[:63] + "\u2026"
-            raise InvalidValues(f"This request has no field {quoted(shown)}")
+            raise InvalidValues(said("value.no_field", field=quoted(shown)))
     out: dict[str, JsonValue] = {}
     for name, field in fields.items():
         raw = values.get(name)
         _check_size(field.label, raw)
         if _is_empty(raw):
             if field.required:
-                raise InvalidValues(f"{quoted(field.label)} is required")
+                raise InvalidValues(said("value.required", label=quoted(field.label)))
             continue
         value = _CHECKERS[field.type](field, raw)
         if field.required and field.type == "checkbox" and value is False:
-            raise InvalidValues(f"{quoted(field.label)} must be checked")
+            raise InvalidValues(said("value.must_check", label=quoted(field.label)))
         out[name] = value
     return out
 

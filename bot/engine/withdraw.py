@@ -23,11 +23,11 @@ from bot.engine.request_cards import Cards
 from bot.engine.resolver import Resolver
 from bot.engine.results import NOT_FOUND, RespondResult
 from bot.engine.wakeups import Wakeups
+from renderers.words import said
 
 WITHDRAW_ACTION = "__withdraw"
 """The ``action_id`` a withdraw click carries in the click inbox."""
-NOT_ALLOWED = ("Only the person who started this run, or an askhuman admin, may withdraw "
-               "this request.")
+NOT_ALLOWED = said("refused.withdraw")
 
 
 class Withdrawals:
@@ -56,16 +56,17 @@ class Withdrawals:
             return await self._authorizer.refuse("rejected", NOT_ALLOWED, ref, actor,
                                       "withdraw_unauthorized", card, run.id, mark=mark)
         who = actor.display_name or actor.user_id
-        result = cancelled_result(f"Withdrawn by {who}: {reason}" if reason else
-                                  f"Withdrawn by {who}.")
+        words = said("withdraw.done_reason", who=who, reason=reason) if reason else \
+            said("withdraw.done", who=who)
+        result = cancelled_result(str(words))  # the agent reads it in English
 
         def resolve(session: Session) -> RespondResult:
-            answer = self._resolver.resolve_in(session, ref, result, "withdrawn", actor)
+            answer = self._resolver.resolve_in(session, ref, result, "withdrawn", actor, words)
             if mark is not None:
-                inbox.finish(session, mark, self._ctx.now(), answer.outcome, answer.message)
+                inbox.finish(session, mark, self._ctx.now(), answer.outcome, answer.words)
             return answer
 
         answer = await self._committer.tx(resolve)
         if answer.outcome == "accepted":
             self._wakeups.resume_due()
-        return RespondResult(answer.outcome, answer.message, await self._cards.card(ref))
+        return RespondResult(answer.outcome, answer.words, await self._cards.card(ref))

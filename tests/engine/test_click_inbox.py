@@ -22,6 +22,7 @@ from bot.askhuman.schema import AskHumanToolResult
 from bot.engine import Engine, Identity, inbox
 from bot.engine.clicks import DEFERRED, GAVE_UP, ClickWriter
 from bot.engine.inbox import AlreadySeen, Click, ClickTooLarge
+from renderers.words import Said
 from storage import AuditLog, ClickInbox, HumanRequest, ResumeJob, Vote
 from tests.engine.helpers import (
     ORIGIN,
@@ -48,11 +49,12 @@ class TellingAdapter(FakeAdapter):
     told: list[tuple[str, dict[str, str], str]] = field(default_factory=list)
     tell_failures: int = 0
 
-    async def tell_clicker(self, who: Identity, reply_to: Mapping[str, str], text: str) -> None:
+    async def tell_clicker(self, who: Identity, reply_to: Mapping[str, str],
+                           words: Said) -> None:
         if self.tell_failures:
             self.tell_failures -= 1
             raise ConnectionError("slack is down")
-        self.told.append((who.user_id, dict(reply_to), text))
+        self.told.append((who.user_id, dict(reply_to), str(words)))
 
 
 def _engine(db_url: str, **kw: Any) -> tuple[Engine, TellingAdapter, FakeClock]:
@@ -102,7 +104,7 @@ async def test_a_stored_click_is_decided_once_and_closed_with_its_decision(db_ur
     assert _count(engine, AuditLog, AuditLog.event == "decided") == 1
     # Deciding the same stored click again changes nothing: its row is no longer ours.
     again = await engine.decide_click(recorded)
-    assert again.outcome == "recorded" and again.message == DEFERRED
+    assert again.outcome == "recorded" and again.words == DEFERRED
     assert _count(engine, Vote) == 1 and _count(engine, ResumeJob) == 1
     assert await engine.recover_clicks() == 0
     assert adapter.told == []  # the live path tells its clicker itself
@@ -181,7 +183,7 @@ async def test_a_live_decision_after_a_takeover_rolls_back(db_url: str) -> None:
     clock.advance(engine.tuning.click_lease.total_seconds() + 1)
     assert await engine.recover_clicks() == 1
     late = await engine.decide_click(recorded)
-    assert late.outcome == "recorded" and late.message == DEFERRED
+    assert late.outcome == "recorded" and late.words == DEFERRED
     assert _count(engine, AuditLog, AuditLog.event == "decided") == 1
     assert _count(engine, AuditLog, AuditLog.event == "respond_already_decided") == 0
     assert _rows(engine) == [("done", "accepted")]
@@ -214,7 +216,7 @@ async def test_telling_is_retried_and_deciding_gives_up_after_max_attempts(
         clock.advance(3600)
         await engine.recover_clicks()
     assert _rows(engine)[-1] == ("failed", "failed")
-    assert adapter.told[-1] == ("U_ALICE", {"channel": "C_OPS"}, GAVE_UP)
+    assert adapter.told[-1] == ("U_ALICE", {"channel": "C_OPS"}, str(GAVE_UP))
     assert _count(engine, AuditLog, AuditLog.event == "click_failed") == 1
     assert _status(engine, other) == "pending"
 

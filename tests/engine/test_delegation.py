@@ -23,7 +23,7 @@ ALICE = Identity("slack", "U_ALICE", "Alice")
 
 
 async def _delegate(engine: object, frm: Identity, to: Identity, until: str) -> str:
-    return await engine.delegations.delegate(frm, to, until)
+    return str(await engine.delegations.delegate(frm, to, until))
 
 
 async def test_a_delegate_answers_for_the_delegator(db_url: str) -> None:
@@ -65,8 +65,8 @@ async def test_an_expired_delegation_is_refused_clearly(db_url: str) -> None:
 async def test_revoked_delegation_and_strangers(db_url: str) -> None:
     engine, adapter, _clock = build(db_url, ops_route())
     await _delegate(engine, ALICE, BOB, "2025-04-01")
-    assert (await engine.delegations.revoke(ALICE, None)).startswith("Revoked 1")
-    assert (await engine.delegations.revoke(ALICE, None)).startswith("You have no")
+    assert str(await engine.delegations.revoke(ALICE, None)).startswith("Revoked 1")
+    assert str(await engine.delegations.revoke(ALICE, None)).startswith("You have no")
     await engine.start_run("deploy", "Deploy v1", STARTER, ORIGIN)
     ref = adapter.delivered[0][0].ref
     assert await engine.pending_for(BOB) == []
@@ -84,7 +84,7 @@ async def test_no_delegate_answers_their_own_run_or_self_approves(db_url: str) -
     await engine.start_run("deploy", "Deploy v1", STARTER, ORIGIN)
     ref = adapter.delivered[0][0].ref
     refused = await engine.respond(ref, STARTER, "approve", ANSWER)
-    assert refused.outcome == "rejected" and refused.message == delegation.OWN_RUN
+    assert refused.outcome == "rejected" and refused.words == delegation.OWN_RUN
     # Alice starts a run herself: her delegate may not approve it for her (self-approval)
     engine2, adapter2, _ = build(db_url, ops_route())
     await _delegate(engine2, ALICE, BOB, "2025-04-01")

@@ -184,9 +184,9 @@ def test_a_nameless_decider_from_another_platform_is_not_shown_as_a_raw_id() -> 
                            decided_by_user="ou_4f1c9a", decided_by_name=None,
                            decided_at=dt.datetime(2025, 3, 1, 12, 0),
                            result={"action": {"id": "approve", "label": "Approve"}})
-    on_slack = already_decided_message(request, "slack")
+    on_slack = str(already_decided_message(request, "slack"))
     assert on_slack == "Already decided by someone on Feishu (Approve) at 2025-03-01 12:00 UTC."
     # Feishu itself turns its own open_ids into names before showing the text.
-    assert "ou_4f1c9a" in already_decided_message(request, "feishu")
+    assert "ou_4f1c9a" in str(already_decided_message(request, "feishu"))
     request.decided_by_name = "Alice Chen"
-    assert "Alice Chen" in already_decided_message(request, "slack")
+    assert "Alice Chen" in str(already_decided_message(request, "slack"))

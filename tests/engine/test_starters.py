@@ -79,7 +79,7 @@ async def test_groups_emails_and_other_platforms(db_url: str) -> None:
     assert await engine.start_refusal("deploy", Identity("slack", "U_OTHER")) is not None
     # A Slack id on another platform is not the same person.
     refusal = await engine.start_refusal("deploy", Identity("feishu", "U_DEV"))
-    assert refusal is not None and "agents.deploy.starters.feishu" in refusal
+    assert refusal is not None and "agents.deploy.starters.feishu" in str(refusal)
 
 
 class FlakyDirectory(FakeDirectory):

@@ -114,3 +114,24 @@ async def test_toast_and_private_message_speak_the_route_locale(feishu_zh: Feish
     await f.settle()
     [told] = f.told("ou_mallory")
     assert told == "关于你在 askhuman 卡片上的回复：你无权回复此请求。"  # the catalog's words
+
+
+async def test_a_zh_cn_clicker_reads_why_their_answer_could_not_be_read(
+    feishu_zh: Feishu, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refusal the engine words with a parameter (the reason an answer could not be
+    read) reaches a zh-CN clicker in Chinese, the parameter as it was."""
+    f = feishu_zh
+    await f.send_text("@_user_1 deploy: ship v5.0.4")
+    card = await f.wait_card()
+
+    def garbled(*_args: Any) -> Any:
+        raise ValueError("form_value is garbled")
+
+    monkeypatch.setattr(f.platform.adapter, "read_click", garbled)
+    response = await f.post_event(f.click_event(card, operator=ALICE))
+    assert response.json()["toast"]["content"] == "已收到，正在记录你的回复。卡片会显示结果。"
+    await f.settle()
+    assert await f.status(card) == "pending"
+    [told] = f.told(ALICE)
+    assert told == "关于你在 askhuman 卡片上的回复：无法读取你的回复：form_value is garbled"

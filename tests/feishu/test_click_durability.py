@@ -75,7 +75,7 @@ async def test_a_click_the_database_cannot_store_in_time_gets_an_error_toast(
     response = await feed(f, f.click_event(card, operator=ALICE))
     assert time.monotonic() - started < 3.0
     shown = toast_of(response)
-    assert (shown["type"], shown["content"]) == ("error", NOT_RECORDED)
+    assert (shown["type"], shown["content"]) == ("error", str(NOT_RECORDED))
     assert shown["i18n"]["zh_cn"].startswith("暂时无法记录你的回复")
     await asyncio.to_thread(locker.join)
     await asyncio.sleep(0.5)

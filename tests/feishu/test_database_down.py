@@ -43,6 +43,6 @@ async def test_message_gets_an_error_reply_while_postgres_is_down(
                 assert ready.status_code == 503 and ready.json()["reason"]
                 assert (await http.get(base + "/healthz")).status_code == 200
                 origin = await f.send_text("@_user_1 deploy: ship v5.0.0")
-                assert await f.wait_reply(origin) == DATABASE_DOWN
+                assert await f.wait_reply(origin) == str(DATABASE_DOWN)
         finally:
             database.dispose()

@@ -94,8 +94,8 @@ def test_zh_cn_tool_card_answers_map_to_the_same_ids() -> None:
 
 
 def test_every_sentence_people_are_told_has_a_chinese_template() -> None:
-    """The sentence catalog matches the texts as the engine and listeners write them: if
-    one of them changes, this fails instead of the person silently getting English."""
+    """What the engine and listeners tell people is words by key: their English is the
+    sentence as always written, and their Chinese has no English left but the names."""
     from bot.engine import authz
     from bot.engine.access import NOT_FOUND
     from bot.engine.clicks import DEFERRED, GAVE_UP, NOT_RECORDED
@@ -105,25 +105,39 @@ def test_every_sentence_people_are_told_has_a_chinese_template() -> None:
     from bot.platforms.feishu.handlers import WORKING
     from bot.platforms.slack.listeners.actions import UNKNOWN_BUTTON
     from bot.platforms.slack.listeners.commands import PENDING_FAILED
+    from renderers.words import platform_name, said, verbatim
 
+    received = said("click.received")
+    assert str(received) == WORKING
+    written = [
+        (said("value.required", label=quoted("Environment")),
+         f"{quoted('Environment')} is required"),
+        (said("decided.by_choice_at", by="Alice", choice="Approve", when="2025-01-31 12:00 UTC"),
+         "Already decided by Alice (Approve) at 2025-01-31 12:00 UTC."),
+        (said("closed.timed_out_at", when="2025-01-31 12:00 UTC"),
+         "This request timed out at 2025-01-31 12:00 UTC."),
+        (said("answer.recorded", label="Approve"), "Thanks, your answer (Approve) was recorded."),
+        (said("vote.duplicate_elsewhere", action="approve", platform=platform_name("slack")),
+         "You already answered (approve) on Slack; waiting for the other approvers."),
+        (said("vote.progress", votes=1, needed=2, who="Alice (Approve)"),
+         "Recorded, 1 of 2 approvals: Alice (Approve)."),
+        (said("refused.own_run"),
+         "You started this run, so you cannot answer it for someone else."),
+    ]
+    for words, english in written:
+        assert str(words) == english
     told = [authz.NOT_ALLOWED, authz.SELF_APPROVAL, authz.UNVERIFIED, NOT_FOUND, DEFERRED,
-            GAVE_UP, NOT_RECORDED, DATABASE_DOWN, WITHDRAW_REFUSED, WORKING, UNKNOWN_BUTTON,
-            PENDING_FAILED, f"{quoted('Environment')} is required",
-            "Already decided by Alice (Approve) at 2025-01-31 12:00 UTC.",
-            "This request timed out at 2025-01-31 12:00 UTC.",
-            f"Recorded, 1 of 2 needed for {quoted('Approve')}.",
-            "Thanks, your answer (Approve) was recorded.",
-            "You already answered (approve) on Slack; waiting for the other approvers.",
-            "Recorded, 1 of 2 approvals: Alice (Approve).",
-            "You started this run, so you cannot answer it for someone else."]
-    for sentence in told:
-        chinese = i18n.translate(sentence, "zh-CN")
+            GAVE_UP, NOT_RECORDED, DATABASE_DOWN, WITHDRAW_REFUSED, received, UNKNOWN_BUTTON,
+            PENDING_FAILED, *(words for words, _ in written)]
+    for words in told:
+        sentence = str(words)
+        chinese = words.text("zh-CN")
         assert chinese != sentence and not any(c.isascii() and c.isalpha() for c in
                                                chinese.replace("Environment", "")
                                                .replace("Alice", "").replace("Approve", "")
                                                .replace("UTC", "").replace("askhuman", "")
                                                .replace("approve", "").replace("Slack", "")), \
             (sentence, chinese)
-        assert i18n.translate(sentence, "en") == sentence
-    assert i18n.translate("Something the catalog has never seen.", "zh-CN") == (
+        assert words.text("en") == sentence
+    assert verbatim("Something the catalog has never seen.").text("zh-CN") == (
         "Something the catalog has never seen.")

@@ -112,9 +112,9 @@ async def test_group_lookup_failing_after_ttl_refuses_and_decides_nothing(slack:
 
     now[0] = 61.0  # expired, and Slack rate limits the lookup: refuse, never reuse it
     await _click(slack, second, BOB)
-    assert slack.ephemerals_to(BOB)[-1] == UNVERIFIED
+    assert slack.ephemerals_to(BOB)[-1] == str(UNVERIFIED)
     assert _statuses(slack) == ["submitted", "pending"]
-    assert (BOB, UNVERIFIED) in [(u, r) for u, r, _ in _refused(slack, "respond_unauthorized")]
+    assert (BOB, str(UNVERIFIED)) in [(u, r) for u, r, _ in _refused(slack, "respond_unauthorized")]
     assert len(slack.fake.calls_to("usergroups.users.list")) == 5  # 1 + (1 try + 3 retries)
 
     await _click(slack, second, BOB)  # Slack answers again: Bob is no longer in the group
@@ -144,9 +144,9 @@ async def test_slack_connect_guest_is_not_a_channel_member(
 ) -> None:
     ts = await _card(slack, "run deploy ship v3")
     await _click(slack, ts, EVE, team=OTHER_TEAM)
-    assert slack.ephemerals_to(EVE)[-1] == EXTERNAL
+    assert slack.ephemerals_to(EVE)[-1] == str(EXTERNAL)
     assert _statuses(slack) == ["pending"]
-    assert [(u, r) for u, r, _ in _refused(slack, "respond_unauthorized")] == [(EVE, EXTERNAL)]
+    assert [(u, r) for u, r, _ in _refused(slack, "respond_unauthorized")] == [(EVE, str(EXTERNAL))]
     # A click without a team (never sent by Slack) is looked up: Eve is still a guest.
     await _click(slack, ts, EVE, team="")
     assert _statuses(slack) == ["pending"]
@@ -216,13 +216,13 @@ async def test_channel_member_starts_but_a_guest_does_not(
     async with running_system(shared_channel, channel_starters) as slack:
         await slack.command("run deploy ship v7", user=EVE)  # team from users.info
         await slack.wait_until(lambda: slack.fake.response_url_calls, what="refusal")
-        assert slack.fake.response_url_calls[-1]["text"] == EXTERNAL
+        assert slack.fake.response_url_calls[-1]["text"] == str(EXTERNAL)
         mention = {"type": "app_mention", "user": EVE, "user_team": OTHER_TEAM,
                    "text": "<@UBOT> deploy: ship v7", "ts": "1700000000.000901",
                    "channel": APPROVALS}
         await slack.event(mention, "EvGUEST")
         await slack.wait_until(lambda: slack.fake.calls_to("chat.postEphemeral"), what="told")
-        assert slack.fake.calls_to("chat.postEphemeral")[-1].body["text"] == EXTERNAL
+        assert slack.fake.calls_to("chat.postEphemeral")[-1].body["text"] == str(EXTERNAL)
         assert _runs(slack) == 0
         await _card(slack, "run deploy ship v7", user=CAROL)  # a member of this workspace
         assert _runs(slack) == 1
@@ -235,6 +235,6 @@ async def test_starter_lookup_failure_refuses_with_the_retry_message(
         fake_slack.fail("conversations.members", status=429, retry_after=0, times=4)
         await slack.command("run deploy ship v8", user=CAROL)
         await slack.wait_until(lambda: slack.fake.response_url_calls, what="refusal")
-        assert slack.fake.response_url_calls[-1]["text"] == UNVERIFIED
+        assert slack.fake.response_url_calls[-1]["text"] == str(UNVERIFIED)
         assert _runs(slack) == 0
-        assert [r for _, r, _ in _refused(slack, "run_start_refused")] == [UNVERIFIED]
+        assert [r for _, r, _ in _refused(slack, "run_start_refused")] == [str(UNVERIFIED)]

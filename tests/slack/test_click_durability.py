@@ -148,7 +148,7 @@ async def test_a_click_the_database_cannot_store_in_time_gets_an_error(slack: Sl
     response, elapsed = await _with_lock_held(slack, 4.0, ts)
     assert response.status_code == 200 and elapsed < 3.0  # acked within Slack's 3 s...
     await slack.wait_until(lambda: slack.ephemerals_to(ALICE), what="an ephemeral")
-    assert slack.ephemerals_to(ALICE) == [NOT_RECORDED]  # ...but never silently
+    assert slack.ephemerals_to(ALICE) == [str(NOT_RECORDED)]  # ...but never silently
     await asyncio.sleep(0.5)
     await slack.engine.recover_clicks()
     assert slack.request_row().status == "pending"
@@ -165,7 +165,7 @@ async def test_a_briefly_busy_database_only_delays_the_click(slack: Slack) -> No
     assert response.status_code == 200 and 0.5 < elapsed < 3.0
     await slack.wait_until(lambda: slack.request_row().status == "submitted", what="decided")
     assert slack.request_row().decided_by_user == ALICE
-    assert NOT_RECORDED not in slack.ephemerals_to(ALICE)
+    assert str(NOT_RECORDED) not in slack.ephemerals_to(ALICE)
     assert _inbox(slack.database) == [("done", "accepted")]
 
 

@@ -76,17 +76,17 @@ async def test_postgres_down_readyz_and_error_replies(
         assert health.status_code == 200 and health.json() == {"ok": True}
 
         assert (await slack.command("pending")).status_code == 200
-        assert await _ephemeral(slack, 1) == DATABASE_DOWN
+        assert await _ephemeral(slack, 1) == str(DATABASE_DOWN)
 
         assert (await slack.command("run deploy ship v9.9.9")).status_code == 200
         root = await _wait_root(slack)
-        await slack.wait_until(lambda: any(DATABASE_DOWN in t for t in _thread_texts(
+        await slack.wait_until(lambda: any(str(DATABASE_DOWN) in t for t in _thread_texts(
             slack, root[0], root[1])), what="the run-start error in its thread")
 
         mention = {"type": "app_mention", "user": STARTER, "channel": "C0ORIGIN",
                    "text": "<@UBOT> deploy: ship v9.9.8", "ts": "1700000000.000500"}
         assert (await slack.event(mention, "Ev0DBDOWN")).status_code == 200
-        await slack.wait_until(lambda: any(DATABASE_DOWN in t for t in _thread_texts(
+        await slack.wait_until(lambda: any(str(DATABASE_DOWN) in t for t in _thread_texts(
             slack, "C0ORIGIN", "1700000000.000500")), what="the mention's error reply")
 
         proxy.start()  # back: ready again, and commands work again

@@ -30,8 +30,9 @@ from bot.platforms.feishu.client import FeishuApi, FeishuApiError, dumps
 from bot.platforms.feishu.errors import feishu_words
 from renderers.card import RequestCard
 from renderers.feishu import read_values, render_card
-from renderers.i18n import normalize, say, translate
+from renderers.i18n import normalize, say
 from renderers.markdown import message_text
+from renderers.words import Said
 
 log = logging.getLogger("askhuman.feishu.adapter")
 
@@ -207,15 +208,18 @@ class FeishuAdapter:
             raise
         log.info("feishu reminder posted", extra={"ref": card.ref, "message_id": ref.message_id})
 
-    async def tell_clicker(self, who: Identity, reply_to: Mapping[str, str], text: str) -> None:
-        """Tell one person, in their chat with the bot, what became of a card click the
-        engine decided later (after a restart); the card itself shows it to everyone.
-        The uuid makes a retried send a no-op on Feishu's side."""
+    async def tell_clicker(self, who: Identity, reply_to: Mapping[str, str],
+                           words: Said) -> None:
+        """Tell one person, in their chat with the bot and in the card's locale, what
+        became of a card click the engine decided later (after a restart); the card
+        itself shows it to everyone. The uuid makes a retried send a no-op on Feishu's
+        side."""
         locale = reply_to.get("locale") or self.default_locale
-        about = say(locale, "click.about", text=translate(text, locale))
+        about = say(locale, "click.about", text=words.text(locale))
         content = dumps({"text": plain_text(about)})
         # One message per click (``click``: its inbox row), however often it is retried.
-        key = f"tell|{who.user_id}|{reply_to.get('message', '')}|{reply_to.get('click', '')}|{text}"
+        key = (f"tell|{who.user_id}|{reply_to.get('message', '')}|{reply_to.get('click', '')}"
+               f"|{words}")
         uuid = hashlib.sha256(key.encode()).hexdigest()[:32]
         try:
             await self._api.send_message("open_id", who.user_id, "text", content, uuid)

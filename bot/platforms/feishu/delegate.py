@@ -15,6 +15,7 @@ from bot.engine import delegation_chat
 from bot.engine.ports import DirectoryUnavailable, Identity
 from bot.platforms.feishu.engine_api import EngineApi
 from bot.platforms.feishu.message import Incoming
+from renderers.words import said
 
 PLATFORM = "feishu"
 _COMMAND = re.compile(r"^/?delegate(?:\s+(.*))?$", re.IGNORECASE | re.DOTALL)
@@ -55,8 +56,9 @@ async def resolve(engine: EngineApi, msg: Incoming, token: str | None) -> Identi
     return None
 
 
-async def delegate_command(engine: EngineApi, msg: Incoming, rest: str) -> str:
-    """The reply to a ``delegate`` command (plain text)."""
+async def delegate_command(engine: EngineApi, msg: Incoming, rest: str,
+                           locale: str | None = None) -> str:
+    """The reply to a ``delegate`` command (plain text, in ``locale``)."""
     names = {}
     for name, open_id in sorted(msg.mention_ids.items(), key=lambda kv: -len(kv[0])):
         if name in rest:  # "@Bob Smith" is one person: make it one token
@@ -66,6 +68,6 @@ async def delegate_command(engine: EngineApi, msg: Incoming, rest: str) -> str:
     if target is not None and target.user_id in names:
         target = Identity(PLATFORM, target.user_id, names[target.user_id])
     if command.target and target is None and command.verb in ("add", "revoke"):
-        return (f"I can't tell who {command.target[:60]} is; @-mention them, or give their "
-                "open_id (ou_…) or email.")
-    return (await engine.delegations.run_chat(msg.sender, command, target)).replace("`", "")
+        return said("delegation.who_unknown_feishu", who=command.target[:60]).text(locale)
+    words = await engine.delegations.run_chat(msg.sender, command, target)
+    return words.text(locale).replace("`", "")

@@ -15,9 +15,10 @@ import logging
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from bot.platforms.feishu.client import FeishuApiError
+from renderers.words import Said
 
 log = logging.getLogger("askhuman.feishu.names")
 
@@ -92,9 +93,27 @@ class NameCache:
     async def humanize(self, text: str, timeout: float = 0.5) -> str:
         """``text`` with every open_id replaced by that person's name (or "another
         approver"); all lookups together take at most ``timeout`` seconds."""
-        ids = list(dict.fromkeys(OPEN_ID_IN_TEXT.findall(text)))
+        found = await self._names_in([text], timeout)
+        return _swap(text, found) if found else text
+
+    async def humanize_words(self, words: Said, timeout: float = 0.5) -> Said:
+        """``words`` with every open_id in their parameters replaced by a name, as
+        ``humanize`` does (one lookup for all of them)."""
+        found = await self._names_in(words.texts(), timeout)
+        return words.map_text(lambda text: _swap(text, found)) if found else words
+
+    async def _names_in(self, texts: Iterable[str], timeout: float) -> dict[str, str]:
+        ids = list(dict.fromkeys(i for text in texts for i in OPEN_ID_IN_TEXT.findall(text)))
         if not ids:
-            return text
+            return {}
         names = await asyncio.gather(*(self.name(i, timeout) for i in ids))
-        found = {i: n or NEUTRAL for i, n in zip(ids, names, strict=True)}
-        return OPEN_ID_IN_TEXT.sub(lambda m: found.get(m.group(), NEUTRAL), text)
+        return {i: n or NEUTRAL for i, n in zip(ids, names, strict=True)}
+
+
+def _swap(text: str, found: dict[str, str]) -> str:
+    return OPEN_ID_IN_TEXT.sub(lambda m: found.get(m.group(), NEUTRAL), text)
+
+
+def neutral_words(words: Said) -> Said:
+    """``words`` with every open_id replaced by "another approver" (no lookup)."""
+    return words.map_text(lambda text: OPEN_ID_IN_TEXT.sub(NEUTRAL, text))

@@ -35,9 +35,11 @@ from bot.engine.ports import (
 )
 from bot.platforms.slack.client import error_code
 from bot.platforms.slack.errors import slack_words
+from bot.platforms.slack.people import people
 from renderers.card import RequestCard
 from renderers.markdown import slack_escape, truncate
 from renderers.slack import read_values, render_request, resolve_action
+from renderers.words import Said, verbatim
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +74,7 @@ class SlackAdapter:
 
     def __init__(
         self, client: AsyncWebClient, *, on_change: Callable[[], None] | None = None,
-        on_home_notice: Callable[[str, str], Awaitable[object]] | None = None,
+        on_home_notice: Callable[[str, Said], Awaitable[object]] | None = None,
     ) -> None:
         self._client = client
         self._on_change = on_change
@@ -228,19 +230,23 @@ class SlackAdapter:
         action = resolve_action(card.args, action_id)
         return (action.id if action is not None else action_id), read_values(values, card)
 
-    async def tell_clicker(self, who: Identity, reply_to: Mapping[str, str], text: str) -> None:
-        """Tell one person, ephemerally where they clicked, what became of a click the
-        engine decided later (after a restart). Slack refusing (they left the channel,
-        say) is logged, not retried; a transport error is raised for a retry."""
+    async def tell_clicker(self, who: Identity, reply_to: Mapping[str, str],
+                           words: Said) -> None:
+        """Tell one person, ephemerally where they clicked and in their Slack locale, what
+        became of a click the engine decided later (after a restart). Slack refusing
+        (they left the channel, say) is logged, not retried; a transport error is raised
+        for a retry."""
         channel = reply_to.get("channel")
+        if not str(words):
+            words = verbatim("Done.")
         if not channel and self._on_home_notice is not None:
             # A click on App Home: Home itself is where they are told.
-            await self._on_home_notice(
-                who.user_id, truncate(slack_escape(text), MAX_EPHEMERAL_CHARS) or "Done.")
+            await self._on_home_notice(who.user_id, words)
             return
         if not channel:
             log.info("no channel to tell the clicker in", extra={"platform": PLATFORM})
             return
+        text = words.text(await people(self._client).locale(who.user_id))
         try:
             await self._client.chat_postEphemeral(
                 channel=channel, user=who.user_id,

@@ -13,12 +13,11 @@ import re
 from bot.engine import delegation_chat
 from bot.engine.ports import Directory, DirectoryUnavailable, Identity
 from bot.platforms.slack.engine_api import SlackEngine
+from renderers.words import Said, said
 
 PLATFORM = "slack"
 _MENTION = re.compile(r"^<@([UW][A-Z0-9]{2,30})(?:\|([^>]{0,80}))?>$")
 _USER_ID = re.compile(r"^[UW][A-Z0-9]{2,30}$")
-NAME_THEM = ("name them with a mention picked from the list, their member ID (U…, in their "
-             "profile) or their email")
 
 
 async def resolve(token: str | None, directory: Directory | None) -> Identity | None:
@@ -40,10 +39,10 @@ async def resolve(token: str | None, directory: Directory | None) -> Identity | 
 
 
 async def delegate_command(engine: SlackEngine, user: Identity, rest: str,
-                           directory: Directory | None) -> str:
-    """The ephemeral reply to ``/askhuman delegate …``."""
+                           directory: Directory | None) -> Said:
+    """The ephemeral reply to ``/askhuman delegate …`` (shown in the person's locale)."""
     command = delegation_chat.parse_chat(rest)
     target = await resolve(command.target, directory)
     if command.target and target is None and command.verb in ("add", "revoke"):
-        return f"I can't tell who {command.target[:60]} is; {NAME_THEM}."
+        return said("delegation.who_unknown_slack", who=command.target[:60])
     return await engine.delegations.run_chat(user, command, target)

@@ -16,6 +16,7 @@ from bot.engine.inbox import Click, Recorded
 from bot.engine.ports import Directory, Identity, Origin
 from bot.engine.results import PendingPage, RespondResult
 from renderers.card import RequestCard
+from renderers.words import Said
 
 
 class SlackEngine(Protocol):
@@ -34,7 +35,7 @@ class SlackEngine(Protocol):
         self, agent: str, prompt: str, started_by: Identity, origin: Origin
     ) -> str: ...
 
-    async def start_refusal(self, agent: str, who: Identity) -> str | None: ...
+    async def start_refusal(self, agent: str, who: Identity) -> Said | None: ...
 
     async def startable_agents(self, who: Identity) -> list[str]: ...
 

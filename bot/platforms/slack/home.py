@@ -33,9 +33,10 @@ from bot.engine.ports import Identity
 from bot.engine.results import PendingPage
 from bot.platforms.slack.client import error_code
 from bot.platforms.slack.people import people
-from renderers import i18n
+from bot.platforms.slack.replies import safe_text
 from renderers.card import RunLine
 from renderers.home import home_view
+from renderers.words import Said
 
 log = logging.getLogger(__name__)
 
@@ -106,18 +107,18 @@ class HomeTab:
 
     # ---------------------------------------------------------------- publishing
 
-    async def publish(self, user_id: str, *, notice: str | None = None,
+    async def publish(self, user_id: str, *, notice: Said | None = None,
                       force: bool = False) -> bool:
-        """Render and publish one person's Home; False if Slack or the database failed."""
+        """Render and publish one person's Home; False if Slack or the database failed.
+        ``notice`` (a refusal of a click on Home) goes on top, in their locale."""
         who = Identity("slack", user_id)
         try:
             page = await self._engine.pending_page(who, 1, PER_HOME)
             runs = await self._engine.runs_started_by(who)
             locale, zone = await self._people.person(user_id)
-            if notice:
-                notice = i18n.translate(notice, locale)
+            shown = safe_text(notice.text(locale)) if notice is not None else None
             view = home_view(page.cards, page.total, runs, locale=locale, timezone=zone,
-                             notice=notice)
+                             notice=shown)
         except Exception:
             log.exception("could not build the app home", extra={"platform": "slack"})
             return False

@@ -2,10 +2,10 @@
 
 Slack tells us the language a person uses (``user.locale``, e.g. ``zh-CN``) and their
 time zone (``user.tz``). What askhuman tells one person (refusals, App Home, the
-pending list, help) is written in that locale when the catalog has it
-(``renderers.i18n``), else in English. Answers are cached per client for an hour
-(at most ``MAX_PEOPLE``); a lookup that fails or takes longer than ``TIMEOUT`` gives
-"unknown" (English, UTC) rather than delaying the reply.
+pending list, help) is written in that locale when the catalogues have it
+(``renderers.i18n``, ``renderers.words``), else in English. Answers are cached per
+client for an hour (at most ``MAX_PEOPLE``); a lookup that fails or takes longer than
+``TIMEOUT`` gives "unknown" (English, UTC) rather than delaying the reply.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.platforms.slack.client import error_code
-from renderers import i18n
+from renderers.words import Said
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +74,6 @@ def people(client: AsyncWebClient) -> People:
     return found
 
 
-async def in_their_words(client: AsyncWebClient, user_id: str, text: str) -> str:
-    """``text`` (an English sentence) in ``user_id``'s Slack locale, when known."""
-    if not user_id or not text:
-        return text
-    return i18n.translate(text, await people(client).locale(user_id))
+async def in_their_words(client: AsyncWebClient, user_id: str, words: Said) -> str:
+    """``words`` in ``user_id``'s Slack locale (English when it is not known)."""
+    return words.text(await people(client).locale(user_id) if user_id else None)

@@ -19,7 +19,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.engine.ports import Identity
 from bot.platforms.slack.client import error_code
 from bot.platforms.slack.engine_api import SlackEngine
+from bot.platforms.slack.people import in_their_words
 from renderers.markdown import slack_escape, truncate
+from renderers.words import Said
 
 log = logging.getLogger(__name__)
 
@@ -36,18 +38,16 @@ async def tell(
     *,
     user: str,
     channel: str | None,
-    text: str,
+    text: Said,
     respond: AsyncRespond | None = None,
     thread_ts: str | None = None,
 ) -> None:
-    """Send ``text`` (already safe mrkdwn) to ``user`` only, in their Slack locale when
-    the catalog has the sentence (``bot.platforms.slack.people``)."""
-    from bot.platforms.slack.people import in_their_words
-
-    text = await in_their_words(client, user, text)
+    """Send the words ``text`` to ``user`` only, in their Slack locale
+    (``bot.platforms.slack.people``), escaped as mrkdwn."""
+    shown = safe_text(await in_their_words(client, user, text))
     if channel:
         try:
-            kwargs: dict[str, Any] = {"channel": channel, "user": user, "text": text}
+            kwargs: dict[str, Any] = {"channel": channel, "user": user, "text": shown}
             if thread_ts:
                 kwargs["thread_ts"] = thread_ts
             await client.chat_postEphemeral(**kwargs)
@@ -59,7 +59,7 @@ async def tell(
             )
     if respond is not None:
         try:
-            await respond(text=text, response_type="ephemeral", replace_original=False)
+            await respond(text=shown, response_type="ephemeral", replace_original=False)
         except Exception as exc:  # the last resort must not raise into Bolt
             log.warning(
                 "could not tell the user", extra={"platform": "slack", "error": type(exc).__name__}

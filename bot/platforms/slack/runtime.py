@@ -26,6 +26,7 @@ from bot.platforms.slack.directory import SlackDirectory
 from bot.platforms.slack.engine_api import SlackEngine
 from bot.platforms.slack.home import HomeEngine, HomeTab
 from bot.platforms.slack.listeners.actions import AcksFirst
+from renderers.words import Said
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +72,10 @@ class SlackPlatform:
         )
         self._socket_handler: Any = None
 
-    async def _home_notice(self, user_id: str, text: str) -> None:
+    async def _home_notice(self, user_id: str, words: Said) -> None:
         """Tell someone who clicked on App Home, on their Home (``tell_clicker``)."""
         if self.home is not None:
-            await self.home.publish(user_id, notice=text, force=True)
+            await self.home.publish(user_id, notice=words, force=True)
 
     def register(self, engine: AdapterRegistry) -> None:
         """Let the engine deliver through Slack and authorize with Slack membership."""

@@ -21,6 +21,7 @@ from bot.platforms.feishu.replay import ReplayGuard, parse_epoch
 from bot.platforms.feishu.reply_context import shared_verdict
 from renderers.card import WITHDRAW_TOKEN
 from renderers.feishu import parse_callback_value
+from renderers.words import said
 
 log = logging.getLogger("askhuman.feishu.events")
 
@@ -70,14 +71,14 @@ class ClickAdmission:
                 claimed_ref, who, "Feishu callback outside the replay window.",
                 check="stale_event", event_id=event_id[:200],
                 create_time=str(getattr(header, "create_time", None))[:32])
-            return toast("error", "This click is too old; please try again.")
+            return toast("error", said("click.too_old"))
         if who is None or event is None or parsed is None:
             log.warning("malformed feishu callback refused", extra={"event_id": event_id})
             self._auditor.audit_later(
                 claimed_ref, who, "Malformed Feishu callback (no operator or "
                 "no valid button value).", check="malformed_callback",
                 event_id=event_id[:200], message_id=str(message_id or "")[:200])
-            return toast("error", "This button is not valid.")
+            return toast("error", said("button.invalid"))
         ref, action_id = parsed
         form_value = getattr(action, "form_value", None) or {}
         values = {k: v for k, v in form_value.items() if isinstance(k, str)}

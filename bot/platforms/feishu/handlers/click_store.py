@@ -21,6 +21,7 @@ from bot.platforms.feishu.handlers.dedupe import SharedDedupe
 from bot.platforms.feishu.handlers.loop import MainLoop
 from bot.platforms.feishu.handlers.toasts import received_text
 from bot.platforms.feishu.reply_context import current_reply
+from renderers.words import Said
 
 log = logging.getLogger("askhuman.feishu.events")
 
@@ -75,7 +76,7 @@ class ClickStore:
 
     async def store(
         self, admitted: Admitted, deadline: float, handoff: Handoff | None
-    ) -> tuple[str, str]:
+    ) -> tuple[str, Said | str]:
         """Shared dedupe, then store the click (by ``deadline``, ``time.monotonic``); the
         toast to send. Deciding is queued for later (``decide_later``). ``handoff``
         (long connection) says whether the SDK thread still waits for the answer."""
@@ -113,7 +114,7 @@ class ClickStore:
             except ClickTooLarge as exc:
                 await self._auditor.audit(click.ref, click.responder, str(exc),
                                           check="click_too_large")
-                return "error", str(exc)
+                return "error", exc.words
             if recorded is None:
                 return "error", NOT_RECORDED
             if handoff is not None and not handoff.stored():

@@ -27,6 +27,7 @@ from bot.platforms.feishu.handlers.click_store import DUPLICATE, ClickStore, Han
 from bot.platforms.feishu.handlers.loop import MainLoop
 from bot.platforms.feishu.handlers.toasts import received_text, toast
 from bot.platforms.feishu.reply_context import current_reply
+from renderers.words import Said, said
 
 log = logging.getLogger("askhuman.feishu.events")
 
@@ -58,7 +59,7 @@ class ClickListener:
             return self._card_action(data)
         except Exception:
             log.exception("feishu card callback failed")
-            return toast("error", "Something went wrong; please try again.")
+            return toast("error", said("click.failed"))
 
     async def answer_click(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
         """An HTTP callback's click, on the main loop (no thread hop): the endpoint has
@@ -77,7 +78,7 @@ class ClickListener:
             return self._answer(admitted, kind, text)
         except Exception:
             log.exception("feishu card callback failed")
-            return toast("error", "Something went wrong; please try again.")
+            return toast("error", said("click.failed"))
 
     def _card_action(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
         admitted = self._admission.admit(data)
@@ -103,11 +104,12 @@ class ClickListener:
 
     async def _held_store(
         self, admitted: Admitted, deadline: float, handoff: Handoff
-    ) -> tuple[str, str]:
+    ) -> tuple[str, Said | str]:
         self._adapter.hold(admitted.click.ref)  # before the first await
         return await self._store.store(admitted, deadline, handoff)
 
-    def _answer(self, admitted: Admitted, kind: str, text: str) -> P2CardActionTriggerResponse:
+    def _answer(self, admitted: Admitted, kind: str,
+                text: Said | str) -> P2CardActionTriggerResponse:
         if kind == DUPLICATE:
             return P2CardActionTriggerResponse({})
         log.info("feishu card callback answered", extra={

@@ -16,6 +16,7 @@ from bot.platforms.feishu.handlers.replies import Replies
 from bot.platforms.feishu.message import Incoming, message_text
 from bot.platforms.feishu.pending import PENDING_PER_PAGE, pending_command, pending_reply
 from renderers.i18n import CATALOG, say
+from renderers.words import said
 
 log = logging.getLogger("askhuman.feishu.events")
 
@@ -50,8 +51,8 @@ class CommandListener:
             await self._pending(msg, wanted)
             return
         if (rest := delegate_rest(text)) is not None:
-            await self._replies.reply(msg.message_id,
-                                      await delegate_command(self._engine, msg, rest))
+            await self._replies.reply(msg.message_id, await delegate_command(
+                self._engine, msg, rest, self._adapter.default_locale))
             return
         match = _COMMAND.match(text)
         if match is None:
@@ -70,16 +71,15 @@ class CommandListener:
             # The engine refuses (audited) anyone who is not one of the agent's starters.
             await self._engine.start_run(agent, prompt, msg.sender, origin)
         except EngineError as exc:
-            await self._replies.reply(msg.message_id, str(exc))
+            await self._replies.say(msg.message_id, exc.words)
         except Exception as exc:
             if database_unreachable(exc):
                 log.warning("feishu run failed to start: database unreachable",
                             extra={"agent": agent, "error": type(exc).__name__})
-                await self._replies.reply(msg.message_id, DATABASE_DOWN)
+                await self._replies.say(msg.message_id, DATABASE_DOWN)
                 return
             log.exception("feishu run failed to start", extra={"agent": agent})
-            await self._replies.reply(msg.message_id,
-                                      "The run could not be started; see the bot's logs.")
+            await self._replies.say(msg.message_id, said("run.failed_logs"))
 
     async def _pending(self, msg: Incoming, number: int) -> None:
         """Reply with one page of the sender's open requests (never silence)."""
@@ -89,7 +89,7 @@ class CommandListener:
             down = database_unreachable(exc)
             log.warning("listing pending requests failed", exc_info=not down,
                         extra={"platform": PLATFORM, "error": type(exc).__name__})
-            await self._replies.reply(msg.message_id, DATABASE_DOWN if down else
-                                      "Listing your open requests failed; see the bot's logs.")
+            await self._replies.say(msg.message_id, DATABASE_DOWN if down else
+                                    said("pending.failed_logs"))
             return
         await self._replies.reply(msg.message_id, pending_reply(page))

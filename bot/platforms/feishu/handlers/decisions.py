@@ -19,6 +19,7 @@ from bot.engine.inbox import Recorded
 from bot.platforms.feishu.adapter import FeishuAdapter
 from bot.platforms.feishu.engine_api import EngineApi
 from bot.platforms.feishu.names import NameCache
+from renderers.words import Said
 
 log = logging.getLogger("askhuman.feishu.events")
 
@@ -63,7 +64,7 @@ class ClickDecider:
         engine: EngineApi,
         adapter: FeishuAdapter,
         answers: AnswersFirst,
-        humanize: Callable[[str], Awaitable[str]],
+        humanize: Callable[[Said], Awaitable[Said]],
         names: NameCache | None = None,
     ) -> None:
         self._engine = engine
@@ -86,13 +87,13 @@ class ClickDecider:
         log.info("feishu click decided", extra={
             "ref": click.ref[:64], "operator": click.responder.user_id,
             "outcome": result.outcome})
-        if result.outcome == "accepted" or result.message == DEFERRED:
+        if result.outcome == "accepted" or result.words == DEFERRED:
             return
         try:
-            text = await self._humanize(result.message)
+            words = await self._humanize(result.words)
             async with self._telling:
                 await self._adapter.tell_clicker(
-                    click.responder, {**click.reply_to, "click": str(recorded.mark.id)}, text)
+                    click.responder, {**click.reply_to, "click": str(recorded.mark.id)}, words)
         except Exception:
             log.exception("could not tell a feishu clicker the outcome",
                           extra={"ref": click.ref[:64], "outcome": result.outcome})

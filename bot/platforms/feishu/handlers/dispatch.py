@@ -51,9 +51,9 @@ class FeishuEventHandlers:
         self.loop = MainLoop()
         self.dedupe = SharedDedupe(engine)
         self.auditor = Auditor(engine, self.loop)
-        replies = Replies(api, names, reply_budget)
+        replies = Replies(api, names, reply_budget, adapter.default_locale)
         answers = AnswersFirst()
-        self.decisions = ClickDecider(engine, adapter, answers, replies.humanize, names)
+        self.decisions = ClickDecider(engine, adapter, answers, replies.humanize_words, names)
         store = ClickStore(engine, self.dedupe, self.auditor, answers, self.decisions,
                            self.loop)
         self.clicks = ClickListener(

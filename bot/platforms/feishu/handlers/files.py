@@ -7,6 +7,7 @@ import logging
 from bot.platforms.feishu.engine_api import EngineApi
 from bot.platforms.feishu.handlers.replies import Replies
 from bot.platforms.feishu.message import Incoming, file_reference
+from renderers.words import said
 
 log = logging.getLogger("askhuman.feishu.events")
 
@@ -34,7 +35,8 @@ class FileListener:
         fields = card.args.fields if card else []
         file_fields = [f for f in fields if f.type in ("file", "file-list")]
         if not file_fields:
-            await self._replies.reply(msg.message_id, "This request does not ask for files.")
+            await self._replies.say(msg.message_id, said("files.not_asked"),
+                                    card.locale if card else None)
             return
         file_ref = file_reference(msg)
         if file_ref is None:
@@ -44,4 +46,5 @@ class FileListener:
             "feishu file reply",
             extra={"ref": ref, "user": msg.sender.user_id, "outcome": result.outcome},
         )
-        await self._replies.reply(msg.message_id, await self._replies.humanize(result.message))
+        await self._replies.say(msg.message_id, await self._replies.humanize_words(result.words),
+                                card.locale if card else None)

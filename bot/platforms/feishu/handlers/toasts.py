@@ -7,9 +7,10 @@ from lark_oapi.event.callback.model.p2_card_action_trigger import (
 )
 
 from bot.engine.inbox import Click
-from bot.platforms.feishu.i18n import toast_i18n
+from bot.platforms.feishu.i18n import TOAST_CHARS, toast_i18n
 from renderers.i18n import CATALOG, say
 from renderers.markdown import message_text as inert_text
+from renderers.words import Said
 
 WORKING = CATALOG["en"]["click.received"]
 RECEIVED_TEXTS = frozenset(CATALOG[locale]["click.received"] for locale in CATALOG)
@@ -21,14 +22,15 @@ def received_text(click: Click) -> str:
     return say(click.reply_to.get("locale"), "click.received")
 
 
-def toast(kind: str, content: str) -> P2CardActionTriggerResponse:
-    """A toast-only callback reply (never a 2.0 card: Feishu may reject it, 200673)."""
-    shown = inert_text(content, 500) or "…"
+def toast(kind: str, content: Said | str) -> P2CardActionTriggerResponse:
+    """A toast-only callback reply (never a 2.0 card: Feishu may reject it, 200673):
+    words (a ``Said``) in English with the Chinese next to them, or a text as it is."""
+    shown = inert_text(str(content), TOAST_CHARS) or "…"
     if shown in RECEIVED_TEXTS:  # the route's language, and both for the client to pick
         both = {"i18n": {"zh_cn": CATALOG["zh-CN"]["click.received"], "en_us": WORKING}}
         return P2CardActionTriggerResponse({"toast": {"type": kind, "content": shown, **both}})
-    return P2CardActionTriggerResponse({"toast": {"type": kind, "content": shown,
-                                                  **toast_i18n(shown)}})
+    both = toast_i18n(content, shown) if isinstance(content, Said) else {}
+    return P2CardActionTriggerResponse({"toast": {"type": kind, "content": shown, **both}})
 
 
 _TOAST_KIND = {

@@ -29,17 +29,18 @@ from bot.engine.results import RespondResult
 from bot.platforms.slack.client import error_code
 from bot.platforms.slack.engine_api import SlackEngine
 from bot.platforms.slack.identity import from_interaction
-from bot.platforms.slack.replies import audit_refusal, safe_text, tell
+from bot.platforms.slack.replies import audit_refusal, tell
 from renderers import slack as render
 from renderers.card import WITHDRAW_TOKEN, RequestCard, index_token
 from renderers.home import card_state
+from renderers.words import Said, said
 
 if TYPE_CHECKING:
     from bot.platforms.slack.home import HomeTab
 
 log = logging.getLogger(__name__)
 
-UNKNOWN_BUTTON = "I don't recognise this button; the message may be outdated."
+UNKNOWN_BUTTON = said("button.unknown")
 ACK_BUDGET = 2.5
 """Seconds a click may take to be stored before we must ack (Slack allows 3)."""
 
@@ -169,7 +170,8 @@ class ActionListener:
         parsed = self._parse(action)
         if parsed is None:
             await ack()
-            await audit_refusal(self._engine, None, who, UNKNOWN_BUTTON, check="unknown_button",
+            await audit_refusal(self._engine, None, who, str(UNKNOWN_BUTTON),
+                                check="unknown_button",
                                 action_id=str(action.get("action_id") or "")[:200])
             await tell(
                 client, user=who.user_id, channel=channel, text=UNKNOWN_BUTTON, respond=respond
@@ -195,7 +197,7 @@ class ActionListener:
             # Home has no ephemeral messages: the notice goes on top of a fresh Home.
             async with self._reply_slots:
                 await self._home.publish(who.user_id, notice=message, force=True)
-        elif message:
+        elif message is not None:
             async with self._reply_slots:
                 await tell(client, user=who.user_id, channel=channel, text=message,
                            respond=respond)
@@ -212,7 +214,7 @@ class ActionListener:
     async def _record(
         self, ref: str, token: str, who: Identity, body: Mapping[str, Any],
         channel: str | None, ts: str | None, kind: str = "respond",
-    ) -> tuple[Recorded | None, str | None]:
+    ) -> tuple[Recorded | None, Said | None]:
         """Store the click before the ack: ``(recorded, None)``, or ``(None, text to tell)``
         when it could not be stored. No database read on this path: the values are
         stored as Slack sent them and read with the card when deciding
@@ -232,16 +234,16 @@ class ActionListener:
             recorded = await self._engine.record_click(click, budget=ACK_BUDGET)
         except ClickTooLarge as exc:
             await audit_refusal(self._engine, ref, who, str(exc), check="click_too_large")
-            return None, safe_text(str(exc))
+            return None, exc.words
         return recorded, None if recorded is not None else NOT_RECORDED
 
-    async def _decide(self, recorded: Recorded) -> str | None:
-        """Decide the stored click; returns the ephemeral text to show, if any."""
+    async def _decide(self, recorded: Recorded) -> Said | None:
+        """Decide the stored click; returns the words to tell the clicker, if any."""
         result = await self._engine.decide_click(recorded)
         self._log(recorded.click.ref, recorded.click.responder, recorded.click.action_id, result)
         if result.outcome == "accepted":
             return None  # the updated card says it for everyone
-        return safe_text(result.message)
+        return result.words
 
     @staticmethod
     def _log(ref: str, who: Identity, action_id: str, result: RespondResult) -> None:
@@ -296,7 +298,8 @@ class FileButtonListener:
         parsed = render.parse_file_action_id(action.get("action_id"))
         card = await self._engine.card(parsed[0]) if parsed else None
         if parsed is None or card is None or not channel or not ts:
-            await audit_refusal(self._engine, parsed[0] if parsed else None, who, UNKNOWN_BUTTON,
+            await audit_refusal(self._engine, parsed[0] if parsed else None, who,
+                                str(UNKNOWN_BUTTON),
                                 check="unknown_file_button",
                                 action_id=str(action.get("action_id") or "")[:200])
             await tell(
@@ -304,15 +307,10 @@ class FileButtonListener:
             )
             return
         if card.status != "pending":
-            await audit_refusal(self._engine, card.ref, who, "This request is already closed.",
+            closed = said("closed.already")
+            await audit_refusal(self._engine, card.ref, who, str(closed),
                                 check="file_button_closed", status=card.status)
-            await tell(
-                client,
-                user=who.user_id,
-                channel=channel,
-                respond=respond,
-                text="This request is already closed.",
-            )
+            await tell(client, user=who.user_id, channel=channel, respond=respond, text=closed)
             return
         field_name = _field_name(card, parsed[1])
         try:
@@ -328,7 +326,7 @@ class FileButtonListener:
                 user=who.user_id,
                 channel=channel,
                 respond=respond,
-                text="I couldn't open the upload form in time; please click again.",
+                text=said("upload.not_opened"),
             )
 
 

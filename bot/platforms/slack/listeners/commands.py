@@ -30,6 +30,7 @@ from bot.platforms.slack.text import quote
 from renderers import i18n
 from renderers.markdown import slack_escape
 from renderers.text import format_when, summary
+from renderers.words import said
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ NOT_IN_CHANNEL = (
     "Invite me with `/invite @askhuman`, or run the command in a channel I'm in."
 )
 PENDING_PER_PAGE = 10
-PENDING_FAILED = "I couldn't list your requests just now; please try again shortly."
+PENDING_FAILED = said("pending.failed")
 
 
 def help_text(agents: list[str], locale: str | None = None) -> str:
@@ -134,7 +135,8 @@ class CommandListener:
             await ack()
             directory = self._engine.directory(user.platform)
             reply = await delegate_command(self._engine, user, rest, directory)
-            await respond(text=safe_text(reply), response_type="ephemeral")
+            words = await in_their_words(client, user.user_id, reply)
+            await respond(text=safe_text(words), response_type="ephemeral")
         else:
             # Help lists only the agents this person may start (directory lookups), so it
             # is sent after the ack rather than in it.
@@ -157,7 +159,7 @@ class CommandListener:
             log.warning("listing pending requests failed", exc_info=not down,
                         extra={"platform": "slack", "error": type(exc).__name__})
             text = DATABASE_DOWN if down else PENDING_FAILED
-            await respond(text=i18n.translate(text, locale), response_type="ephemeral")
+            await respond(text=text.text(locale), response_type="ephemeral")
             return
         await respond(text=pending_text(page, locale, zone), response_type="ephemeral")
 

@@ -15,7 +15,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.platforms.slack.directory import SlackDirectory
 from bot.platforms.slack.engine_api import SlackEngine
 from bot.platforms.slack.identity import from_event
-from bot.platforms.slack.replies import safe_text, tell
+from bot.platforms.slack.replies import tell
 from bot.platforms.slack.runs import start_run
 from bot.platforms.slack.text import strip_mentions
 
@@ -61,7 +61,7 @@ class MentionListener:
         user = from_event(event, name)
         refusal = await self._engine.start_refusal(agent, user)
         if refusal is not None:  # audited by the engine; only the author sees why
-            await tell(client, user=user.user_id, channel=channel, text=safe_text(refusal),
+            await tell(client, user=user.user_id, channel=channel, text=refusal,
                        thread_ts=thread_ts)
             return
         await start_run(

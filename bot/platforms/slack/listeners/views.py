@@ -25,7 +25,7 @@ from bot.engine.inbox import Click, Recorded
 from bot.engine.ports import Identity
 from bot.platforms.slack.engine_api import SlackEngine
 from bot.platforms.slack.listeners.actions import responder
-from bot.platforms.slack.replies import audit_refusal, safe_text, tell
+from bot.platforms.slack.replies import audit_refusal, tell
 from renderers import slack as render
 
 log = logging.getLogger(__name__)
@@ -80,15 +80,14 @@ class FileSubmissionListener:
             result = await work
             if not result.ok:
                 await tell(client, user=who.user_id, channel=context.channel,
-                           text=safe_text(result.message))
+                           text=result.words)
             return
         result = work.result()
         if not result.ok and _input_block_ids(view):
             await ack(response_action="errors", errors=_errors_for(view, result.message))
             return
         await ack()
-        await tell(client, user=who.user_id, channel=context.channel,
-                   text=safe_text(result.message))
+        await tell(client, user=who.user_id, channel=context.channel, text=result.words)
 
     async def _record(
         self, ref: str, who: Identity, fields: Sequence[AskHumanField], values: dict[str, Any],
