@@ -157,7 +157,7 @@ class Authorizer:
         a refusal comes back as the (audited) answer to give."""
 
         def load(session: Session) -> tuple[HumanRequest, Run, RequestCard, Copies,
-                                             Staged] | None:
+                                            Staged] | None:
             loaded = self._cards.load(session, ref)
             if loaded is None:
                 return None
@@ -171,12 +171,12 @@ class Authorizer:
         found = await self._committer.read(load)  # no write lock: most late clicks end right here
         if found is None:
             return await self.refuse("not_found", NOT_FOUND, ref, who, f"{event}_unknown_ref",
-                                      mark=mark)
+                                     mark=mark)
         request, run, card, channels, staged = found
         if request.status != store.OPEN:
             return await self.refuse("already_decided",
-                                      already_decided_message(request, who.platform), ref,
-                                      who, f"{event}_already_decided", card, run.id, mark=mark)
+                                     already_decided_message(request, who.platform), ref,
+                                     who, f"{event}_already_decided", card, run.id, mark=mark)
         rules = policy.of(request, self._ctx.settings)
         reason: Said | None
         acting = who
@@ -195,7 +195,7 @@ class Authorizer:
                     reason = granted
         if reason is not None:
             return await self.refuse("rejected", reason, ref, who, f"{event}_unauthorized",
-                                      card, run.id, mark=mark)
+                                     card, run.id, mark=mark)
         return Allowed(request, run, card, staged, acting)
 
     async def _delegated(

@@ -188,7 +188,7 @@ class ClickInbox:
         details: dict[str, Any] = {"platform": click.platform, **check,
                                    "message_id": message_id[:200]}
         return await self._authorizer.refuse("rejected", text, click.ref, click.responder,
-                                  "adapter_refused", details=details, mark=mark)
+                                             "adapter_refused", details=details, mark=mark)
 
     async def _release_click(self, mark: inbox.Mark, exc: BaseException, attempts: int,
                              state: str = "running") -> None:
@@ -199,7 +199,7 @@ class ClickInbox:
         error = str(exc) or type(exc).__name__
         try:
             await self._committer.tx(lambda s: inbox.release(s, mark, self._ctx.now(), delay, error,
-                                                   state=state))
+                                                             state=state))
         except Exception:
             log.exception("could not release a stored click; its lease will run out",
                           extra={"inbox_id": mark.id})

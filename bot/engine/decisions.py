@@ -113,8 +113,8 @@ class Decider:
             action, clean = check_answer(args, action_id, merged)
         except InvalidValues as exc:
             return await self._authorizer.refuse("rejected", exc.words, ref, responder,
-                                      "respond_invalid", card, run.id,
-                                      {"action_id": action_id[:200]}, mark=mark)
+                                                 "respond_invalid", card, run.id,
+                                                 {"action_id": action_id[:200]}, mark=mark)
         rules = policy.of(request, self._ctx.settings)
         if policy.reason_missing(rules, action.id, clean):
             return await self._authorizer.refuse(
@@ -125,7 +125,7 @@ class Decider:
                                        self._authorizer.directory)
         except DirectoryUnavailable:
             return await self._authorizer.refuse("rejected", authz.UNVERIFIED, ref, responder,
-                                      "respond_unverified", card, run.id, mark=mark)
+                                                 "respond_unverified", card, run.id, mark=mark)
         selected = AskHumanSelectedAction(id=action.id, label=action.label)
         result = AskHumanToolResult(status="submitted", action=selected, values=clean)
         answer = await self._committer.grouped(  # one commit for a burst of concurrent decisions

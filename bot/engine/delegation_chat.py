@@ -50,8 +50,9 @@ class Delegations:
         now = self._ctx.now()
         try:
             until = delegation.parse_until(until_text, now)
-            view = await self._committer.tx(lambda s: delegation.add(s, now, frm, to, until,
-                                                  f"{frm.platform}:{frm.user_id}"))
+            by = f"{frm.platform}:{frm.user_id}"
+            view = await self._committer.tx(
+                lambda s: delegation.add(s, now, frm, to, until, by))
         except delegation.DelegationError as exc:
             return said("delegation.not_delegated", reason=exc.words)
         until_utc = as_utc(view.until)
@@ -60,8 +61,9 @@ class Delegations:
 
     async def revoke(self, frm: Identity, to_user: str | None) -> Said:
         now = self._ctx.now()
-        ended = await self._committer.tx(lambda s: delegation.revoke(s, now, frm, to_user,
-                                                  f"{frm.platform}:{frm.user_id}"))
+        by = f"{frm.platform}:{frm.user_id}"
+        ended = await self._committer.tx(
+            lambda s: delegation.revoke(s, now, frm, to_user, by))
         if not ended:
             return said("delegation.none_to_revoke")
         return said("delegation.revoked", count=ended)
@@ -85,7 +87,7 @@ class Delegations:
         return joined(lines, "list.lines")
 
     async def run_chat(self, who: Identity, command: ChatCommand,
-                           target: Identity | None) -> Said:
+                       target: Identity | None) -> Said:
         """Carry out a parsed command for ``who`` (``target``: the resolved person)."""
         if command.verb == "list":
             return await self.mine(who)

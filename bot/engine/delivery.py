@@ -323,7 +323,7 @@ class DeliveryHandlers:
                 continue
             try:
                 await reminder.remind(card, copy, text,
-                             key=post_key(claim, f"remind:{ref}:{claim.item_id}:{key}"))
+                                      key=post_key(claim, f"remind:{ref}:{claim.item_id}:{key}"))
             except DeliveryError as exc:
                 log.warning("reminder refused for good", extra={"ref": ref, "copy": key,
                                                                 "error": str(exc)})

@@ -123,7 +123,7 @@ class Outbox:
         error = scrub(attempt.error)
         if attempt.permanent or claim.attempts >= self.attempt_limit(claim):
             await self._committer.tx(partial(self._outbox_give_up, claim=claim, error=error,
-                                   reason=attempt.reason))
+                                             reason=attempt.reason))
             self._wakeups.resume_due()
             return
         delay = self.delay(claim)

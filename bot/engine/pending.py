@@ -101,7 +101,7 @@ class Pending:
                   if g.state == "active"]  # out of office: requests they answer for others
         while routes:
             batch = await self._committer.read(partial(candidates, platform=identity.platform,
-                                             routes=routes, after_id=after, limit=BATCH))
+                                                       routes=routes, after_id=after, limit=BATCH))
             for request, run, copies in batch:
                 rules = policy.of(request, self._ctx.settings)  # frozen rules
                 if rules is None:
@@ -119,7 +119,7 @@ class Pending:
                           identity: Identity, copies: Copies) -> bool:
         """Authorized like a click: an approver, or a member of a sign-off group."""
         refusal = await self._authorizer.refusal(request, rules.route, identity, store.starter(run),
-                                      copies)
+                                                 copies)
         if refusal == authz.NOT_ALLOWED:
             return await self._authorizer.signer(rules, identity)
         return refusal is None

@@ -111,7 +111,7 @@ class Triggers:
         try:
             # Authenticated otherwise: an API key scoped to this agent, or admin config.
             await self._starter.start(agent, prompt, who, origin, run_id=run_id,
-                                 check_starters=False)
+                                      check_starters=False)
         except Exception:
             log.exception("triggered run could not start", extra={"run_id": run_id})
         finally:

@@ -54,7 +54,7 @@ class Withdrawals:
             actor.platform, actor.user_id)
         if not is_starter and not self._ctx.settings.admins.includes(actor.platform, actor.user_id):
             return await self._authorizer.refuse("rejected", NOT_ALLOWED, ref, actor,
-                                      "withdraw_unauthorized", card, run.id, mark=mark)
+                                                 "withdraw_unauthorized", card, run.id, mark=mark)
         who = actor.display_name or actor.user_id
         words = said("withdraw.done_reason", who=who, reason=reason) if reason else \
             said("withdraw.done", who=who)
