@@ -135,7 +135,8 @@ the names above. ``docs/architecture.md`` has the map; in short:
   ``Delegations``; ``wakeups`` — ``Wakeups``, ``Background``.
 - the functional core, plain functions over a ``Session``: ``store``, ``outbox``,
   ``inbox``, ``worker``, ``leases``, ``policy``, ``authz``, ``values``, ``expiry``,
-  ``housekeeping``, ``delegation``, ``routing``, ``waiting``, ``cards``, ``audit_chain``.
+  ``housekeeping``, ``delegation``, ``routing``, ``waiting``, ``cards``, ``audit_chain``,
+  ``queued`` (what a transaction queued for the loops: the commit hook wakes them).
 
 Rules: a decision is a compare-and-set in one transaction with its vote, its audit row,
 its resume job and its outbox row. Adapters are called only after commits (card updates,

@@ -6,9 +6,11 @@ outbox completion, a resume claim) in a transaction shared with the other writes
 meanwhile (group commit), so a burst costs a few commits instead of one each;
 ``grouped`` is ``tx`` through that same group commit (decisions, resume outcomes).
 
-After a commit that queued outbox side effects or resolved requests, the committer
-wakes this replica's long-polls and hands the claimed side effects to its ``on_commit``
-hook (the ``Outbox``), so no caller has to remember to: a crash cannot lose them either,
+After a commit, the committer wakes this replica's long-polls of the requests it
+resolved and hands what it queued (``Committed``: the outbox rows it claimed, whether
+it queued resumes or rows for the outbox loop) to its ``on_commit`` hook, which the
+composition root points at the ``Outbox`` and the loops' ``Wakeups``. So no caller has
+to remember to try a side effect or poke a loop, and a crash cannot lose them either:
 the rows stay claimed until their lease runs out, then the sweep retries them.
 Exactly one ``Committer`` runs per process (``core.Engine`` builds it).
 """
@@ -19,12 +21,13 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session
 
-from bot.engine import outbox, waiters
+from bot.engine import outbox, queued, waiters
 from bot.engine.outbox import OutboxClaim
 from storage import Database
 
@@ -33,8 +36,29 @@ log = logging.getLogger("askhuman.engine")
 T = TypeVar("T")
 BATCH_LINGER_SECONDS = 1.0
 """How long the group-commit thread waits for more work before it ends."""
-CommitHook = Callable[[list[OutboxClaim]], Awaitable[None]]
-"""Called after a commit with the outbox rows it claimed for this process to try."""
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What a committed transaction left for others to do."""
+
+    claims: list[OutboxClaim]
+    """Outbox rows it queued, claimed by this process for an immediate try."""
+    resolved: list[str]
+    """Refs it resolved (their long-polls are woken)."""
+    resumes_queued: bool = False
+    """It queued resume jobs (``queued.resumes``)."""
+    outbox_queued: bool = False
+    """It queued outbox rows for the outbox loop (``queued.outbox_rows``)."""
+
+    @property
+    def quiet(self) -> bool:
+        """Nothing for the hook to do."""
+        return not (self.claims or self.resumes_queued or self.outbox_queued)
+
+
+CommitHook = Callable[[Committed], Awaitable[None]]
+"""Called after a commit that left something to do (see ``Committed``)."""
 
 
 class Committer:
@@ -61,12 +85,12 @@ class Committer:
         them: the rows stay claimed until their lease runs out, then the sweep retries.
         """
 
-        def work() -> tuple[T, list[OutboxClaim], list[str]]:
+        def work() -> tuple[T, Committed]:
             with self._db.transaction() as session:
                 return self._with_effects(fn, session)
 
-        result, claims, resolved = await asyncio.to_thread(work)
-        await self._after_commit(claims, resolved)
+        result, committed = await asyncio.to_thread(work)
+        await self._after_commit(committed)
         return result
 
     async def grouped(self, fn: Callable[[Session], T]) -> T:
@@ -80,22 +104,26 @@ class Committer:
         alone), always on a fresh transaction: it must only write through ``session``.
         """
 
-        result, claims, resolved = await self.batched(partial(self._with_effects, fn))
-        await self._after_commit(claims, resolved)
+        result, committed = await self.batched(partial(self._with_effects, fn))
+        await self._after_commit(committed)
         return result
 
     def _with_effects(self, fn: Callable[[Session], T], session: Session
-                      ) -> tuple[T, list[OutboxClaim], list[str]]:
+                      ) -> tuple[T, Committed]:
         """``fn(session)`` plus what it left for after the commit: the outbox rows it
-        claimed and the requests it resolved (their waiters get a NOTIFY on commit)."""
+        claimed, the requests it resolved (their waiters get a NOTIFY on commit) and
+        whether it queued work for the loops."""
         result = fn(session)
-        return result, outbox.taken(session), waiters.taken(session, self._db.is_postgres)
+        claims = outbox.taken(session)
+        resolved = waiters.taken(session, self._db.is_postgres)
+        resumes, rows = queued.taken(session)
+        return result, Committed(claims, resolved, resumes, rows)
 
-    async def _after_commit(self, claims: list[OutboxClaim], resolved: list[str]) -> None:
-        """Wake this replica's long-polls, then try the side effects a commit queued."""
-        self._waiters.wake(resolved)  # long-polls of this replica, right after the commit
-        if claims and self._on_commit is not None:
-            await self._on_commit(claims)
+    async def _after_commit(self, committed: Committed) -> None:
+        """Wake this replica's long-polls, then hand the rest to the ``on_commit`` hook."""
+        self._waiters.wake(committed.resolved)  # long-polls of this replica, at once
+        if not committed.quiet and self._on_commit is not None:
+            await self._on_commit(committed)
 
     async def drain(self, timeout: float = 10.0) -> None:
         """Wait until the batched writes still queued on this loop have committed."""

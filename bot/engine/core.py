@@ -17,7 +17,7 @@ from bot.engine import heap, waiters
 from bot.engine.access import Authorizer
 from bot.engine.attachments import Attachments
 from bot.engine.clicks import ClickInbox
-from bot.engine.committer import Committer, log
+from bot.engine.committer import Committed, Committer, log
 from bot.engine.context import Clock, EngineContext, Tuning, utc_now
 from bot.engine.decisions import Decider
 from bot.engine.delegation_chat import Delegations
@@ -122,25 +122,24 @@ class Engine:
         self.runtimes = Runtimes(runtimes or registry_runtimes(ctx.settings),
                                  from_registry=runtimes is None)
         self.cards = Cards(ctx, self.committer)
-        self.resolver = Resolver(ctx, self.committer, self.cards, self.wakeups)
+        self.resolver = Resolver(ctx, self.committer, self.cards)
         self.authorizer = Authorizer(ctx, self.committer, self.cards, self.platforms)
         self.starters = Starters(ctx, self.committer, self.platforms)
         self.pending = Pending(ctx, self.committer, self.authorizer)
         self.decider = Decider(ctx, self.committer, self.authorizer, self.cards,
-                               self.resolver, self.wakeups)
+                               self.resolver)
         self.attachments = Attachments(ctx, self.committer, self.authorizer)
         self.withdrawals = Withdrawals(ctx, self.committer, self.cards, self.authorizer,
-                                       self.resolver, self.wakeups)
+                                       self.resolver)
         self.clicks = ClickInbox(ctx, self.committer, self.decider, self.attachments,
                                  self.withdrawals, self.authorizer, self.platforms,
                                  self.background)
         self.webhooks = Webhooks(ctx, self.committer)
         self.deliveries = deliveries = DeliveryHandlers(ctx, self.committer, self.cards,
                                                         self.platforms)
-        self.outbox = Outbox(ctx, self.committer, self.resolver, self.wakeups,
-                             self.background,
+        self.outbox = Outbox(ctx, self.committer, self.resolver, self.background,
                              {**deliveries.handlers(), "webhook": self.webhooks.handler()})
-        self.committer.on_commit(self.outbox.after_commit)
+        self.committer.on_commit(self._after_commit)
         self.outcomes = OutcomeRecorder(ctx)
         self.jobs = ResumeJobs(ctx, self.committer, self.outcomes)
         self.starter = RunStarter(ctx, self.committer, self.starters, self.runtimes,
@@ -204,6 +203,16 @@ class Engine:
         self.fire_due_schedules = self.triggers.fire_due_schedules
         self.reclaim_triggers = self.triggers.reclaim_triggers
         self.schedule_forever = self.triggers.schedule_forever
+
+    async def _after_commit(self, done: Committed) -> None:
+        """What a commit left to do: try the side effects it claimed, then wake the
+        loops it queued work for (the ``Committer``'s ``on_commit`` hook)."""
+        if done.claims:
+            await self.outbox.after_commit(done.claims)
+        if done.resumes_queued:
+            self.wakeups.resume_due()
+        if done.outbox_queued:
+            self.wakeups.outbox_due()
 
     # ------------------------------------------------------------------ configuration
 

@@ -41,7 +41,6 @@ from bot.engine.request_cards import Cards
 from bot.engine.resolver import Resolver
 from bot.engine.results import NOT_FOUND, RespondResult
 from bot.engine.values import InvalidValues, check_answer, quoted
-from bot.engine.wakeups import Wakeups
 from renderers.card import RequestCard
 from renderers.words import Said, platform_name, said
 from storage import HumanRequest, Run
@@ -57,13 +56,12 @@ class Decider:
     """Answers, cancellation and timeouts of pending requests: the compare-and-set."""
 
     def __init__(self, ctx: EngineContext, committer: Committer, authorizer: Authorizer,
-                 cards: Cards, resolver: Resolver, wakeups: Wakeups) -> None:
+                 cards: Cards, resolver: Resolver) -> None:
         self._ctx = ctx
         self._committer = committer
         self._authorizer = authorizer
         self._cards = cards
         self._resolver = resolver
-        self._wakeups = wakeups
 
     async def respond(
         self, ref: str, responder: Identity, action_id: str, values: Mapping[str, JsonValue]
@@ -94,7 +92,6 @@ class Decider:
         if _late(request, received):  # refuse before judging values it no longer needs
             answer = await self._committer.tx(
                 lambda s: self._late_in(s, ref, responder, received, mark))
-            self._wakeups.resume_due()
             return RespondResult(answer.outcome, answer.words,
                                  await self._cards.card(ref) if show else None)
         if read is not None:
@@ -130,8 +127,7 @@ class Decider:
         result = AskHumanToolResult(status="submitted", action=selected, values=clean)
         answer = await self._committer.grouped(  # one commit for a burst of concurrent decisions
             lambda s: self.decide(s, ref, responder, result, received, mark, voter))
-        if answer.outcome in ("accepted", "recorded"):
-            self._wakeups.resume_due()  # the card update was already tried right after the commit
+        if answer.outcome in ("accepted", "recorded"):  # the card update was tried already
             answer = RespondResult(answer.outcome, answer.words,
                                    await self._cards.card(ref) if show else None)
         return answer
@@ -276,10 +272,8 @@ class Decider:
                             notify=partial(waiting.queue_timeout_notices, self._ctx, now=now))
             chunk = await self._committer.tx(sweep)
             expired += len(chunk)
-            if chunk:
+            if chunk:  # the commit woke the resume and outbox loops (``queued``)
                 log.info("requests timed out", extra={"count": len(chunk)})
-                self._wakeups.resume_due()
-                self._wakeups.outbox_due()
             if len(chunk) < expiry.CHUNK:
                 return expired
 

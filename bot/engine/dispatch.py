@@ -27,7 +27,7 @@ from bot.engine.outbox import Attempt, OutboxClaim
 from bot.engine.ports import UNDELIVERABLE_REASON
 from bot.engine.reply_order import cards_after_reply
 from bot.engine.resolver import Resolver
-from bot.engine.wakeups import Background, Wakeups
+from bot.engine.wakeups import Background
 from bot.logs import scrub
 from storage import OutboxItem
 
@@ -50,12 +50,10 @@ class Outbox:
     """Try outbox items with their kind's ``Handler``; settle, retry or give up."""
 
     def __init__(self, ctx: EngineContext, committer: Committer, resolver: Resolver,
-                 wakeups: Wakeups, background: Background,
-                 handlers: Mapping[str, Handler]) -> None:
+                 background: Background, handlers: Mapping[str, Handler]) -> None:
         self._ctx = ctx
         self._committer = committer
         self._resolver = resolver
-        self._wakeups = wakeups
         self._background = background
         self.handlers = dict(handlers)
         self.dispatch_here = True
@@ -63,7 +61,7 @@ class Outbox:
         are handed to the running bot's outbox loop instead of being tried here."""
 
     async def after_commit(self, claims: list[OutboxClaim]) -> None:
-        """Try the side effects a commit queued (the ``Committer``'s ``on_commit``).
+        """Try the side effects a commit queued (from the ``Committer``'s ``on_commit``).
 
         A card update after a click from a platform that shows patches only after the
         click's reply runs in the background (``clicks.cards_after_reply``)."""
@@ -124,7 +122,6 @@ class Outbox:
         if attempt.permanent or claim.attempts >= self.attempt_limit(claim):
             await self._committer.tx(partial(self._outbox_give_up, claim=claim, error=error,
                                              reason=attempt.reason))
-            self._wakeups.resume_due()
             return
         delay = self.delay(claim)
         payload = claim.payload if attempt.payload is None else attempt.payload

@@ -31,7 +31,7 @@ from sqlalchemy import Table, func, insert, not_, select, update
 from sqlalchemy.orm import Session
 
 from bot.askhuman.schema import timeout_result
-from bot.engine import inbox, store, waiters
+from bot.engine import inbox, queued, store, waiters
 from storage import HumanRequest, OutboxItem, ResumeJob, Run
 
 CHUNK = 1000
@@ -84,7 +84,9 @@ def expire_chunk(session: Session, now: dt.datetime, postgres: bool,
     jobs = _resume_jobs(session, now, expired, postgres)
     if jobs:  # plain multi-row INSERTs: no ORM objects, ids are not needed back
         session.execute(insert(cast(Table, ResumeJob.__table__)), jobs)
+        queued.resumes(session)
     session.execute(insert(cast(Table, OutboxItem.__table__)), _card_updates(now, expired))
+    queued.outbox_rows(session)  # the outbox loop sends the card updates concurrently
     if notify is not None:
         notify(session, [r.id for r in expired])
     session.flush()

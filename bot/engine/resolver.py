@@ -18,19 +18,16 @@ from bot.engine.context import EngineContext
 from bot.engine.ports import Identity
 from bot.engine.request_cards import Cards
 from bot.engine.results import NOT_FOUND, RespondResult
-from bot.engine.wakeups import Wakeups
 from renderers.words import Said, verbatim
 
 
 class Resolver:
     """Settle pending requests on the system's behalf, exactly once."""
 
-    def __init__(self, ctx: EngineContext, committer: Committer, cards: Cards,
-                 wakeups: Wakeups) -> None:
+    def __init__(self, ctx: EngineContext, committer: Committer, cards: Cards) -> None:
         self._ctx = ctx
         self._committer = committer
         self._cards = cards
-        self._wakeups = wakeups
 
     async def resolve(
         self, ref: str, result: AskHumanToolResult, event: str, actor: Identity | None = None,
@@ -39,8 +36,6 @@ class Resolver:
         """Compare-and-set a non-human outcome (timeout, cancel, unavailable)."""
         answer = await self._committer.tx(
             lambda s: self.resolve_in(s, ref, result, event, actor, words))
-        if answer.outcome == "accepted":
-            self._wakeups.resume_due()
         return RespondResult(answer.outcome, answer.words, await self._cards.card(ref))
 
     def resolve_in(

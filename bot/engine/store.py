@@ -21,7 +21,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from bot import metrics
 from bot.askhuman.schema import AskHumanToolArgs, AskHumanToolResult
-from bot.engine import waiters
+from bot.engine import queued, waiters
 from bot.engine.ports import Identity
 from bot.logs import scrub, scrub_json
 from storage import AuditLog, Delivery, HumanRequest, ResumeJob, Run, StagedFile, Vote
@@ -281,6 +281,7 @@ def resolve(
     core(session).execute(_RESUME_INSERT, {
         "request_id": request.id, "run_id": request.run_id, "state": "queued", "attempts": 0,
         "next_attempt_at": now, "created_at": now, "updated_at": now})
+    queued.resumes(session)  # the resume loop is woken once this commits
     return True
 
 

@@ -22,7 +22,6 @@ from bot.engine.ports import Identity
 from bot.engine.request_cards import Cards
 from bot.engine.resolver import Resolver
 from bot.engine.results import NOT_FOUND, RespondResult
-from bot.engine.wakeups import Wakeups
 from renderers.words import said
 
 WITHDRAW_ACTION = "__withdraw"
@@ -34,13 +33,12 @@ class Withdrawals:
     """``withdraw``: the starter or an admin cancels a pending request from the card."""
 
     def __init__(self, ctx: EngineContext, committer: Committer, cards: Cards,
-                 authorizer: Authorizer, resolver: Resolver, wakeups: Wakeups) -> None:
+                 authorizer: Authorizer, resolver: Resolver) -> None:
         self._ctx = ctx
         self._committer = committer
         self._cards = cards
         self._authorizer = authorizer
         self._resolver = resolver
-        self._wakeups = wakeups
 
     async def withdraw(self, ref: str, actor: Identity, reason: str = "",
                        mark: inbox.Mark | None = None) -> RespondResult:
@@ -67,6 +65,4 @@ class Withdrawals:
             return answer
 
         answer = await self._committer.tx(resolve)
-        if answer.outcome == "accepted":
-            self._wakeups.resume_due()
         return RespondResult(answer.outcome, answer.words, await self._cards.card(ref))
