@@ -28,7 +28,6 @@ from bot.engine.leases import Heartbeat
 from bot.engine.runs import OutcomeRecorder
 from bot.engine.runtimes import Runtimes
 from bot.engine.wakeups import Wakeups
-from bot.logs import scrub
 from bot.tools.binding import short
 from storage import HumanRequest, ResumeJob, Run
 
@@ -84,10 +83,7 @@ class ResumeJobs:
         def fail(session: Session) -> None:
             now = self._ctx.now()
             worker.give_up(session, claim, now, error)
-            run = session.get(Run, run_id)
-            if run is not None:
-                run.status, run.error, run.updated_at = "failed", scrub(message), now
-                self._outcomes.enqueue_result(session, run)
+            self._outcomes.fail(session, run_id, message, now)
             store.audit(session, now, "resume_failed", outcome="error", run_id=run_id,
                         reason=message)
 

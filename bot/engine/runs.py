@@ -86,6 +86,13 @@ class OutcomeRecorder:
                        request_id=request.id, run_id=run.id, payload={"ref": request.ref})
         return request.ref
 
+    def fail(self, session: Session, run_id: str, error: str, now: dt.datetime) -> None:
+        """Mark the run failed for good and queue telling its starter why."""
+        run = session.get(Run, run_id)
+        if run is not None:
+            run.status, run.error, run.updated_at = "failed", scrub(error), now
+            self.enqueue_result(session, run)
+
     def enqueue_result(self, session: Session, run: Run) -> None:
         """Queue posting the run's final output or failure where it started.
 
@@ -175,10 +182,7 @@ class RunStarter:
         now = self._ctx.now()
 
         def fail(session: Session) -> None:
-            run = session.get(Run, run_id)
-            if run is not None:
-                run.status, run.error, run.updated_at = "failed", scrub(error), now
-                self._outcomes.enqueue_result(session, run)
+            self._outcomes.fail(session, run_id, error, now)
             store.audit(session, now, "run_failed", outcome="error", run_id=run_id,
                         reason=error)
 
