@@ -63,16 +63,27 @@ class Outbox:
     async def after_commit(self, claims: list[OutboxClaim]) -> None:
         """Try the side effects a commit queued (from the ``Committer``'s ``on_commit``).
 
-        A card update after a click from a platform that shows patches only after the
-        click's reply runs in the background (``clicks.cards_after_reply``)."""
+        The caller waits for them, in order, but cannot cancel them: they run in a task
+        of their own (``Background``), so a caller that goes away (an HTTP client that
+        hung up, an MCP session that closed once it had its answer) never leaves a
+        committed card update waiting for its lease to run out. A card update after a
+        click from a platform that shows patches only after the click's reply is not
+        waited for at all (``reply_order.cards_after_reply``)."""
         if not self.dispatch_here:
             await asyncio.to_thread(self._hand_over, claims)
             return
+        waited = []
         for claim in claims:
             if claim.kind == "update_card" and cards_after_reply():
                 self._background.start(self.dispatch(claim))
             else:
-                await self.dispatch(claim)
+                waited.append(claim)
+        if waited:
+            await asyncio.shield(self._background.start(self._dispatch_in_order(waited)))
+
+    async def _dispatch_in_order(self, claims: list[OutboxClaim]) -> None:
+        for claim in claims:
+            await self.dispatch(claim)
 
     def _hand_over(self, claims: list[OutboxClaim]) -> None:
         with self._ctx.db.transaction() as session:

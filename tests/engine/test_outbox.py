@@ -9,6 +9,7 @@ engine catches it), then a fresh ``Engine`` on the same database has to finish t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -349,3 +350,31 @@ class _AskTwice:
         outcome = await self.inner.run("again")
         assert outcome.deferred_call is not None
         return type(outcome).asking(outcome.deferred_call, {**snapshot, "asked_twice": True})
+
+
+async def test_a_caller_that_goes_away_does_not_cancel_a_committed_card_update(
+        db_url: str) -> None:
+    """The post-commit try runs in a task of its own: cancelling the caller (a client that
+    hung up) leaves the committed card update to finish, instead of waiting a lease."""
+    engine, adapter, _clock = make_engine(db_url)
+    await engine.start_run("deploy", "Deploy v1", STARTER, ORIGIN)
+    ref = adapter.delivered[0][0].ref
+    started, gate = asyncio.Event(), asyncio.Event()
+    update = adapter.update
+
+    async def slow_update(card: Any, where: Any) -> None:
+        started.set()
+        await gate.wait()
+        await update(card, where)
+
+    adapter.update = slow_update  # type: ignore[method-assign]
+    answer = asyncio.create_task(engine.respond(ref, alice(), "approve",
+                                                {"environment": "production"}))
+    await asyncio.wait_for(started.wait(), 10)
+    answer.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await answer
+    gate.set()
+    await engine.drain()
+    assert [card.status for card, _ in adapter.updates] == ["submitted"]
+    assert await engine.outbox_states() == {"done": 2}  # the delivery and the update
