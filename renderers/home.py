@@ -20,11 +20,10 @@ from typing import Any
 
 from renderers import i18n
 from renderers.card import RequestCard, RunLine
-from renderers.markdown import check_slack, plain, slack_escape, truncate
+from renderers.markdown import check_slack, slack_escape, truncate
 from renderers.slack.ids import FILE_ACTION_PREFIX
+from renderers.slack.kit import Block, plain_text
 from renderers.slack.message import render_request
-
-Block = dict[str, Any]
 
 MAX_BLOCKS = 100
 """Slack's limit for a Home tab view."""
@@ -34,10 +33,6 @@ MAX_TEXT_CHARS = 60000
 """Stay well inside what Slack accepts for one view."""
 CALLBACK_ID = "askhuman_home"
 SEPARATOR = "|"
-
-
-def _plain(text: str, limit: int) -> dict[str, Any]:
-    return {"type": "plain_text", "text": plain(text, limit) or "…", "emoji": True}
 
 
 def _mrkdwn(text: str) -> Block:
@@ -64,7 +59,7 @@ def home_view(
     their ``runs``, and an optional ``notice`` (a refusal told on Home, where Slack
     offers no ephemeral message; already safe mrkdwn)."""
     with i18n.speaking(locale, timezone):
-        blocks: list[Block] = [{"type": "header", "text": _plain(i18n.t("home.title"), 150)}]
+        blocks: list[Block] = [{"type": "header", "text": plain_text(i18n.t("home.title"), 150)}]
         if notice:
             blocks.append(_mrkdwn(":warning: " + notice))
         if now is not None:
@@ -136,7 +131,7 @@ def card_state(state_values: Mapping[str, Any], ref: str) -> dict[str, Any]:
 
 def _runs(runs: Sequence[RunLine]) -> list[Block]:
     blocks: list[Block] = [{"type": "divider"},
-                           {"type": "header", "text": _plain(i18n.t("home.runs"), 150)}]
+                           {"type": "header", "text": plain_text(i18n.t("home.runs"), 150)}]
     if not runs:
         return [*blocks, _mrkdwn(i18n.t("home.no_runs"))]
     lines = []
