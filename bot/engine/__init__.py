@@ -52,7 +52,7 @@ Public API (all coroutines are safe to call concurrently, from several processes
   thread replies); they are used when that person submits without that field.
 - ``await expire_due() -> int`` — Dify's exact timeout result for overdue requests.
 - ``await remind_and_escalate_due(limit=200) -> int`` — claim due reminders (outbox kind
-  ``remind`` → the adapter's optional ``remind(card, ref, text)`` under every copy, and
+  ``remind`` → the adapter's ``Reminding.remind(card, ref, text)`` under every copy, and
   a card update showing "Last reminded …") and due escalation steps (``deliver_request``
   of the same card to the step's route, whose approvers may answer from then on, and a
   card update "Escalated to …"); each claim is a compare-and-set on the pending row
@@ -69,9 +69,9 @@ Public API (all coroutines are safe to call concurrently, from several processes
   never raises (on trouble the row goes to the worker and the answer says so).
   ``await abandon_click(recorded)`` closes a stored row unused. ``await
   recover_clicks(limit=50) -> int`` (worker) decides rows left behind by a crash or an
-  error and tells each clicker through the adapter's optional ``tell_clicker``; a stored
-  click stays with the process that stored it for ``Engine.click_lease`` (30 s) and is
-  given up after ``Engine.click_max_attempts`` (5) tries.
+  error and tells each clicker through the adapter's ``TellsClickers`` capability; a stored
+  click stays with the process that stored it for ``Tuning.click_lease`` (30 s) and is
+  given up after ``Tuning.click_max_attempts`` (5) tries.
   Answers received at or after the deadline are refused ("This request timed out at
   …") and resolve the request ``timeout`` in the same transaction.
 - ``await card(ref) -> RequestCard | None``; ``await pending_page(identity, page=1,
