@@ -27,8 +27,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import quote, urlsplit
 
-from markdown_it import MarkdownIt
 from markdown_it.token import Token
+
+from renderers import i18n
+from renderers.links import misleading_host
+from renderers.parser import PARSER as _PARSER
 
 ELLIPSIS = "…"
 WORD_JOINER = "\u2060"
@@ -170,49 +173,62 @@ def _feishu_code(content: str) -> str:
 SLACK = Dialect(slack_escape, "*", "_", "~", _slack_link, _slack_code)
 FEISHU = Dialect(feishu_escape, "**", "*", "~~", _feishu_link, _feishu_code)
 
-_PARSER = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
 
 
 # ---------------------------------------------------------------- Markdown → units
 
 
 def _inline(children: Sequence[Token], d: Dialect) -> str:
-    """Render one inline token run; links are rebuilt only for safe schemes."""
+    """Render one inline token run; links are rebuilt only for safe schemes and only
+    when their text does not name another host (``renderers.links``)."""
     out: list[str] = []
+    raw: list[str] = []  # the unescaped text of each piece, for the link-text check
     links: list[tuple[str, int]] = []
     for tok in children:
         kind = tok.type
-        if kind == "text":
-            out.append(d.escape(tok.content))
-        elif kind in ("softbreak", "hardbreak"):
-            out.append("\n")
-        elif kind in ("strong_open", "strong_close"):
-            out.append(d.bold)
-        elif kind in ("em_open", "em_close"):
-            out.append(d.italic)
-        elif kind in ("s_open", "s_close"):
-            out.append(d.strike)
-        elif kind == "code_inline":
-            out.append(d.code(tok.content))
-        elif kind == "link_open":
+        piece, said = _piece(tok, d)
+        if kind == "link_open":
             links.append((str(tok.attrs.get("href", "")), len(out)))
         elif kind == "link_close" and links:
             href, start = links.pop()
             label = "".join(out[start:]).replace("\n", " ")
-            del out[start:]
-            out.append(_link_or_text(href, label, d))
+            shown = "".join(raw[start:])
+            del out[start:], raw[start:]
+            piece, said = _link_or_text(href, label, d, shown), shown
         elif kind == "image":
-            alt = d.escape(tok.content or "image")
-            out.append(_link_or_text(str(tok.attrs.get("src", "")), alt, d))
-        else:
-            out.append(d.escape(tok.content))
+            said = tok.content or "image"
+            piece = _link_or_text(str(tok.attrs.get("src", "")), d.escape(said), d, said)
+        out.append(piece)
+        raw.append(said)
     return "".join(out)
 
 
-def _link_or_text(href: str, label: str, d: Dialect) -> str:
-    """A real link for safe schemes; otherwise ``label (url)`` as visible text."""
+_MARKS = {"strong_open": "bold", "strong_close": "bold", "em_open": "italic",
+          "em_close": "italic", "s_open": "strike", "s_close": "strike"}
+
+
+def _piece(tok: Token, d: Dialect) -> tuple[str, str]:
+    """One inline token as (platform markup, the plain words a reader sees)."""
+    kind = tok.type
+    if kind in ("softbreak", "hardbreak"):
+        return "\n", " "
+    if kind in _MARKS:
+        return str(getattr(d, _MARKS[kind])), ""
+    if kind == "code_inline":
+        return d.code(tok.content), tok.content
+    if kind in ("link_open", "link_close"):
+        return "", ""
+    return d.escape(tok.content), tok.content
+
+
+def _link_or_text(href: str, label: str, d: Dialect, said: str = "") -> str:
+    """A real link for safe schemes whose text names no other host; otherwise the text
+    followed by where it leads, as visible text that no platform parses as a link."""
     if is_safe_url(href):
-        return d.link(href, label)
+        real = misleading_host(said, href)
+        if real is None:
+            return d.link(href, label)
+        return label + d.escape(" (" + i18n.t("links_to", host=real) + ")")
     shown = d.escape(href)
     return label if not href or shown == label else f"{label} ({shown})"
 
@@ -323,11 +339,12 @@ def markdown_units(source: str, d: Dialect) -> list[str]:
     8000 characters), enough for the cards a busy replica updates at once; with 128,
     a few hundred cards in flight evicted each other and every update parsed again.
     """
-    return list(_markdown_units(source, d))
+    return list(_markdown_units(source, d, i18n.current_locale()))
 
 
 @lru_cache(maxsize=512)
-def _markdown_units(source: str, d: Dialect) -> tuple[str, ...]:
+def _markdown_units(source: str, d: Dialect, locale: str) -> tuple[str, ...]:
+    """``locale`` is part of the key: a misleading link's note is in the card's language."""
     units: list[str] = []
     walk = _Walk(d, [], [])
     for tok in _PARSER.parse(clean(source)):

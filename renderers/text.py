@@ -22,6 +22,7 @@ from bot.askhuman.schema import (
 )
 from renderers import i18n
 from renderers.card import RequestCard, progress_text
+from renderers.links import honest_source
 from renderers.markdown import check_plain, plain, truncate
 from renderers.tool_card import arg_lines, arg_text
 from renderers.words import platform_name
@@ -176,7 +177,8 @@ def _head_lines(card: RequestCard) -> list[str]:
     if args.title:
         lines += ["", args.question]
     if args.markdown:
-        lines += ["", truncate(args.markdown.strip(), 20000)]
+        body = honest_source(args.markdown.strip(), lambda host: i18n.t("links_to", host=host))
+        lines += ["", truncate(body, 20000)]
     meta = i18n.t("from_colon", agent=card.agent_name)
     return [*lines, "", meta + meta_tail(card)]
 
