@@ -56,11 +56,12 @@ class LocalRuntime:
 
         self.name = spec.name
         self.spec = spec
+        tool = build_ask_human_tool(spec.ask_human)
+        reserved = {tool.name: f"the {tool.name} tool"} if tool else {}
         try:
-            self.tools = build_agent_tools(spec.name, spec.tools)
+            self.tools = build_agent_tools(spec.name, spec.tools, reserved)
         except ToolConfigError as exc:
             raise AgentRuntimeError(f"agent {spec.name!r}: {exc.key}: {exc}") from None
-        tool = build_ask_human_tool(spec.ask_human)
         instructions = [
             text for text in (spec.instructions, build_prompt_hint(spec.ask_human)) if text
         ]

@@ -54,7 +54,8 @@ def _check_tools(file: Path, parsed: FileSettings) -> None:
         return
     from bot.tools.check import check_tools
 
-    problems, notes = check_tools({name: a.tools for name, a in parsed.agents.items()})
+    problems, notes = check_tools({name: a.tools for name, a in parsed.agents.items()},
+                                  reach=True)
     for note in notes:
         typer.echo(f"note: {note}", err=True)
     if problems:

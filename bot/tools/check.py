@@ -3,37 +3,91 @@
 The settings model already refuses bad shapes, ``when`` rules that do not compile and
 unknown routes. These checks need the environment the bot will run in: does each
 import path resolve, does each ``fixed`` key exist on the function (and fit its
-type), is each MCP command installed. Environment variables an MCP server needs but
-that are not set here are reported as notes (the check may run on another machine).
+type), is each MCP command installed, and do two entries give the model the same
+tool name (Python tools and MCP ``include`` lists; ``bot.tools.names``). Environment
+variables an MCP server needs but that are not set here are reported as notes (the
+check may run on another machine).
+
+With ``reach=True`` (``askhuman config check``) each MCP server is also started or
+connected once and listed, so a name two servers share, and a ``fixed`` key or value
+the server's tool does not take, are found before the bot runs. A server that cannot
+be reached is a note: every run checks the same again (``CheckedToolset``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 from collections.abc import Mapping, Sequence
 
 from bot.tools.config import HttpServer, McpToolSettings, PythonToolSettings, ToolSettings
+from bot.tools.mcp_fixed import fixed_problems
+from bot.tools.names import NameBook, owner_of, static_names
 from bot.tools.python import ToolConfigError, build_python_tool
+
+REACH_SECONDS = 30.0
 
 
 def check_tools(
-    agents: Mapping[str, Sequence[ToolSettings]],
+    agents: Mapping[str, Sequence[ToolSettings]], reach: bool = False,
 ) -> tuple[list[str], list[str]]:
     """``(problems, notes)`` for every agent's tools, each prefixed with its key path."""
     problems: list[str] = []
     notes: list[str] = []
     for agent, tools in agents.items():
         names: dict[str, int] = {}
+        book = NameBook()
         for index, tool in enumerate(tools):
             key = f"agents.{agent}.tools.{index}"
             if isinstance(tool, PythonToolSettings):
-                problems += _check_python(key, tool, names, index)
+                found = _check_python(key, tool, names, index)
+                problems += found
+                if not found:
+                    book.claim([next(n for n, i in names.items() if i == index)],
+                               owner_of(key, tool))
             elif isinstance(tool, McpToolSettings):
                 found, missing = _check_mcp(key, tool)
                 problems += found
                 notes += missing
+                book.claim(static_names(tool), owner_of(key, tool))
+        problems += book.problems
+        if reach and not book.problems:
+            found, missing = asyncio.run(_reach(agent, tools, book))
+            problems += found
+            notes += missing
     return problems, notes
+
+
+async def _reach(
+    agent: str, tools: Sequence[ToolSettings], book: NameBook
+) -> tuple[list[str], list[str]]:
+    """List each MCP server's tools: shared names and ``fixed`` keys the server lacks."""
+    from bot.tools.mcp import ManagedMcpServer
+
+    problems: list[str] = []
+    notes: list[str] = []
+    for index, tool in enumerate(tools):
+        if not isinstance(tool, McpToolSettings):
+            continue
+        key = f"agents.{agent}.tools.{index}"
+        server = ManagedMcpServer(tool, key=key, quiet=True)
+        try:
+            schemas = await asyncio.wait_for(server.schemas(), REACH_SECONDS)
+        except Exception as exc:  # unreachable here: the run checks again
+            notes.append(f"{key}.mcp: could not list the server's tools here ({exc}); tool "
+                         "names and fixed arguments are checked when a run starts")
+            continue
+        finally:
+            await server.aclose()
+        book.claim([tool.visible_name(name) for name in schemas], owner_of(key, tool))
+        for name, values in tool.fixed.items():
+            if name not in schemas:
+                problems.append(f"{key}.fixed.{name}: the server has no tool {name!r}; its "
+                                f"tools are: {', '.join(sorted(schemas)) or 'none'}")
+            else:
+                problems += fixed_problems(schemas[name], values, f"{key}.fixed.{name}")
+    return problems + book.problems, notes
 
 
 def _check_python(

@@ -15,6 +15,8 @@ Example::
         include: [scale, status]
         approval: {when: "args.replicas > 3"}
       - mcp: {url: "http://127.0.0.1:9000/mcp", headers_env: {Authorization: OPS_MCP_AUTH}}
+        prefix: sec                      # the model sees sec__scale, sec__status, …
+        fixed: {scale: {cluster: prod-eu}}   # per tool, by the server's own tool name
         approval: always
         route: security
 """
@@ -208,6 +210,20 @@ class McpToolSettings(_ToolBase):
     include: list[str] | None = None
     """Only these tools (and ``approval`` applies to them); default: every tool."""
     exclude: list[str] = Field(default_factory=list)
+    prefix: str | None = None
+    """The model sees this server's tools as ``<prefix>__<tool>`` (default: their own
+    names). Set it when two servers, or a server and a Python tool, share a tool name.
+    ``include``, ``exclude`` and ``fixed`` keep using the server's own names."""
+    fixed: dict[str, dict[str, JsonValue]] = Field(default_factory=dict)
+    """Tool → admin-set arguments: left out of the model's schema and sent on every call."""
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, v: str | None) -> str | None:
+        if v is not None and not ENV_NAME.fullmatch(v):
+            raise ValueError("must be an identifier (letters, digits, underscores), such as "
+                             "the server's name")
+        return v
 
     @field_validator("mcp", mode="before")
     @classmethod
@@ -231,6 +247,22 @@ class McpToolSettings(_ToolBase):
                 "server that are not listed individually always need approval"
             )
         return self
+
+    @model_validator(mode="after")
+    def _fixed_tools(self) -> McpToolSettings:
+        hidden = [tool for tool in self.fixed if not self.exposes(tool)]
+        if hidden:
+            raise ValueError(f"fixed: {', '.join(hidden)} is not exposed by include/exclude; "
+                             "add it to include (or remove it from exclude), or drop it here")
+        return self
+
+    def visible_name(self, tool: str) -> str:
+        """The name the model calls ``tool`` by (with the ``prefix``, if any)."""
+        return f"{self.prefix}__{tool}" if self.prefix else tool
+
+    def server_name(self, visible: str) -> str:
+        """``visible_name`` reversed: the server's own name for a tool."""
+        return visible.removeprefix(f"{self.prefix}__") if self.prefix else visible
 
     def approval_for(self, tool: str) -> Approval:
         """The entry's rule for listed tools; ``always`` for everything else."""

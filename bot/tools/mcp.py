@@ -22,8 +22,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from pydantic_ai import ModelRetry, RunContext
@@ -33,6 +34,7 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets.abstract import AbstractToolset, ToolsetTool
 
 from bot.tools.config import HttpServer, McpToolSettings, StdioServer
+from bot.tools.mcp_fixed import hide_fixed
 
 log = logging.getLogger("askhuman.tools")
 
@@ -59,8 +61,11 @@ def _env_values(names: list[str], what: str) -> dict[str, str]:
     return {n: os.environ[n] for n in names}
 
 
-def build_mcp_toolset(server: StdioServer | HttpServer, timeout: float) -> MCPToolset[Any]:
-    """A fresh ``MCPToolset`` for one configured server (reads the environment now)."""
+def build_mcp_toolset(
+    server: StdioServer | HttpServer, timeout: float, quiet: bool = False
+) -> MCPToolset[Any]:
+    """A fresh ``MCPToolset`` for one configured server (reads the environment now).
+    ``quiet`` sends a subprocess's stderr to the null device (``config check``)."""
     label = server_label(server)
     if isinstance(server, StdioServer):
         from fastmcp.client.transports import StdioTransport
@@ -68,7 +73,8 @@ def build_mcp_toolset(server: StdioServer | HttpServer, timeout: float) -> MCPTo
         env = {k: v for k in ("PATH", "HOME", "LANG", "SYSTEMROOT") if (v := os.environ.get(k))}
         env.update(_env_values(server.env, f"MCP server {label!r}"))
         transport = StdioTransport(command=server.command[0], args=list(server.command[1:]),
-                                   env=env, cwd=server.cwd, keep_alive=False)
+                                   env=env, cwd=server.cwd, keep_alive=False,
+                                   log_file=Path(os.devnull) if quiet else None)
         return MCPToolset(transport, tool_error_behavior="failed", init_timeout=INIT_SECONDS,
                           read_timeout=max(timeout * 2, 60.0))
     headers = {header: value for header, value in zip(
@@ -78,7 +84,9 @@ def build_mcp_toolset(server: StdioServer | HttpServer, timeout: float) -> MCPTo
                       read_timeout=max(timeout * 2, 60.0), headers=headers or None)
 
 
-def schema_check(tool_def: ToolDefinition) -> Callable[..., None]:
+def schema_check(
+    tool_def: ToolDefinition, fixed: Mapping[str, Any] | None = None
+) -> Callable[..., None]:
     """Check arguments against the tool's JSON Schema before approval or execution.
 
     pydantic-ai passes MCP arguments through as given; an MCP server would only refuse
@@ -91,6 +99,10 @@ def schema_check(tool_def: ToolDefinition) -> Callable[..., None]:
     validator = validator_for(schema)(schema)
 
     def check(ctx: RunContext[Any], **args: Any) -> None:
+        given = sorted(set(args) & set(fixed or {}))
+        if given:
+            raise ModelRetry(f"{', '.join(given)} of {tool_def.name} is set by the admin; "
+                             "call it without that argument")
         errors = sorted(validator.iter_errors(args), key=lambda e: list(e.path))
         if errors:
             problems = "; ".join(
@@ -107,8 +119,12 @@ class ManagedMcpServer(AbstractToolset[Any]):
     Only the tools the entry exposes (``include`` / ``exclude``) are listed.
     """
 
-    def __init__(self, settings: McpToolSettings, toolset_id: str | None = None) -> None:
+    def __init__(self, settings: McpToolSettings, toolset_id: str | None = None,
+                 key: str = "tools", quiet: bool = False) -> None:
         self.settings = settings
+        self.quiet = quiet
+        self.key = key
+        """The entry's config path, for errors (``tools.1``)."""
         self._id = toolset_id
         self._inner: MCPToolset[Any] | None = None
         self._lock = asyncio.Lock()
@@ -139,7 +155,7 @@ class ManagedMcpServer(AbstractToolset[Any]):
             return self._inner or await self._start()
 
     async def _start(self) -> MCPToolset[Any]:
-        inner = build_mcp_toolset(self.settings.mcp, self.settings.timeout)
+        inner = build_mcp_toolset(self.settings.mcp, self.settings.timeout, self.quiet)
         try:
             await inner.__aenter__()
         except Exception as exc:
@@ -189,17 +205,28 @@ class ManagedMcpServer(AbstractToolset[Any]):
         inner = await self.ensure_started()
         return inner if await self._alive(inner) else await self.restart()
 
+    async def schemas(self) -> dict[str, dict[str, Any]]:
+        """Exposed tool → its input JSON Schema, straight from the server (config check)."""
+        inner = await self.ensure_started()
+        return {tool.name: dict(tool.input_schema) for tool in await inner.list_tools()
+                if self.settings.exposes(tool.name)}
+
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         inner = await self._healthy()
         tools = await inner.get_tools(ctx)
-        return {name: replace(tool, args_validator_func=schema_check(tool.tool_def))
-                for name, tool in tools.items() if self.settings.exposes(name)}
+        fixed = self.settings.fixed
+        shown = {name: hide_fixed(tool, fixed.get(name, {}), f"{self.key}.fixed.{name}")
+                 for name, tool in tools.items() if self.settings.exposes(name)}
+        return {name: replace(tool, args_validator_func=schema_check(tool.tool_def,
+                                                                     fixed.get(name, {})))
+                for name, tool in shown.items()}
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any],
         tool: ToolsetTool[Any],
     ) -> Any:
         inner = await self._healthy()
+        tool_args = {**tool_args, **self.settings.fixed.get(name, {})}  # the admin's win
         try:
             return await inner.call_tool(name, tool_args, ctx, tool)
         except Exception:

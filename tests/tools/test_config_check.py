@@ -35,7 +35,8 @@ def test_a_valid_tools_config_passes(tmp_path: Path) -> None:
         {"python": "tests.tools.sample_tools:scale", "approval": {"when": "args.replicas > 3"},
          "fixed": {"cluster": "prod-eu"}, "timeout": "30s", "max_output_chars": 2000},
         {"mcp": {"command": [sys.executable, "examples/mcp_ops_server.py"], "env": ["HOME"]},
-         "include": ["scale", "status"], "approval": {"when": "args.replicas > 3"}},
+         "include": ["scale", "status"], "approval": {"when": "args.replicas > 3"},
+         "prefix": "ops", "fixed": {"scale": {"service": "api"}}},
         {"mcp": {"url": "http://127.0.0.1:9000/mcp", "headers_env": {"Authorization": "HOME"}},
          "approval": "always", "route": "security"},
     ])
