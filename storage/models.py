@@ -188,6 +188,9 @@ class ResumeJob(Base):
     next_attempt_at: Mapped[dt.datetime] = mapped_column()
     lease_until: Mapped[dt.datetime | None] = mapped_column()
     claim_token: Mapped[str | None] = mapped_column(String(64))
+    holder: Mapped[str | None] = mapped_column(String(64))
+    """The ``instances`` row of the process holding the lease: a dead holder's rows are
+    taken over as soon as its heartbeat goes stale, without waiting out the lease."""
     last_error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[dt.datetime] = mapped_column()
     updated_at: Mapped[dt.datetime] = mapped_column()
@@ -218,6 +221,9 @@ class OutboxItem(Base):
     next_attempt_at: Mapped[dt.datetime] = mapped_column()
     lease_until: Mapped[dt.datetime | None] = mapped_column()
     claim_token: Mapped[str | None] = mapped_column(String(64))
+    holder: Mapped[str | None] = mapped_column(String(64))
+    """The ``instances`` row of the process holding the lease: a dead holder's rows are
+    taken over as soon as its heartbeat goes stale, without waiting out the lease."""
     last_error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[dt.datetime] = mapped_column()
     updated_at: Mapped[dt.datetime] = mapped_column()
@@ -432,6 +438,9 @@ class ClickInbox(Base):
     next_attempt_at: Mapped[dt.datetime] = mapped_column()
     lease_until: Mapped[dt.datetime | None] = mapped_column()
     claim_token: Mapped[str | None] = mapped_column(String(64))
+    holder: Mapped[str | None] = mapped_column(String(64))
+    """The ``instances`` row of the process holding the lease: a dead holder's rows are
+    taken over as soon as its heartbeat goes stale, without waiting out the lease."""
     outcome: Mapped[str | None] = mapped_column(String(32))
     message: Mapped[str | None] = mapped_column(Text)
     """What the clicker was (or is to be) told."""
@@ -464,3 +473,24 @@ class Delegation(Base):
 
     __table_args__ = (Index("ix_delegations_to", "platform", "to_user"),
                       Index("ix_delegations_from", "platform", "from_user"))
+
+
+class Instance(Base):
+    """A running askhuman process, and its heartbeat.
+
+    Each process that runs the worker loops registers here and beats every second or
+    so. The lease queues (resume jobs, the outbox, the click inbox) stamp the rows a
+    process holds with its id (``holder``), so when a holder's heartbeat goes stale
+    (killed, crashed, its host gone) another process, or the restarted one, takes its
+    rows over within seconds instead of waiting out their leases. A live holder's rows
+    are never taken over: its heartbeat is fresh. A clean shutdown sets ``stopped_at``.
+    """
+
+    __tablename__ = "instances"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[dt.datetime] = mapped_column()
+    heartbeat_at: Mapped[dt.datetime] = mapped_column(index=True)
+    stopped_at: Mapped[dt.datetime | None] = mapped_column()

@@ -14,17 +14,20 @@ Build one ``Engine`` per process and share it with every platform adapter::
 Public API (all coroutines are safe to call concurrently, from several processes too):
 
 - ``Engine(database, settings, runtimes=None, clock=None, *, max_attempts=5,
-  backoff_base=2.0, backoff_cap=300.0, lease_seconds=30.0, outbox_max_attempts=8,
-  outbox_lease_seconds=30.0, heartbeat_seconds=None,
+  backoff_base=2.0, backoff_cap=300.0, lease_seconds=15.0, outbox_max_attempts=8,
+  outbox_lease_seconds=15.0, heartbeat_seconds=None,
   seen_retention_seconds=86400, outbox_retention_seconds=7*86400,
   housekeeping_interval_seconds=600)`` — ``runtimes`` maps an agent name to an
   ``AgentRuntime`` (default: ``bot.agents`` registry); ``clock`` returns an aware UTC
   datetime (tests pass a fake one). The ``outbox_*`` knobs bound platform retries; all
   the knobs live on ``engine.tuning`` (``context.Tuning``), shared by every service.
   Leases are short: while a resume or an outbox item runs, its lease is renewed every
-  ``heartbeat_seconds`` (default: a third of the shorter lease), so a dead worker's row
-  is taken over within about one lease and a slow live one's never is; a holder whose
-  row was taken over anyway stops (its model call is cancelled) and commits nothing.
+  ``heartbeat_seconds`` (default: a third of the shorter lease), and every row names its
+  holder process, whose own heartbeat (``instances``, every second while
+  ``serve_forever`` runs) tells the others it lives: a dead process's rows are taken
+  over once its heartbeat is ``Tuning.holder_stale`` (4 s) old, a slow live one's never
+  are; a holder whose row was taken over anyway stops (its model call is cancelled)
+  and commits nothing.
   An adapter whose platform shows a card patch only after a click's own reply declares
   ``updates_cards_after_reply`` (Feishu): the card update after a decision made from
   its clicks then runs in the background (``reply_order``; ``await drain()`` waits for
@@ -70,7 +73,8 @@ Public API (all coroutines are safe to call concurrently, from several processes
   ``await abandon_click(recorded)`` closes a stored row unused. ``await
   recover_clicks(limit=50) -> int`` (worker) decides rows left behind by a crash or an
   error and tells each clicker through the adapter's ``TellsClickers`` capability; a stored
-  click stays with the process that stored it for ``Tuning.click_lease`` (30 s) and is
+  click stays with the process that stored it for ``Tuning.click_lease`` (10 s), or
+  until that process's heartbeat is stale, and is
   given up after ``Tuning.click_max_attempts`` (5) tries.
   Answers received at or after the deadline are refused ("This request timed out at
   …") and resolve the request ``timeout`` in the same transaction.

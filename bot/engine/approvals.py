@@ -81,7 +81,7 @@ def create_tool_request(ctx: EngineContext, session: Session, now: dt.datetime, 
     store.audit(session, now, "tool_approval_requested", run_id=run.id, ref=request.ref,
                 details={"route": route_name, "tool": item.tool,
                          "tool_call_id": item.tool_call_id, "binding": short(item.binding)})
-    outbox.enqueue(session, now, ctx.tuning.outbox_lease, "deliver_request",
+    outbox.enqueue(session, now, ctx.outbox_hold(), "deliver_request",
                    request_id=request.id, run_id=run.id, payload={"ref": request.ref})
     return request
 
@@ -154,7 +154,7 @@ class EngineToolObserver:
                         run_id=self.run_id, reason=error, details=details)
             run = session.get(Run, self.run_id)
             if run is not None:
-                outbox.enqueue(session, now, self._ctx.tuning.outbox_lease, "post_run_result",
+                outbox.enqueue(session, now, self._ctx.outbox_hold(), "post_run_result",
                                run_id=run.id, platform=run.origin_platform,
                                payload={"text": scrub(done.line), "channel": run.origin_channel,
                                         "thread": run.origin_thread})

@@ -85,7 +85,7 @@ class ClickInbox:
         token = uuid.uuid4().hex
         cutoff = time.monotonic() + max(0.0, budget - RECORD_MARGIN)
         future = self._click_writer().submit(
-            inbox.new_row(click, received, self._ctx.tuning.click_lease, token), cutoff,
+            inbox.new_row(click, received, self._ctx.click_hold(), token), cutoff,
             tuple(seen),
             orphan=lambda row_id: self._background.start(
                 self._close_unused(inbox.Mark(row_id, token, received))))
@@ -212,7 +212,8 @@ class ClickInbox:
         handled = 0
         while handled < limit:
             claimed = await self._committer.tx(lambda s: inbox.claim_next(
-                s, self._ctx.now(), self._ctx.tuning.click_lease, self._ctx.db.is_postgres))
+                s, self._ctx.now(), self._ctx.tuning.click_lease, self._ctx.db.is_postgres,
+                self._ctx.claimant()))
             if claimed is None:
                 break
             await self._recover(claimed)

@@ -10,10 +10,12 @@ configuration, never a mix; ``tuning`` holds the knobs tests and operators turn.
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bot.engine.cards import to_db_time
+from bot.engine.leases import Claimant, Hold
 from bot.settings import Settings
 from storage import Database
 
@@ -40,17 +42,23 @@ class Tuning:
     """Tries of one resume before its run fails."""
     backoff_base: float = 2.0
     backoff_cap: float = 300.0
-    lease: dt.timedelta = field(default_factory=lambda: _seconds(30))
-    """How long a claimed resume job stays with its worker without a heartbeat."""
+    lease: dt.timedelta = field(default_factory=lambda: _seconds(15))
+    """How long a claimed resume job stays with its worker without a renewal."""
     outbox_max_attempts: int = 8
-    outbox_lease: dt.timedelta = field(default_factory=lambda: _seconds(30))
-    heartbeat_seconds: float = 10.0
+    outbox_lease: dt.timedelta = field(default_factory=lambda: _seconds(15))
+    heartbeat_seconds: float = 5.0
     """How often a held resume job / outbox row has its lease renewed (a third of the
     shorter lease by default), so only a dead holder's lease ever runs out."""
+    instance_beat: float = 1.0
+    """How often this process's ``instances`` row is beaten (``bot.engine.instances``)."""
+    holder_stale: dt.timedelta = field(default_factory=lambda: _seconds(4))
+    """A holder whose heartbeat is older than this is presumed dead: its rows are taken
+    over at once (four missed beats: a live process that stalls this long only costs
+    a repeated attempt, never a second decision, thanks to the claim tokens)."""
     seen_retention: dt.timedelta = field(default_factory=lambda: _seconds(86400))
     outbox_retention: dt.timedelta = field(default_factory=lambda: _seconds(7 * 86400))
     housekeeping_interval: dt.timedelta = field(default_factory=lambda: _seconds(600))
-    click_lease: dt.timedelta = field(default_factory=lambda: _seconds(30))
+    click_lease: dt.timedelta = field(default_factory=lambda: _seconds(10))
     """How long a stored click stays with the process that stored it before a worker
     may take it over (the live decision normally needs milliseconds)."""
     click_max_attempts: int = 5
@@ -67,7 +75,21 @@ class EngineContext:
     settings: Settings
     clock: Clock = utc_now
     tuning: Tuning = field(default_factory=Tuning)
+    instance_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    """This engine's ``instances`` row: stamped on every queue row it holds."""
 
     def now(self) -> dt.datetime:
         """Naive UTC 'now' as stored in the database."""
         return to_db_time(self.clock())
+
+    def claimant(self) -> Claimant:
+        """Us, claiming now: our id, and when other holders' heartbeats count as stale."""
+        return Claimant(self.instance_id, self.now() - self.tuning.holder_stale)
+
+    def outbox_hold(self) -> Hold:
+        """How an outbox row we enqueue is held (for our immediate post-commit try)."""
+        return Hold(self.tuning.outbox_lease, self.instance_id)
+
+    def click_hold(self) -> Hold:
+        """How a click we store is held while we decide it."""
+        return Hold(self.tuning.click_lease, self.instance_id)

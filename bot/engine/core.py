@@ -24,6 +24,7 @@ from bot.engine.delegation_chat import Delegations
 from bot.engine.delivery import DeliveryHandlers
 from bot.engine.dispatch import Outbox
 from bot.engine.external import ExternalRequests
+from bot.engine.instances import Instances
 from bot.engine.pending import Pending
 from bot.engine.platforms import Platforms
 from bot.engine.queries import Queries
@@ -90,9 +91,9 @@ class Engine:
         max_attempts: int = 5,
         backoff_base: float = 2.0,
         backoff_cap: float = 300.0,
-        lease_seconds: float = 30.0,
+        lease_seconds: float = 15.0,
         outbox_max_attempts: int = 8,
-        outbox_lease_seconds: float = 30.0,
+        outbox_lease_seconds: float = 15.0,
         heartbeat_seconds: float | None = None,
         seen_retention_seconds: float = 86400.0,
         outbox_retention_seconds: float = 7 * 86400.0,
@@ -151,6 +152,7 @@ class Engine:
         self.triggers = Triggers(ctx, self.committer, self.starter, self.background)
         self.reminders = Reminders(ctx, self.committer)
         self.housekeeping = Housekeeping(ctx, self.committer)
+        self.instances = Instances(ctx, self.wakeups)
         self.queries = Queries(self.committer, self.cards)
         self.delegations = Delegations(ctx, self.committer)
 
@@ -270,14 +272,30 @@ class Engine:
         stored clicks and resumes, each in its own loop so none waits behind another
         (a resume stuck behind a slow model call never delays a timeout). Decisions wake
         the resume loop early. The first call in a process freezes its startup heap
-        (``heap``)."""
+        (``heap``).
+
+        While it runs, this process beats its ``instances`` row, so rows it holds are
+        never taken from it, and a dead holder's are taken over within seconds. The
+        heartbeat outlives the loops until the work they started is drained, then the
+        instance signs off (its leftovers are free for the others at once)."""
         heap.freeze_startup_heap()
         self.wakeups.fresh_events()
+        signed_off = asyncio.Event()
+        heartbeat = asyncio.create_task(self.instances.beat_forever(signed_off),
+                                        name="instance-heartbeat")
+        try:
+            await self._run_loops(stop, poll_interval)
+            await self.drain(timeout=5)  # post-commit tries the loops started
+        finally:
+            signed_off.set()
+            await heartbeat
+
+    async def _run_loops(self, stop: asyncio.Event, poll_interval: float) -> None:
         loops: list[tuple[str, Callable[[], Awaitable[object]], asyncio.Event | None]] = [
             ("timeouts", self.expire_due, None),
             ("reminders", self.remind_and_escalate_due, None),
             ("outbox", self.outbox_round, self.wakeups.outbox),
-            ("clicks", self.recover_clicks, None),
+            ("clicks", self.recover_clicks, self.wakeups.clicks),
             ("resumes", self.resume_round, self.wakeups.resume),
             ("audit_seal", self.seal_audit, None),
         ]

@@ -200,7 +200,8 @@ class Outbox:
         claims: list[OutboxClaim] = []
         while len(claims) < limit:
             claim = await self._committer.tx(lambda s: outbox.claim_next(
-                s, self._ctx.now(), self._ctx.tuning.outbox_lease, self._ctx.db.is_postgres))
+                s, self._ctx.now(), self._ctx.tuning.outbox_lease, self._ctx.db.is_postgres,
+                self._ctx.claimant()))
             if claim is None:
                 break
             claims.append(claim)
@@ -223,7 +224,8 @@ class Outbox:
         done = 0
         while done < limit:
             claim = await self._committer.tx(lambda s: outbox.claim_next(
-                s, self._ctx.now(), self._ctx.tuning.outbox_lease, self._ctx.db.is_postgres))
+                s, self._ctx.now(), self._ctx.tuning.outbox_lease, self._ctx.db.is_postgres,
+                self._ctx.claimant()))
             if claim is None:
                 break
             await self.dispatch(claim)

@@ -249,7 +249,7 @@ class ExternalRequests:
         session.flush()  # the unique (client, idempotency key) index decides here
         store.audit(session, now, "request_created", run_id=run.id, ref=request.ref, actor=who,
                     details={"route": route_name, "source": "api", "kind": ask.kind})
-        outbox.enqueue(session, now, self._ctx.tuning.outbox_lease, "deliver_request",
+        outbox.enqueue(session, now, self._ctx.outbox_hold(), "deliver_request",
                        request_id=request.id, run_id=run.id, payload={"ref": request.ref})
         log.info("external request created", extra={"ref": request.ref, "client": who.user_id,
                                                     "route": ask.route, "kind": ask.kind})
@@ -362,7 +362,7 @@ class ExternalRequests:
             if row is not None:
                 row.status, row.output, row.updated_at = "succeeded", request.result, now
             if ext is not None and ext.callback_url:
-                outbox.enqueue(session, now, self._ctx.tuning.outbox_lease, "webhook",
+                outbox.enqueue(session, now, self._ctx.outbox_hold(), "webhook",
                                request_id=request.id, run_id=run.id,
                                payload={"ref": request.ref, "webhook_id": f"msg_{request.ref}"})
             store.audit(session, now, "external_settled", run_id=run.id, ref=request.ref,

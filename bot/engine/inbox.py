@@ -128,9 +128,10 @@ class AlreadySeen(Exception):
 _TABLE = cast(Table, ClickInbox.__table__)
 
 
-def new_row(click: Click, received_at: dt.datetime, lease: dt.timedelta,
+def new_row(click: Click, received_at: dt.datetime, hold: leases.Hold,
             token: str) -> dict[str, Any]:
-    """The row storing ``click``, claimed (``token``) until ``received_at + lease``."""
+    """The row storing ``click``, claimed (``token``) by ``hold.holder`` until
+    ``received_at + hold.lease``."""
     who = click.responder
     return {
         "platform": click.platform[:32], "kind": click.kind, "ref": click.ref[:MAX_REF_CHARS],
@@ -141,8 +142,8 @@ def new_row(click: Click, received_at: dt.datetime, lease: dt.timedelta,
         "action_id": click.action_id[:200], "values": dict(click.values),
         "reply_to": {k: str(v)[:200] for k, v in click.reply_to.items()},
         "received_at": received_at, "state": "running", "attempts": 1,
-        "next_attempt_at": received_at, "lease_until": received_at + lease,
-        "claim_token": token, "updated_at": received_at,
+        "next_attempt_at": received_at, "lease_until": received_at + hold.lease,
+        "claim_token": token, "holder": hold.holder, "updated_at": received_at,
     }
 
 
@@ -264,11 +265,11 @@ def close(session: Session, mark: Mark, now: dt.datetime, state: str, *,
 
 
 def claim_next(session: Session, now: dt.datetime, lease: dt.timedelta,
-               postgres: bool) -> Claimed | None:
+               postgres: bool, claimant: leases.Claimant = leases.NOBODY) -> Claimed | None:
     """Claim the oldest row a worker should handle: queued and due, or running/telling
-    with an expired lease (its holder died or gave it back)."""
+    with an expired lease or a dead holder (its holder died or gave it back)."""
     claimed = leases.claim_oldest(session, ClickInbox, now, lease, postgres,
-                                  held=("running", "telling"))
+                                  held=("running", "telling"), claimant=claimant)
     if claimed is None:
         return None
     row, token, attempts = claimed

@@ -7,8 +7,13 @@ conditional UPDATE that must hit exactly one row; on PostgreSQL the candidate is
 picked with ``FOR UPDATE SKIP LOCKED`` so replicas don't queue behind each other, and
 on SQLite every write transaction is ``BEGIN IMMEDIATE``.
 
-Leases are short and kept alive by a ``Heartbeat`` while the work runs, so a dead
-holder's row is taken over within about one lease, and a live one's never is.
+Leases are short and kept alive by a ``Heartbeat`` while the work runs. Each row also
+names its ``holder``, the ``instances`` row of the process that holds it: once that
+process's own heartbeat (``bot.engine.instances``) is stale, its rows are runnable at
+once, so a killed process's work is taken over within seconds rather than at the end
+of its leases. A live holder's rows are never taken: its heartbeat is fresh, and its
+leases are renewed. A holder that never registered (a test, a one-off CLI command)
+falls back to the lease alone.
 """
 
 from __future__ import annotations
@@ -20,13 +25,14 @@ import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy import String, and_, bindparam, cast, or_, select, update
 from sqlalchemy.orm import Session
 
 from bot.engine.store import rowcount
-from storage import ClickInbox, Database, OutboxItem, ResumeJob
+from storage import ClickInbox, Database, Instance, OutboxItem, ResumeJob
 
 log = logging.getLogger("askhuman.engine")
 
@@ -38,19 +44,54 @@ class LeaseLost(Exception):
     """Another worker took the row over (our lease expired); drop our result."""
 
 
+@dataclass(frozen=True)
+class Claimant:
+    """Who claims (stamped on the rows as ``holder``), and the moment before which a
+    holder's heartbeat counts as stale (its process is presumed dead)."""
+
+    instance: str | None = None
+    stale_before: dt.datetime | None = None
+
+
+NOBODY = Claimant()
+"""A claim that stamps no holder and takes rows over by lease expiry only."""
+
+
+@dataclass(frozen=True)
+class Hold:
+    """How a row born claimed (an outbox row, a stored click) is held: for ``lease``,
+    by the instance ``holder``."""
+
+    lease: dt.timedelta
+    holder: str | None = None
+
+
+def _dead_holders(stale_before: Any) -> Any:
+    """Ids of instances whose process is gone: heartbeat stale, or stopped cleanly."""
+    return select(Instance.id).where(
+        or_(Instance.heartbeat_at < stale_before, Instance.stopped_at.is_not(None)))
+
+
+def _taken_over(model: type[Leased], now: Any, stale_before: Any) -> Any:
+    """A held row another process may take: its lease ran out or its holder is dead."""
+    if stale_before is None:
+        return model.lease_until < now
+    return or_(model.lease_until < now, model.holder.in_(_dead_holders(stale_before)))
+
+
 def claim_oldest(
     session: Session, model: type[Leased], now: dt.datetime, lease: dt.timedelta, postgres: bool,
-    held: tuple[str, ...] = ("running",),
+    held: tuple[str, ...] = ("running",), claimant: Claimant = NOBODY,
 ) -> tuple[Leased, str, int] | None:
     """Claim the oldest runnable row: ``(row as read, claim token, attempts incl. this one)``.
 
     Runnable means queued and due, or in one of the ``held`` states with an expired
-    lease (its holder died). A queued row becomes ``running``; a held one keeps its
+    lease or a dead holder. A queued row becomes ``running``; a held one keeps its
     state (the click inbox's ``telling`` stays ``telling``).
     """
     runnable = or_(
         and_(model.state == "queued", model.next_attempt_at <= now),
-        and_(model.state.in_(held), model.lease_until < now),
+        and_(model.state.in_(held), _taken_over(model, now, claimant.stale_before)),
     )
     query = select(model).where(runnable).order_by(model.id).limit(1)
     if postgres:
@@ -63,7 +104,8 @@ def claim_oldest(
         update(model)
         .where(model.id == row.id, model.state == row.state, model.attempts == row.attempts)
         .values(state=row.state if row.state in held else "running", claim_token=token,
-                lease_until=now + lease, attempts=row.attempts + 1, updated_at=now)
+                lease_until=now + lease, attempts=row.attempts + 1, updated_at=now,
+                holder=claimant.instance)
         .execution_options(synchronize_session=False)
     ))
     if claimed != 1:
@@ -73,7 +115,7 @@ def claim_oldest(
 
 def claim_many(
     session: Session, model: type[Leased], now: dt.datetime, lease: dt.timedelta, postgres: bool,
-    limit: int, *columns: str,
+    limit: int, *columns: str, claimant: Claimant = NOBODY,
 ) -> list[tuple[int, str, int, tuple[Any, ...]]]:
     """Claim up to ``limit`` of the oldest runnable rows with ONE statement: an UPDATE of
     the rows a sub-SELECT picks (``FOR UPDATE SKIP LOCKED`` on PostgreSQL), re-checking
@@ -87,20 +129,23 @@ def claim_many(
     session.flush()  # plain SQL below: rows this transaction added must be visible to it
     prefix = uuid.uuid4().hex + ":"
     rows = session.connection().execute(
-        _claim_statement(model, postgres, columns),
-        {"now": now, "until": now + lease, "prefix": prefix, "n": limit},
+        _claim_statement(model, postgres, columns, claimant.stale_before is not None),
+        {"now": now, "until": now + lease, "prefix": prefix, "n": limit,
+         "holder": claimant.instance, "stale": claimant.stale_before},
     ).all()
     return sorted((row[0], f"{prefix}{row[0]}", row[1], tuple(row[2:])) for row in rows)
 
 
 @functools.cache
-def _claim_statement(model: type[Leased], postgres: bool, columns: tuple[str, ...]) -> Any:
+def _claim_statement(model: type[Leased], postgres: bool, columns: tuple[str, ...],
+                     liveness: bool) -> Any:
     """``claim_many``'s statement, built once and run as plain SQL with its parameters
     (building and ORM-executing it on every claim cost ~0.2 ms of CPU)."""
     now: Any = bindparam("now")
+    stale: Any = bindparam("stale") if liveness else None
     runnable = or_(
         and_(model.state == "queued", model.next_attempt_at <= now),
-        and_(model.state == "running", model.lease_until < now),
+        and_(model.state == "running", _taken_over(model, now, stale)),
     )
     picked: Any = select(model.id).where(runnable).order_by(model.id).limit(bindparam("n"))
     if postgres:  # a CTE runs once: an IN (sub-SELECT … SKIP LOCKED) may run per row
@@ -111,7 +156,8 @@ def _claim_statement(model: type[Leased], postgres: bool, columns: tuple[str, ..
         .where(model.id.in_(picked), runnable)
         .values(state="running",
                 claim_token=bindparam("prefix", type_=String) + cast(model.id, String),
-                lease_until=bindparam("until"), attempts=model.attempts + 1, updated_at=now)
+                lease_until=bindparam("until"), attempts=model.attempts + 1, updated_at=now,
+                holder=bindparam("holder", type_=String))
         .returning(model.id, model.attempts, *(getattr(model, name) for name in columns))
     )
 

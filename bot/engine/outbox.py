@@ -23,7 +23,7 @@ from typing import Any, Literal, cast
 from sqlalchemy import CursorResult, Table, bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
-from bot.engine.leases import claim_oldest
+from bot.engine.leases import NOBODY, Claimant, Hold, claim_oldest
 from bot.engine.store import core, rowcount
 from bot.engine.worker import LeaseLost
 from bot.logs import scrub, scrub_json
@@ -65,7 +65,7 @@ running it)."""
 def enqueue(
     session: Session,
     now: dt.datetime,
-    lease: dt.timedelta,
+    hold: Hold,
     kind: Kind,
     *,
     request_id: int | None = None,
@@ -83,8 +83,8 @@ def enqueue(
     inserted = core(session).execute(_INSERT, {  # no ORM object or ORM path
         "kind": kind, "request_id": request_id, "run_id": run_id, "platform": platform,
         "payload": payload, "state": "running", "attempts": 1, "next_attempt_at": now,
-        "lease_until": now + lease, "claim_token": token, "created_at": now,
-        "updated_at": now})
+        "lease_until": now + hold.lease, "claim_token": token, "holder": hold.holder,
+        "created_at": now, "updated_at": now})
     key = cast("CursorResult[Any]", inserted).inserted_primary_key
     assert key is not None
     item_id = int(key[0])
@@ -106,10 +106,12 @@ def _snapshot(item: OutboxItem, token: str, attempts: int) -> OutboxClaim:
 
 
 def claim_next(
-    session: Session, now: dt.datetime, lease: dt.timedelta, postgres: bool
+    session: Session, now: dt.datetime, lease: dt.timedelta, postgres: bool,
+    claimant: Claimant = NOBODY,
 ) -> OutboxClaim | None:
-    """Claim the oldest runnable row (queued and due, or running with an expired lease)."""
-    claimed = claim_oldest(session, OutboxItem, now, lease, postgres)
+    """Claim the oldest runnable row (queued and due, or running with an expired lease
+    or a dead holder)."""
+    claimed = claim_oldest(session, OutboxItem, now, lease, postgres, claimant=claimant)
     if claimed is None:
         return None
     item, token, attempts = claimed

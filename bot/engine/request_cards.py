@@ -47,7 +47,7 @@ class Cards:
                        version: int | None = None) -> None:
         """Queue re-rendering every delivered copy of ``request``'s card (at ``version``:
         by default the one the row holds now)."""
-        outbox.enqueue(session, self._ctx.now(), self._ctx.tuning.outbox_lease, "update_card",
+        outbox.enqueue(session, self._ctx.now(), self._ctx.outbox_hold(), "update_card",
                        request_id=request.id, run_id=request.run_id,
                        payload={"ref": request.ref,
                                 "version": request.version if version is None else version})

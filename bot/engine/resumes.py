@@ -175,7 +175,7 @@ class ResumeWorker:
         """Claim up to ``limit`` jobs and read what each resume needs, in one transaction:
         one statement claims them all, one more reads their requests with their runs."""
         claims = worker.claim_batch(session, self._ctx.now(), self._ctx.tuning.lease,
-                                    self._ctx.db.is_postgres, limit)
+                                    self._ctx.db.is_postgres, limit, self._ctx.claimant())
         rows = {request.id: (run, request) for request, run in session.execute(
             _REQUESTS_WITH_RUNS, {"ids": [claim.request_id for claim in claims]})
         } if claims else {}

@@ -82,7 +82,7 @@ class OutcomeRecorder:
         run.status = "waiting"
         store.audit(session, now, "request_created", run_id=run.id, ref=request.ref,
                     details={"route": route_name, "tool_call_id": call.tool_call_id})
-        outbox.enqueue(session, now, self._ctx.tuning.outbox_lease, "deliver_request",
+        outbox.enqueue(session, now, self._ctx.outbox_hold(), "deliver_request",
                        request_id=request.id, run_id=run.id, payload={"ref": request.ref})
         return request.ref
 
@@ -103,7 +103,7 @@ class OutcomeRecorder:
             text = output_text(run.output)
         else:
             text = f"The run failed: {scrub(run.error or 'unknown error')}"
-        outbox.enqueue(session, self._ctx.now(), self._ctx.tuning.outbox_lease, "post_run_result",
+        outbox.enqueue(session, self._ctx.now(), self._ctx.outbox_hold(), "post_run_result",
                        run_id=run.id, platform=run.origin_platform,
                        payload={"text": text, "channel": run.origin_channel,
                                 "thread": run.origin_thread})

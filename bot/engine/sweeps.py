@@ -89,7 +89,7 @@ class Reminders:
         run = session.get(Run, request.run_id)
         card = localized(build_card(request, run.agent if run else "agent"),
                          self._ctx.settings.routes.get(request.route))
-        outbox.enqueue(session, now, self._ctx.tuning.outbox_lease, "remind", request_id=request.id,
+        outbox.enqueue(session, now, self._ctx.outbox_hold(), "remind", request_id=request.id,
                        run_id=request.run_id,
                        payload={"ref": request.ref, "number": sent,
                                 "text": reminder_text(card, sent)})
@@ -132,7 +132,7 @@ class Reminders:
             .execution_options(synchronize_session=False)))
         if changed != 1 or target is None:
             return False
-        outbox.enqueue(session, now, self._ctx.tuning.outbox_lease, "deliver_request",
+        outbox.enqueue(session, now, self._ctx.outbox_hold(), "deliver_request",
                        request_id=request.id, run_id=request.run_id,
                        payload={"ref": request.ref, "route": target})
         self._queue_card_update(session, now, request)
@@ -146,6 +146,6 @@ class Reminders:
     def _queue_card_update(self, session: Session, now: dt.datetime,
                            request: HumanRequest) -> None:
         """Update every copy to the version the claim just wrote (one past the read)."""
-        outbox.enqueue(session, now, self._ctx.tuning.outbox_lease, "update_card",
+        outbox.enqueue(session, now, self._ctx.outbox_hold(), "update_card",
                        request_id=request.id, run_id=request.run_id,
                        payload={"ref": request.ref, "version": request.version + 1})

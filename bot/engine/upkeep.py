@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pydantic import JsonValue
 from sqlalchemy.orm import Session
 
-from bot.engine import audit_chain, housekeeping, inbox, store
+from bot.engine import audit_chain, housekeeping, inbox, instances, store
 from bot.engine.committer import Committer, log
 from bot.engine.context import EngineContext
 from bot.engine.ports import Identity
@@ -102,6 +102,9 @@ class Housekeeping:
         # closed clicks: kept as long as done outbox rows
         pruned["click_inbox"] = await self._committer.tx(
             lambda s: inbox.prune(s, now - tuning.outbox_retention))
+        gone = await self._committer.tx(lambda s: instances.prune(s, now))
+        if gone:
+            pruned["instances"] = gone
         if any(pruned.values()):
             log.info("old rows pruned", extra=pruned)
         return pruned

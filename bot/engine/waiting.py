@@ -138,7 +138,7 @@ def queue_timeout_notices(ctx: EngineContext, session: Session, request_ids: lis
             continue
         text = notice_text(request, agent)
         for platform, channel in targets:
-            outbox.enqueue(session, now, ctx.tuning.outbox_lease, "post_run_result",
+            outbox.enqueue(session, now, ctx.outbox_hold(), "post_run_result",
                            request_id=request.id, run_id=request.run_id, platform=platform,
                            payload={"channel": channel, "thread": None, "text": text,
                                     "notice": "timeout"})

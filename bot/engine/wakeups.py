@@ -19,6 +19,7 @@ class Wakeups:
     def __init__(self) -> None:
         self.resume = asyncio.Event()
         self.outbox = asyncio.Event()
+        self.clicks = asyncio.Event()
         self.pokes = 0
         """How many times a resume was announced: a resume round that found the queue
         empty claims again only when this moved on."""
@@ -29,6 +30,7 @@ class Wakeups:
         """New events for the running loop (``serve_forever`` may run on a new loop)."""
         self.resume = asyncio.Event()
         self.outbox = asyncio.Event()
+        self.clicks = asyncio.Event()
 
     def resume_due(self) -> None:
         """A decision has a resume waiting."""
@@ -40,6 +42,13 @@ class Wakeups:
     def outbox_due(self) -> None:
         """Side effects were queued for the outbox loop (expiry)."""
         self.outbox.set()
+
+    def reclaim(self) -> None:
+        """A holder died (``bot.engine.instances``): its clicks, side effects and resume
+        jobs are free, so every loop that takes rows over should look now."""
+        self.clicks.set()
+        self.outbox_due()
+        self.resume_due()
 
 
 class Background:

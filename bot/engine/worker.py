@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from sqlalchemy import Update, bindparam, update
 from sqlalchemy.orm import Session
 
-from bot.engine.leases import LeaseLost, claim_many, claim_oldest
+from bot.engine.leases import NOBODY, Claimant, LeaseLost, claim_many, claim_oldest
 from bot.engine.store import rowcount
 from bot.logs import scrub
 from storage import ResumeJob
@@ -37,10 +37,12 @@ class Claim:
 
 
 def claim_next(
-    session: Session, now: dt.datetime, lease: dt.timedelta, postgres: bool
+    session: Session, now: dt.datetime, lease: dt.timedelta, postgres: bool,
+    claimant: Claimant = NOBODY,
 ) -> Claim | None:
-    """Claim the oldest runnable job (queued and due, or running with an expired lease)."""
-    claimed = claim_oldest(session, ResumeJob, now, lease, postgres)
+    """Claim the oldest runnable job (queued and due, or running with an expired lease
+    or a dead holder)."""
+    claimed = claim_oldest(session, ResumeJob, now, lease, postgres, claimant=claimant)
     if claimed is None:
         return None
     job, token, attempts = claimed
@@ -48,14 +50,15 @@ def claim_next(
 
 
 def claim_batch(
-    session: Session, now: dt.datetime, lease: dt.timedelta, postgres: bool, limit: int
+    session: Session, now: dt.datetime, lease: dt.timedelta, postgres: bool, limit: int,
+    claimant: Claimant = NOBODY,
 ) -> list[Claim]:
     """Claim up to ``limit`` runnable jobs, oldest first, in the caller's transaction
     (one statement: ``leases.claim_many``)."""
     return [Claim(job_id, request_id, run_id, token, attempts)
             for job_id, token, attempts, (request_id, run_id) in claim_many(
                 session, ResumeJob, now, lease, postgres, limit,
-                "request_id", "run_id")]
+                "request_id", "run_id", claimant=claimant)]
 
 
 def _finish(session: Session, claim: Claim, now: dt.datetime, **values: object) -> None:

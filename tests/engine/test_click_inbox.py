@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import datetime as dt
 import threading
 import time
 from collections.abc import Mapping
@@ -266,13 +265,13 @@ def test_a_batch_of_clicks_is_stored_as_the_orm_would_store_it(db_url: str) -> N
     clicks = [Click("slack", f"ref{i}", who, f"approve{i}",
                     {"env": "prod", "n": i, "nested": {"ü": [1, None, "x'y"]}},
                     reply_to={"channel": f"C{i}", "message": "1.2"}) for i in range(3)]
-    rows = [inbox.new_row(c, now, dt.timedelta(seconds=30), f"token{i}")
+    rows = [inbox.new_row(c, now, engine.ctx.click_hold(), f"token{i}")
             for i, c in enumerate(clicks)]
     with engine.db.transaction() as session:
         first = inbox.insert_many(session, rows[:2])
     with engine.db.transaction() as session:
         session.execute(delete(ClickInbox).where(ClickInbox.id == first[-1]))
-        session.add(ClickInbox(**inbox.new_row(clicks[0], now, dt.timedelta(seconds=30),
+        session.add(ClickInbox(**inbox.new_row(clicks[0], now, engine.ctx.click_hold(),
                                                "orm")))
     with engine.db.transaction() as session:
         second = inbox.insert_many(session, rows[2:])

@@ -1,11 +1,14 @@
 """Child side of the crash tests: ``askhuman serve``'s app as a real process (not a test).
 
     python -m tests.slack.click_child PORT DB_URL SLACK_API_URL [--hang] [--lease SECONDS]
+        [--hang-outbox] [--hang-resume]
 
 ``--hang`` makes every decision of a stored click hang after the ack (the test kills
 the process with SIGKILL the moment its 200 arrives, so nothing can decide in between);
 ``--lease`` shortens how long a stored click stays with this process, so the next
-process takes it over quickly.
+process takes it over quickly. ``--hang-outbox`` leaves every side effect the process
+commits in flight (card updates and final answers never reach Slack from it), and
+``--hang-resume`` every resume it claims, so a kill catches them mid-way.
 """
 
 from __future__ import annotations
@@ -33,12 +36,24 @@ def main(argv: list[str]) -> None:
     engine = Engine(database, settings)
     if "--lease" in argv:
         engine.tuning.click_lease = dt.timedelta(seconds=float(argv[argv.index("--lease") + 1]))
+
+    async def hang(*_args: Any) -> Any:
+        await asyncio.sleep(3600)
+
     if "--hang" in argv:
-
-        async def hang(*_args: Any) -> Any:
-            await asyncio.sleep(3600)
-
         engine.decide_click = hang  # type: ignore[method-assign]
+    if "--hang-outbox" in argv:
+        send = engine.outbox.dispatch
+
+        async def hang_after_decisions(claim: Any) -> None:
+            if claim.kind in ("update_card", "post_run_result"):
+                await hang()
+            else:
+                await send(claim)
+
+        engine.outbox.dispatch = hang_after_decisions  # type: ignore[method-assign]
+    if "--hang-resume" in argv:
+        engine.resumes.process = hang  # type: ignore[method-assign]
     env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": SIGNING_SECRET,
            "SLACK_API_URL": api_url}
     os.environ.setdefault("SKIP_SLACK_SDK_WARNING", "1")

@@ -1,0 +1,160 @@
+"""How soon a restarted process finishes what a killed one left (Slack, SQLite, kill -9).
+
+The guarantees section of the README promises: a click acknowledged just before the
+kill is applied within 5 s of the restart, and card updates, final answers and resumes
+that were in flight finish within 10 s of it, each exactly once. Default leases are
+used (no test knob): what makes it quick is the dead process's stale heartbeat
+(``bot.engine.instances``), not a short lease. The bounds are from the moment the new
+process answers ``/healthz``; the figures seen are in ``benchmarks/README.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+from sqlalchemy import select
+
+from storage import AuditLog, ClickInbox, Database, HumanRequest, OutboxItem, ResumeJob
+from tests.fakes.asgi_server import free_port
+from tests.fakes.slack_api import FakeSlackAPI
+from tests.slack.conftest import ALICE, APPROVALS, ORIGIN, Slack
+from tests.slack.test_click_durability import _count, _new_card, _serve, _wait_healthy
+
+APPLIED_WITHIN = 5.0
+FINISHED_WITHIN = 10.0
+
+
+@asynccontextmanager
+async def _first_process(
+    fake: FakeSlackAPI, db_url: str, port: int, *flags: str,
+) -> AsyncIterator[tuple[Slack, subprocess.Popen[bytes]]]:
+    url = f"http://127.0.0.1:{port}"
+    proc = _serve(port, db_url, fake.base_url, *flags)
+    try:
+        await _wait_healthy(url, proc)
+        async with httpx.AsyncClient(timeout=10) as http:
+            yield Slack(url=url, fake=fake, engine=None, database=None,  # type: ignore[arg-type]
+                        http=http), proc
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+async def _until(check: Callable[[], bool], within: float, what: str) -> float:
+    started = time.monotonic()
+    while not check():
+        assert time.monotonic() - started < within, f"{what} took over {within} s"
+        await asyncio.sleep(0.05)
+    return time.monotonic() - started
+
+
+async def _restart(fake: FakeSlackAPI, db_url: str, port: int) -> subprocess.Popen[bytes]:
+    proc = _serve(port, db_url, fake.base_url)
+    await _wait_healthy(f"http://127.0.0.1:{port}", proc)
+    return proc
+
+
+def _final_answers(fake: FakeSlackAPI) -> list[str]:
+    return [m.text for m in fake.messages.values() if m.channel == ORIGIN and m.thread_ts]
+
+
+def _updated_cards(fake: FakeSlackAPI) -> int:
+    return len([c for c in fake.calls_to("chat.update") if c.body.get("channel") == APPROVALS])
+
+
+async def test_a_click_acked_before_the_kill_is_applied_within_5_s_of_the_restart(
+    tmp_path: Path,
+) -> None:
+    db_url = f"sqlite:///{tmp_path / 'crash.db'}"
+    database = Database(db_url)
+    with FakeSlackAPI() as fake:
+        fake.add_users([ALICE, "U0STARTER"])
+        port = free_port()
+        async with _first_process(fake, db_url, port, "--hang") as (slack, first):
+            ts = await _new_card(slack)
+            response = await slack.interact(slack.click_payload(ts, "Approve", ALICE))
+            first.send_signal(signal.SIGKILL)
+            assert response.status_code == 200
+        second = await _restart(fake, db_url, port)
+        try:
+            applied = await _until(lambda: _count(database, HumanRequest,
+                                                  HumanRequest.status == "submitted") == 1,
+                                   APPLIED_WITHIN, "applying the stored click")
+            answered = applied + await _until(lambda: bool(_final_answers(fake)),
+                                              FINISHED_WITHIN, "the final answer")
+            print(f"click applied {applied:.2f} s, answer posted {answered:.2f} s after up")
+        finally:
+            second.terminate()
+            second.wait(15)
+    assert _count(database, AuditLog, AuditLog.event == "decided") == 1
+    assert _count(database, AuditLog, AuditLog.event == "resumed") == 1
+    with database.transaction() as s:
+        assert [r.state for r in s.scalars(select(ClickInbox))] == ["done"]
+    assert len(_final_answers(fake)) == 1
+    database.dispose()
+
+
+async def test_card_updates_and_final_answers_in_flight_finish_within_10_s(
+    tmp_path: Path,
+) -> None:
+    db_url = f"sqlite:///{tmp_path / 'crash.db'}"
+    database = Database(db_url)
+    with FakeSlackAPI() as fake:
+        fake.add_users([ALICE, "U0STARTER"])
+        port = free_port()
+        async with _first_process(fake, db_url, port, "--hang-outbox") as (slack, first):
+            ts = await _new_card(slack)
+            assert (await slack.interact(slack.click_payload(ts, "Approve", ALICE))
+                    ).status_code == 200
+            await _until(lambda: _count(database, OutboxItem, OutboxItem.state == "running",
+                                        OutboxItem.kind == "post_run_result") == 1,
+                         30, "the resume")
+            first.send_signal(signal.SIGKILL)
+        assert _updated_cards(fake) == 0 and _final_answers(fake) == []
+        second = await _restart(fake, db_url, port)
+        try:
+            took = await _until(
+                lambda: _updated_cards(fake) >= 1 and bool(_final_answers(fake)),
+                FINISHED_WITHIN, "the card update and the final answer")
+            print(f"card update and final answer {took:.2f} s after up")
+            await asyncio.sleep(1)  # nothing more arrives: each went out once
+        finally:
+            second.terminate()
+            second.wait(15)
+    assert len(_final_answers(fake)) == 1
+    assert _count(database, OutboxItem, OutboxItem.state != "done") == 0
+    database.dispose()
+
+
+async def test_a_resume_in_flight_finishes_within_10_s_of_the_restart(tmp_path: Path) -> None:
+    db_url = f"sqlite:///{tmp_path / 'crash.db'}"
+    database = Database(db_url)
+    with FakeSlackAPI() as fake:
+        fake.add_users([ALICE, "U0STARTER"])
+        port = free_port()
+        async with _first_process(fake, db_url, port, "--hang-resume") as (slack, first):
+            ts = await _new_card(slack)
+            assert (await slack.interact(slack.click_payload(ts, "Approve", ALICE))
+                    ).status_code == 200
+            await _until(lambda: _count(database, ResumeJob, ResumeJob.state == "running") == 1,
+                         30, "claiming the resume")
+            first.send_signal(signal.SIGKILL)
+        assert _final_answers(fake) == []
+        second = await _restart(fake, db_url, port)
+        try:
+            took = await _until(lambda: bool(_final_answers(fake)), FINISHED_WITHIN,
+                                "the resumed run's final answer")
+            print(f"resumed and answered {took:.2f} s after up")
+        finally:
+            second.terminate()
+            second.wait(15)
+    assert _count(database, AuditLog, AuditLog.event == "resumed") == 1
+    assert len(_final_answers(fake)) == 1
+    database.dispose()
