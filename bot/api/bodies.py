@@ -31,7 +31,9 @@ _CALLBACK = ("Receives the signed webhook when the request resolves; its host mu
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Strict: a body the document's JSON Schema refuses is refused here too."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class _Create(_Body):

@@ -101,7 +101,8 @@ class Door:
     def check_args(self, client: ApiClientInfo, raw: dict[str, Any]) -> AskHumanToolArgs:
         """The ask_human guardrails, with Dify's error texts (as the tool's ModelRetry)."""
         try:
-            return validate_and_normalize_args(raw, self.settings.api.limits_for(client.name))
+            return validate_and_normalize_args(raw, self.settings.api.limits_for(client.name),
+                                               strict=True)
         except ValidationError as exc:
             errors = [{"key": ".".join(str(p) for p in e["loc"]), "message": e["msg"]}
                       for e in exc.errors()]
@@ -180,14 +181,14 @@ class Door:
                    cursor: str | None, limit: int) -> tuple[list[ExternalView], str | None]:
         if status == "open":
             status = "pending"
-        if status in ("all", ""):
+        if status == "all":
             status = None
         if status is not None and status not in STATUSES:
             raise Problem(400, "bad-query", f"status must be one of open, all, "
                           f"{', '.join(STATUSES)}.")
         if not 1 <= limit <= 100:
             raise Problem(400, "bad-query", "limit must be between 1 and 100.")
-        before = decode_cursor(cursor) if cursor else None
+        before = decode_cursor(cursor) if cursor is not None else None
         views = await self.engine.list_external(client.id, status=status, route=route,
                                                 before_id=before, limit=limit + 1)
         more = len(views) > limit
