@@ -80,8 +80,9 @@ def _constrain_field(variant: dict[str, Any], config: AskHumanConfig) -> None:
     props["name"] = _text(pattern=IDENTIFIER, minLength=1,
                           description="An identifier ([A-Za-z_][A-Za-z0-9_]*).")
     props["label"] = _text(config.max_field_label_chars, not_blank=True)
-    if "options" in props:
+    if "options" in props:  # defaults to [], which the validation refuses: required
         props["options"].update({"minItems": 1, "maxItems": MAX_OPTIONS})
+        variant["required"] = sorted({*variant["required"], "options"})
     if "placeholder" in props:
         props["placeholder"] = _text(MAX_PLACEHOLDER_CHARS, nullable=True)
     default = props.get("default", {})

@@ -20,8 +20,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from tests.api.conftest import Door, add_client
 
 SCHEMATHESIS = str(Path(sys.executable).with_name("schemathesis"))
