@@ -1,173 +1,174 @@
 """The OpenAPI 3.1 document served at ``/api/v1/openapi.json``.
 
-Schemas of the contract (``AskHumanToolArgs``, ``AskHumanToolResult``) come straight
-from the pydantic models, so the document cannot drift from what is validated.
+It lists every status each operation can answer (every error as
+``application/problem+json``), the headers that come with them, and ``links`` from
+each create to its reads, so clients and stateful testers can follow them. Request
+schemas are the validating pydantic models' own (``bot.api.openapi_schemas``), with
+the ask_human guardrails of the server, or of the client whose key fetched the
+document: a client generated from it never sends what the server refuses for its
+shape. ``tests/api/test_schemathesis.py`` holds the live server to it.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
-from bot.askhuman.schema import AskHumanToolArgs, AskHumanToolResult
+from bot.api.openapi_schemas import body_schemas, ref, response_schemas
+from bot.askhuman.config import AskHumanConfig
 
-REF = "#/components/schemas/{model}"
+MAX_WAIT = 60
+REASONS = {
+    400: "Malformed request: the body is not a JSON object, or a query parameter is "
+         "out of range",
+    401: "Missing, unknown or revoked key",
+    403: "Not allowed for this client (route, agent, or the action is refused)",
+    404: "Not found (or not this client's)",
+    409: "Conflict: idempotency key reused with another body, or already resolved",
+    413: "Body larger than the server's cap (checked before parsing)",
+    422: "Invalid body, header or ask_human args (Dify's error text in detail)",
+    429: "Rate limit exceeded (see Retry-After)",
+    500: "Unexpected server error; the request can be retried",
+}
+_HEADERS = {
+    401: {"WWW-Authenticate": {"required": True, "schema": {"type": "string"}}},
+    429: {"Retry-After": {"required": True, "description": "Seconds until a token is free.",
+                          "schema": {"type": "integer", "minimum": 0}}},
+}
 
 
-def _ref(name: str) -> dict[str, str]:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
+def _json(schema: dict[str, Any], description: str, **extra: Any) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}},
+            **extra}
 
 
 def _problems(*codes: int) -> dict[str, Any]:
-    reasons = {400: "Malformed JSON or query", 401: "Missing, unknown or revoked key",
-               403: "Route or agent not allowed for this client", 404: "Not found (or not yours)",
-               409: "Conflict (idempotency key reused, already resolved)",
-               413: "Body larger than the cap", 422: "Invalid body or ask_human args (Dify's "
-               "error text in detail)", 429: "Rate limit exceeded (see Retry-After)"}
-    return {str(code): {"description": reasons[code], "content": {
-        "application/problem+json": {"schema": _ref("Problem")}}} for code in codes}
+    """The listed error statuses plus those every operation can answer (401, 429, 500)."""
+    every = sorted({*codes, 401, 429, 500})
+    return {str(code): {"description": REASONS[code],
+                        **({"headers": _HEADERS[code]} if code in _HEADERS else {}),
+                        "content": {"application/problem+json": {"schema": ref("Problem")}}}
+            for code in every}
 
 
-def _components() -> dict[str, Any]:
-    args = AskHumanToolArgs.model_json_schema(ref_template=REF)
-    result = AskHumanToolResult.model_json_schema(ref_template=REF)
-    schemas: dict[str, Any] = {}
-    for source in (args, result):
-        schemas.update(source.pop("$defs", {}))
-    schemas["AskHumanToolArgs"] = args
-    schemas["AskHumanToolResult"] = result
-    nullable_str = {"type": ["string", "null"]}
-    common = {
-        "route": {"type": "string", "description": "One of the client's routes."},
-        "agent_name": {"type": "string", "pattern": r"^[A-Za-z0-9_.\-]{1,64}$",
-                       "description": "Shown on the card after the client's name."},
-        "context": {"type": "object", "description": "Yours: stored and echoed back."},
-        "idempotency_key": {"type": "string", "maxLength": 200,
-                            "description": "Same key → same request, never a second card."},
-        "callback_url": {"type": "string", "format": "uri", "description":
-                         "Receives the signed webhook (host must be on api.callback_hosts)."},
+def _body(name: str, required: bool = True) -> dict[str, Any]:
+    return {"required": required, "content": {"application/json": {"schema": ref(name)}}}
+
+
+_REF = {"name": "ref", "in": "path", "required": True, "schema": {"type": "string"}}
+_IDEMPOTENCY = {"name": "Idempotency-Key", "in": "header", "required": False,
+                "description": "Same as the body's idempotency_key (the body's wins).",
+                "schema": {"type": "string", "minLength": 1, "maxLength": 200}}
+_LOCATION = {"Location": {"required": True, "schema": {"type": "string"}}}
+_REQUEST_LINKS = {
+    "GetRequest": {"operationId": "getRequest", "parameters": {"ref": "$response.body#/ref"},
+                   "description": "Read (or long-poll) the request just created."},
+    "CancelRequest": {"operationId": "cancelRequest",
+                      "parameters": {"ref": "$response.body#/ref"}},
+}
+
+
+def _create(summary: str, op_id: str, body: str, links: dict[str, Any]) -> dict[str, Any]:
+    replayed = {**_LOCATION, "Idempotent-Replayed": {"required": True, "schema": {
+        "const": "true"}}}
+    return {"operationId": op_id, "summary": summary, "parameters": [_IDEMPOTENCY],
+            "requestBody": _body(body),
+            "responses": {
+                "201": _json(ref("Request"), "Created; the card is on its way",
+                             headers=_LOCATION, links=links),
+                "200": _json(ref("Request"), "Replayed: this idempotency key's request",
+                             headers=replayed, links=links),
+                **_problems(400, 403, 409, 413, 422)}}
+
+
+def _paths() -> dict[str, Any]:
+    ask_links = {**_REQUEST_LINKS, "AnswerRequest": {
+        "operationId": "answerRequest", "parameters": {"ref": "$response.body#/ref"}}}
+    create_request = _create("Ask a human (Dify ask_human v1 args)", "createRequest",
+                             "CreateRequest", ask_links)
+    create_request["callbacks"] = {"resolved": {"{$request.body#/callback_url}": {"post": {
+        "requestBody": {"content": {"application/json": {"schema": ref("WebhookEvent")}}},
+        "responses": {"200": {"description": "Received"}}}}}}
+    list_params = [
+        {"name": "status", "in": "query", "schema": {"enum": [
+            "open", "all", "pending", "submitted", "timeout", "cancelled", "unavailable"]}},
+        {"name": "route", "in": "query", "schema": {"type": "string"}},
+        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1,
+                                                    "maximum": 100, "default": 50}},
+        {"name": "cursor", "in": "query", "description": "next_cursor of the previous page.",
+         "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,24}$"}}]
+    wait = {"name": "wait", "in": "query", "description": "Long-poll up to this many seconds.",
+            "schema": {"type": "number", "minimum": 0, "maximum": MAX_WAIT, "default": 0}}
+    return {
+        "/api/v1/openapi.json": {"get": {
+            "operationId": "getOpenApi", "security": [],
+            "summary": "This document (with a key: under that client's guardrails)",
+            "responses": {"200": _json({"type": "object"}, "The document")}}},
+        "/api/v1/me": {"get": {
+            "operationId": "getMe", "summary": "This client: routes, agents, guardrails",
+            "responses": {"200": _json(ref("Me"), "The client"), **_problems()}}},
+        "/api/v1/requests": {
+            "post": create_request,
+            "get": {"operationId": "listRequests", "summary": "Your requests, newest first",
+                    "parameters": list_params,
+                    "responses": {"200": _json(ref("RequestList"), "A page"),
+                                  **_problems(400)}}},
+        "/api/v1/requests/{ref}": {"get": {
+            "operationId": "getRequest",
+            "summary": "Status and, once resolved, the AskHumanToolResult",
+            "parameters": [_REF, wait],
+            "responses": {"200": _json(ref("Request"), "The request"), **_problems(400, 404)}}},
+        "/api/v1/requests/{ref}/cancel": {"post": {
+            "operationId": "cancelRequest", "summary": "Resolve your request as cancelled",
+            "parameters": [_REF], "requestBody": _body("CancelRequest", required=False),
+            "responses": {"200": _json(ref("Request"), "Cancelled"),
+                          **_problems(400, 403, 404, 409, 413, 422)}}},
+        "/api/v1/requests/{ref}/answer": {"post": {
+            "operationId": "answerRequest",
+            "summary": "Answer your own request (an MCP client's local form); not approvals",
+            "parameters": [_REF], "requestBody": _body("AnswerRequest"),
+            "responses": {"200": _json(ref("Request"), "Answered"),
+                          **_problems(400, 403, 404, 409, 413, 422)}}},
+        "/api/v1/approvals": {"post": _create(
+            "Ask for approval of a tool call (Approve / Reject)", "createApproval",
+            "CreateApproval", _REQUEST_LINKS)},
+        "/api/v1/runs": {"post": {
+            "operationId": "createRun", "summary": "Start an embedded agent run from an event",
+            "requestBody": _body("CreateRun"),
+            "responses": {"202": _json(ref("Run"), "Started", headers=_LOCATION, links={
+                "GetRun": {"operationId": "getRun",
+                           "parameters": {"run_id": "$response.body#/id"}}}),
+                **_problems(400, 403, 413, 422)}}},
+        "/api/v1/runs/{run_id}": {"get": {
+            "operationId": "getRun", "summary": "A run's status and final output",
+            "parameters": [{"name": "run_id", "in": "path", "required": True,
+                            "schema": {"type": "string"}}],
+            "responses": {"200": _json(ref("Run"), "The run"), **_problems(404)}}},
     }
-    schemas.update({
-        "Problem": {"type": "object", "description": "RFC 9457 problem details.",
-                    "properties": {"type": {"type": "string"}, "title": {"type": "string"},
-                                   "status": {"type": "integer"}, "detail": {"type": "string"},
-                                   "instance": {"type": "string"}}},
-        "CreateRequest": {"type": "object", "additionalProperties": False,
-                          "required": ["route", "args"],
-                          "properties": {**common, "args": _ref("AskHumanToolArgs")}},
-        "CreateApproval": {"type": "object", "additionalProperties": False,
-                           "required": ["route", "tool_name"],
-                           "properties": {**common, "tool_name": {"type": "string"},
-                                          "args": {"type": "object"},
-                                          "reason": {"type": "string"}}},
-        "Request": {"type": "object", "properties": {
-            "ref": {"type": "string"}, "kind": {"enum": ["ask", "approval"]},
-            "status": {"enum": ["pending", "submitted", "timeout", "cancelled",
-                                "unavailable"]},
-            "route": {"type": "string"}, "agent_name": {"type": "string"},
-            "created_at": {"type": "string", "format": "date-time"},
-            "deadline": {"type": ["string", "null"], "format": "date-time"},
-            "decided_at": {"type": ["string", "null"], "format": "date-time"},
-            "decided_by": {"type": ["object", "null"]},
-            "result": {"oneOf": [_ref("AskHumanToolResult"), {"type": "null"}]},
-            "decision": {"type": ["object", "null"], "description": "Approvals: "
-                         "{approved, reason} once decided.",
-                         "properties": {"approved": {"type": "boolean"},
-                                        "reason": {"type": "string"}}},
-            "context": {"type": ["object", "null"]}, "idempotency_key": nullable_str,
-            "links": {"type": "object"}}},
-        "RequestList": {"type": "object", "properties": {
-            "items": {"type": "array", "items": _ref("Request")},
-            "next_cursor": nullable_str}},
-        "CreateRun": {"type": "object", "additionalProperties": False,
-                      "required": ["agent", "prompt"],
-                      "properties": {"agent": {"type": "string"}, "prompt": {"type": "string"},
-                                     "route": {"type": "string"}}},
-        "Run": {"type": "object", "properties": {
-            "id": {"type": "string"},
-            "status": {"enum": ["queued", "running", "waiting", "succeeded", "failed"]},
-            "agent": {"type": "string"}, "output": {}, "error": nullable_str,
-            "requests": {"type": "array", "items": {"type": "object"}}}},
-        "WebhookEvent": {"type": "object", "description": "Standard Webhooks body; headers "
-                         "webhook-id (msg_<ref>), webhook-timestamp, webhook-signature.",
-                         "properties": {"type": {"const": "request.resolved"},
-                                        "timestamp": {"type": "string"},
-                                        "data": _ref("Request")}},
-    })
-    return {"schemas": schemas, "securitySchemes": {
-        "bearer": {"type": "http", "scheme": "bearer",
-                   "description": "An API key from 'askhuman api-key create'."}}}
 
 
-@functools.cache
-def openapi_document() -> dict[str, Any]:
-    ref_param = {"name": "ref", "in": "path", "required": True, "schema": {"type": "string"}}
-    created = {"201": _json(_ref("Request"), "Created; the card is on its way"),
-               "200": _json(_ref("Request"), "Replayed: this idempotency key's request")}
+def openapi_document(limits: AskHumanConfig, routes: Sequence[str] | None = None,
+                     agents: Sequence[str] | None = None) -> dict[str, Any]:
+    """The document under ``limits``; ``routes``/``agents`` narrow to one client's."""
+    return _document(limits.model_dump_json(), tuple(routes or ()), tuple(agents or ()))
+
+
+@functools.lru_cache(maxsize=64)
+def _document(limits_json: str, routes: tuple[str, ...],
+              agents: tuple[str, ...]) -> dict[str, Any]:
+    limits = AskHumanConfig.model_validate_json(limits_json)
     return {
         "openapi": "3.1.0",
         "info": {"title": "askhuman API", "version": "1",
                  "description": "Ask people in Slack and Feishu for approvals and input from "
-                                "any agent. Errors are RFC 9457 problem+json."},
+                                "any agent. Errors are RFC 9457 application/problem+json. "
+                                "Other methods on these paths answer 405 with Allow."},
         "security": [{"bearer": []}],
-        "paths": {
-            "/api/v1/requests": {
-                "post": {"summary": "Ask a human (Dify ask_human v1 args)",
-                         "requestBody": {"required": True, "content": {"application/json": {
-                             "schema": _ref("CreateRequest")}}},
-                         "responses": {**created, **_problems(400, 401, 403, 409, 413, 422,
-                                                              429)},
-                         "callbacks": {"resolved": {"{$request.body#/callback_url}": {"post": {
-                             "requestBody": {"content": {"application/json": {
-                                 "schema": _ref("WebhookEvent")}}},
-                             "responses": {"200": {"description": "Received"}}}}}}},
-                "get": {"summary": "Your requests, newest first",
-                        "parameters": [
-                            {"name": "status", "in": "query", "schema": {"enum": [
-                                "open", "all", "pending", "submitted", "timeout", "cancelled",
-                                "unavailable"]}},
-                            {"name": "route", "in": "query", "schema": {"type": "string"}},
-                            {"name": "limit", "in": "query", "schema": {
-                                "type": "integer", "minimum": 1, "maximum": 100}},
-                            {"name": "cursor", "in": "query", "schema": {"type": "string"}}],
-                        "responses": {"200": _json(_ref("RequestList"), "A page"),
-                                      **_problems(400, 401, 429)}}},
-            "/api/v1/requests/{ref}": {"get": {
-                "summary": "Status and, once resolved, the AskHumanToolResult",
-                "parameters": [ref_param, {"name": "wait", "in": "query", "description":
-                                           "Long-poll up to this many seconds (max 60).",
-                                           "schema": {"type": "number", "minimum": 0,
-                                                      "maximum": 60}}],
-                "responses": {"200": _json(_ref("Request"), "The request"),
-                              **_problems(400, 401, 404, 429)}}},
-            "/api/v1/requests/{ref}/cancel": {"post": {
-                "summary": "Resolve your request as cancelled",
-                "parameters": [ref_param],
-                "requestBody": {"content": {"application/json": {"schema": {
-                    "type": "object", "properties": {"reason": {"type": "string"}}}}}},
-                "responses": {"200": _json(_ref("Request"), "Cancelled"),
-                              **_problems(401, 404, 409, 413, 422, 429)}}},
-            "/api/v1/approvals": {"post": {
-                "summary": "Ask for approval of a tool call (Approve / Reject)",
-                "requestBody": {"required": True, "content": {"application/json": {
-                    "schema": _ref("CreateApproval")}}},
-                "responses": {**created, **_problems(400, 401, 403, 409, 413, 422, 429)}}},
-            "/api/v1/runs": {"post": {
-                "summary": "Start an embedded agent run from an event",
-                "requestBody": {"required": True, "content": {"application/json": {
-                    "schema": _ref("CreateRun")}}},
-                "responses": {"202": _json(_ref("Run"), "Started"),
-                              **_problems(400, 401, 403, 413, 422, 429)}}},
-            "/api/v1/runs/{run_id}": {"get": {
-                "summary": "A run's status and final output",
-                "parameters": [{"name": "run_id", "in": "path", "required": True,
-                                "schema": {"type": "string"}}],
-                "responses": {"200": _json(_ref("Run"), "The run"),
-                              **_problems(401, 404, 429)}}},
-        },
-        "components": _components(),
+        "paths": _paths(),
+        "components": {
+            "schemas": {**response_schemas(), **body_schemas(limits, routes, agents)},
+            "securitySchemes": {"bearer": {
+                "type": "http", "scheme": "bearer",
+                "description": "An API key from 'askhuman api-key create'."}}},
     }

@@ -18,10 +18,12 @@ TITLES = {
     401: "Unauthorized",
     403: "Forbidden",
     404: "Not found",
+    405: "Method not allowed",
     409: "Conflict",
     413: "Content too large",
     422: "Unprocessable content",
     429: "Too many requests",
+    500: "Internal server error",
     503: "Service unavailable",
 }
 

@@ -18,12 +18,16 @@ from bot.api.auth import RateLimiter, bearer_token, client_for_key
 from bot.api.body import json_object
 from bot.api.openapi import openapi_document
 from bot.api.problems import Problem
-from bot.api.service import Door
+from bot.api.query import query_integer, query_number
+from bot.api.service import MAX_WAIT_SECONDS, Door
 from bot.api.views import API, request_json, run_json
 from bot.engine.committer import log
 from bot.engine.external import ApiClientInfo
 
 Handler = Callable[[Request, ApiClientInfo], Awaitable[Response]]
+Endpoint = Callable[[Request], Awaitable[Response]]
+ANY_METHOD = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"]
+"""Routed to ``_by_method``, which answers the ones a path lacks with a problem."""
 
 
 class ApiRoutes:
@@ -35,21 +39,25 @@ class ApiRoutes:
         self.max_body = door.settings.api.max_body_bytes
 
     def routes(self) -> list[BaseRoute]:
+        """One route per path: a method it lacks answers 405 problem+json with ``Allow``
+        listing exactly the documented ones; any other ``/api/v1`` path is a 404."""
         guarded = self._guarded
-        return [
-            Route(f"{API}/openapi.json", self.openapi, methods=["GET"]),
-            Route(f"{API}/me", guarded(self.me), methods=["GET"]),
-            Route(f"{API}/requests", guarded(self.create_request), methods=["POST"]),
-            Route(f"{API}/requests", guarded(self.list_requests), methods=["GET"]),
-            Route(f"{API}/requests/{{ref}}", guarded(self.get_request), methods=["GET"]),
-            Route(f"{API}/requests/{{ref}}/cancel", guarded(self.cancel_request),
-                  methods=["POST"]),
-            Route(f"{API}/requests/{{ref}}/answer", guarded(self.answer_request),
-                  methods=["POST"]),
-            Route(f"{API}/approvals", guarded(self.create_approval), methods=["POST"]),
-            Route(f"{API}/runs", guarded(self.create_run), methods=["POST"]),
-            Route(f"{API}/runs/{{run_id}}", guarded(self.get_run), methods=["GET"]),
-        ]
+        resources: dict[str, dict[str, Endpoint]] = {
+            "/openapi.json": {"GET": self.openapi},
+            "/me": {"GET": guarded(self.me)},
+            "/requests": {"GET": guarded(self.list_requests),
+                          "POST": guarded(self.create_request)},
+            "/requests/{ref}": {"GET": guarded(self.get_request)},
+            "/requests/{ref}/cancel": {"POST": guarded(self.cancel_request)},
+            "/requests/{ref}/answer": {"POST": guarded(self.answer_request)},
+            "/approvals": {"POST": guarded(self.create_approval)},
+            "/runs": {"POST": guarded(self.create_run)},
+            "/runs/{run_id}": {"GET": guarded(self.get_run)},
+        }
+        routes: list[BaseRoute] = [Route(API + path, _by_method(methods), methods=ANY_METHOD)
+                                   for path, methods in resources.items()]
+        routes.append(Route(API + "/{rest:path}", _not_found, methods=ANY_METHOD))
+        return routes
 
     def _guarded(self, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
@@ -72,7 +80,18 @@ class ApiRoutes:
     # ------------------------------------------------------------------ handlers
 
     async def openapi(self, request: Request) -> Response:
-        return JSONResponse(openapi_document())
+        """The server's document; fetched with a valid key, under that client's
+        guardrails and narrowed to its routes and agents."""
+        settings = self.door.settings
+        try:
+            client = await client_for_key(self.door.engine, bearer_token(request.headers))
+        except Problem:
+            return JSONResponse(openapi_document(settings.api.ask_human))
+        routes = [r for r in client.routes
+                  if r in settings.routes and not settings.retired_route(r)]
+        agents = [a for a in client.agents if settings.agent(a) is not None]
+        return JSONResponse(openapi_document(settings.api.limits_for(client.name), routes,
+                                             agents))
 
     async def me(self, request: Request, client: ApiClientInfo) -> Response:
         limits = self.door.settings.api.limits_for(client.name)
@@ -92,22 +111,18 @@ class ApiRoutes:
         return _created(request_json(view), created)
 
     async def get_request(self, request: Request, client: ApiClientInfo) -> Response:
-        raw = request.query_params.get("wait", "0")
-        try:
-            wait = float(raw)
-        except ValueError:
-            raise Problem(400, "bad-query", "wait must be a number of seconds (0-60).") from None
-        if wait != wait or wait < 0:
-            raise Problem(400, "bad-query", "wait must be a number of seconds (0-60).")
+        wait = query_number(request.query_params.get("wait", "0"))
+        if wait is None or not 0 <= wait <= MAX_WAIT_SECONDS:
+            raise Problem(400, "bad-query", "wait must be a number of seconds from 0 to "
+                          f"{MAX_WAIT_SECONDS:g}.")
         view = await self.door.get(client, request.path_params["ref"], wait)
         return JSONResponse(request_json(view))
 
     async def list_requests(self, request: Request, client: ApiClientInfo) -> Response:
         query = request.query_params
-        try:
-            limit = int(query.get("limit", "50"))
-        except ValueError:
-            raise Problem(400, "bad-query", "limit must be a whole number (1-100).") from None
+        limit = query_integer(query.get("limit", "50"))
+        if limit is None:
+            raise Problem(400, "bad-query", "limit must be a whole number (1-100).")
         views, cursor = await self.door.list(client, query.get("status"), query.get("route"),
                                              query.get("cursor"), limit)
         body: dict[str, Any] = {"items": [request_json(v) for v in views], "next_cursor": cursor}
@@ -137,6 +152,25 @@ class ApiRoutes:
     async def get_run(self, request: Request, client: ApiClientInfo) -> Response:
         view = await self.door.run(client, request.path_params["run_id"])
         return JSONResponse(run_json(view))
+
+
+async def _not_found(request: Request) -> Response:
+    return Problem(404, "not-found", f"There is no {request.url.path} in this API; see "
+                   f"{API}/openapi.json.").response(request.url.path)
+
+
+def _by_method(methods: dict[str, Endpoint]) -> Endpoint:
+    allow = ", ".join(methods)
+
+    async def endpoint(request: Request) -> Response:
+        handler = methods.get(request.method)
+        if handler is None:
+            return Problem(405, "method-not-allowed", f"{request.method} is not allowed "
+                           f"here; use {allow}.", headers={"Allow": allow},
+                           ).response(request.url.path)
+        return await handler(request)
+
+    return endpoint
 
 
 def _created(body: dict[str, Any], created: bool) -> Response:

@@ -14,9 +14,19 @@ import hashlib
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from bot.api.approval_args import approval_request
+from bot.api.bodies import (
+    MAX_CONTEXT_CHARS,
+    MAX_KEY_CHARS,
+    AnswerBody,
+    ApprovalBody,
+    AskBody,
+    CancelBody,
+    RunBody,
+    parse,
+)
 from bot.api.callbacks import CallbackPolicy, CallbackRefused
 from bot.api.problems import Problem
 from bot.askhuman.schema import AskHumanToolArgs
@@ -27,59 +37,15 @@ from bot.engine.triggers import RunView, origin_for_route
 from bot.settings import Settings
 
 MAX_WAIT_SECONDS = 60.0
-MAX_CONTEXT_CHARS = 16_000
 STATUSES = ("pending", "submitted", "timeout", "cancelled", "unavailable")
-AGENT_NAME = r"^[A-Za-z0-9_.\-]{1,64}$"
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class AskBody(_Body):
-    route: str = Field(min_length=1, max_length=200)
-    args: dict[str, Any]
-    agent_name: str | None = Field(default=None, pattern=AGENT_NAME)
-    context: dict[str, Any] | None = None
-    idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
-    callback_url: str | None = Field(default=None, min_length=1, max_length=2000)
-
-
-class ApprovalBody(_Body):
-    route: str = Field(min_length=1, max_length=200)
-    tool_name: str = Field(min_length=1, max_length=200)
-    args: dict[str, Any] = Field(default_factory=dict)
-    reason: str | None = Field(default=None, max_length=2000)
-    agent_name: str | None = Field(default=None, pattern=AGENT_NAME)
-    context: dict[str, Any] | None = None
-    idempotency_key: str | None = Field(default=None, min_length=1, max_length=200)
-    callback_url: str | None = Field(default=None, min_length=1, max_length=2000)
-
-
-class CancelBody(_Body):
-    reason: str = Field(default="", max_length=500)
-
-
-class AnswerBody(_Body):
-    action: str = Field(min_length=1, max_length=200)
-    values: dict[str, Any] = Field(default_factory=dict)
-
-
-class RunBody(_Body):
-    agent: str = Field(min_length=1, max_length=200)
-    prompt: str = Field(min_length=1, max_length=20_000)
-    route: str | None = Field(default=None, min_length=1, max_length=200)
-
-
-def parse(model: type[_Body], data: dict[str, Any]) -> Any:
-    """Validate a request body; 422 naming each bad key."""
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        problems = [{"key": ".".join(str(p) for p in e["loc"]) or "(body)", "message": e["msg"]}
-                    for e in exc.errors()]
-        detail = "; ".join(f"{p['key']}: {p['message']}" for p in problems)
-        raise Problem(422, "invalid-body", detail, errors=problems) from None
+def idempotency_key_header(value: str | None) -> str | None:
+    """The ``Idempotency-Key`` header, held to the body key's length (422 otherwise)."""
+    if value is not None and not 1 <= len(value) <= MAX_KEY_CHARS:
+        raise Problem(422, "invalid-header", "The Idempotency-Key header must be 1 to "
+                      f"{MAX_KEY_CHARS} characters.")
+    return value
 
 
 def fingerprint(data: dict[str, Any]) -> str:
@@ -135,7 +101,8 @@ class Door:
     def check_args(self, client: ApiClientInfo, raw: dict[str, Any]) -> AskHumanToolArgs:
         """The ask_human guardrails, with Dify's error texts (as the tool's ModelRetry)."""
         try:
-            return validate_and_normalize_args(raw, self.settings.api.limits_for(client.name))
+            return validate_and_normalize_args(raw, self.settings.api.limits_for(client.name),
+                                               strict=True)
         except ValidationError as exc:
             errors = [{"key": ".".join(str(p) for p in e["loc"]), "message": e["msg"]}
                       for e in exc.errors()]
@@ -165,8 +132,9 @@ class Door:
 
     async def ask(self, client: ApiClientInfo, data: dict[str, Any],
                   idempotency_header: str | None = None) -> tuple[ExternalView, bool]:
+        header_key = idempotency_key_header(idempotency_header)
         body: AskBody = parse(AskBody, data)
-        key = body.idempotency_key or idempotency_header
+        key = body.idempotency_key or header_key
         self.check_route(client, body.route)
         args = self.check_args(client, body.args)
         self.check_context(body.context)
@@ -178,8 +146,9 @@ class Door:
 
     async def approval(self, client: ApiClientInfo, data: dict[str, Any],
                        idempotency_header: str | None = None) -> tuple[ExternalView, bool]:
+        header_key = idempotency_key_header(idempotency_header)
         body: ApprovalBody = parse(ApprovalBody, data)
-        key = body.idempotency_key or idempotency_header
+        key = body.idempotency_key or header_key
         self.check_route(client, body.route)
         self.check_context(body.context)
         try:
@@ -212,14 +181,14 @@ class Door:
                    cursor: str | None, limit: int) -> tuple[list[ExternalView], str | None]:
         if status == "open":
             status = "pending"
-        if status in ("all", ""):
+        if status == "all":
             status = None
         if status is not None and status not in STATUSES:
             raise Problem(400, "bad-query", f"status must be one of open, all, "
                           f"{', '.join(STATUSES)}.")
         if not 1 <= limit <= 100:
             raise Problem(400, "bad-query", "limit must be between 1 and 100.")
-        before = decode_cursor(cursor) if cursor else None
+        before = decode_cursor(cursor) if cursor is not None else None
         views = await self.engine.list_external(client.id, status=status, route=route,
                                                 before_id=before, limit=limit + 1)
         more = len(views) > limit

@@ -108,13 +108,17 @@ def build_prompt_hint(config: AskHumanConfig) -> str | None:
 
 
 def validate_and_normalize_args(
-    raw: str | dict[str, Any] | None, config: AskHumanConfig
+    raw: str | dict[str, Any] | None, config: AskHumanConfig, *, strict: bool = False
 ) -> AskHumanToolArgs:
-    """Parse and check model arguments in Dify's order; raise ValueError/ValidationError."""
+    """Parse and check model arguments in Dify's order; raise ValueError/ValidationError.
+
+    ``strict`` refuses what pydantic would coerce (``0`` for ``false``, ``"1"`` for
+    ``1``): the HTTP API holds clients to its published JSON Schema, while a model's
+    tool call keeps Dify's lenient parsing."""
     if isinstance(raw, str):
-        args = AskHumanToolArgs.model_validate_json(raw or "{}")
+        args = AskHumanToolArgs.model_validate_json(raw or "{}", strict=strict)
     else:
-        args = AskHumanToolArgs.model_validate(raw or {})
+        args = AskHumanToolArgs.model_validate(raw or {}, strict=strict)
     if len(args.fields) > config.max_fields:
         raise ValueError(f"ask_human fields must contain at most {config.max_fields} item(s)")
     if not args.actions:

@@ -132,7 +132,9 @@ class RemoteBackend:
         return await self._call("POST", f"{API}/approvals", data)
 
     async def get(self, ref: str, wait: float) -> dict[str, Any]:
-        return await self._call("GET", f"{API}/requests/{ref}", params={"wait": wait})
+        # The API refuses a wait over 60 s (400); a longer progress interval waits 60.
+        return await self._call("GET", f"{API}/requests/{ref}",
+                                params={"wait": min(max(wait, 0.0), 60.0)})
 
     async def cancel(self, ref: str, reason: str) -> dict[str, Any]:
         return await self._call("POST", f"{API}/requests/{ref}/cancel", {"reason": reason})
