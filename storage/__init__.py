@@ -6,7 +6,7 @@ storage owns the tables and the transaction mechanics:
 
 - :mod:`storage.models` — the tables (runs, human requests, deliveries, responses,
   staged files, resume jobs, the side-effect outbox, audit log, click inbox; API
-  clients, external requests and run triggers).
+  clients, external requests and run triggers; run starts stored before their ack).
 - :mod:`storage.db` — :class:`Database` (sync engine + session factory, SQLite
   ``BEGIN IMMEDIATE`` and pragmas) and :func:`upgrade` (Alembic to ``head``).
 
@@ -28,6 +28,7 @@ from storage.models import (
     OutboxItem,
     ResumeJob,
     Run,
+    RunStart,
     RunTrigger,
     SeenEvent,
     StagedFile,
@@ -49,6 +50,7 @@ __all__ = [
     "OutboxItem",
     "ResumeJob",
     "Run",
+    "RunStart",
     "RunTrigger",
     "SeenEvent",
     "StagedFile",

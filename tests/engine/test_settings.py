@@ -97,7 +97,7 @@ def test_config_check_command(tmp_path: Path) -> None:
 def test_db_upgrade_command(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'x.db'}"
     result = runner.invoke(app, ["db", "upgrade", "--database", url])
-    assert result.exit_code == 0 and "0012_home" in result.output
+    assert result.exit_code == 0 and "0013_run_starts" in result.output
 
 
 NO_STARTERS = ("agents:\n  deploy: {model: 'scripted:deploy', route: ops}\n"
