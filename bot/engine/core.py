@@ -276,10 +276,10 @@ class Engine:
 
     async def serve_forever(self, stop: asyncio.Event, poll_interval: float = 2.0) -> None:
         """Run the worker loops until ``stop`` is set: timeouts, reminders, the outbox,
-        stored clicks, stored run starts and resumes, each in its own loop so none waits behind another
-        (a resume stuck behind a slow model call never delays a timeout). Decisions wake
-        the resume loop early. The first call in a process freezes its startup heap
-        (``heap``)."""
+        stored clicks, stored run starts and resumes, each in its own loop so none waits
+        behind another (a resume stuck behind a slow model call never delays a timeout).
+        Decisions wake the resume loop early. The first call in a process freezes its
+        startup heap (``heap``)."""
         heap.freeze_startup_heap()
         self.wakeups.fresh_events()
         loops: list[tuple[str, Callable[[], Awaitable[object]], asyncio.Event | None]] = [

@@ -3,8 +3,8 @@
 The engine never names a platform: it asks ``Platforms`` for the adapter of the
 platform a request, a click or a run came from, and for that adapter's optional
 capabilities (``bot.engine.ports``: ``Reminding``, ``ReadsClicks``, ``TellsClickers``,
-``OpensThreads`` and the ``ClickTraits`` facts). A platform that behaves differently declares it on its
-adapter; it never flips a switch that would change other platforms too.
+``OpensThreads`` and the ``ClickTraits`` facts). A platform that behaves differently
+declares it on its adapter; it never flips a switch that would change other platforms.
 """
 
 from __future__ import annotations
