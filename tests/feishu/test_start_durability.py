@@ -29,12 +29,12 @@ async def test_the_200_comes_after_the_start_is_stored(feishu_http: Feishu) -> N
     async def die(*_args: Any, **_kwargs: Any) -> Any:  # the process dies after the 200
         await asyncio.sleep(3600)
 
-    f.engine.run_start = die  # type: ignore[method-assign]
+    f.engine.run_start = die
     await f.send_text("@_user_1 deploy: ship v3.0.0")  # asserts the 200
     assert _starts(f) == [("running", None)]  # durable before Feishu had its answer
     assert _count(f, Run) == 0
 
-    f.engine.run_start = live_run_start  # type: ignore[method-assign]
+    f.engine.run_start = live_run_start
     with f.database.transaction() as s:  # the dead holder's lease runs out
         s.execute(update(RunStart).values(lease_until=RunStart.created_at))
     assert await f.engine.recover_starts() == 1
