@@ -14,13 +14,13 @@ SQLite (one file) is the default; a ``postgresql+psycopg://`` URL runs the same 
 """
 
 from storage.db import Database, upgrade
+from storage.inboxes import ClickInbox, RunStart
 from storage.models import (
     ApiClient,
     AuditChainGap,
     AuditChainHead,
     AuditLog,
     Base,
-    ClickInbox,
     Delegation,
     Delivery,
     ExternalRequest,
@@ -28,7 +28,6 @@ from storage.models import (
     OutboxItem,
     ResumeJob,
     Run,
-    RunStart,
     RunTrigger,
     SeenEvent,
     StagedFile,
