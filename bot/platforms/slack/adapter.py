@@ -217,8 +217,9 @@ class SlackAdapter:
             code = error_code(exc)
             log.info("cannot post the run's thread root", extra={
                 "platform": PLATFORM, "channel": channel, "error": code})
+            reason = slack_words(code).removesuffix("; retrying.")  # nothing retries it
             raise DeliveryError(f"Slack refused the run's first message: {code}",
-                                reason=slack_words(code), code=code) from exc
+                                reason=reason, code=code) from exc
         return Origin(PLATFORM, str(posted["channel"]), str(posted["ts"]))
 
     async def remind(
