@@ -142,6 +142,14 @@ SENTENCES: dict[str, str] = {
     "start.unknown_none": "Unknown agent '{agent}', and you may not start any agent; ask an "
                           "admin to add you to an agent's starters.",
     "start.unknown": "Unknown agent '{agent}'. Agents you may start: {agents}.",
+    # -- run starts stored before their ack (``bot.engine.run_starts``)
+    "start.not_recorded": "I couldn't record your run of '{agent}' just now (the database is "
+                          "busy); nothing was started. Please try again.",
+    "start.not_started": "Your run of '{agent}' could not start: {reason}",
+    "start.gave_up": "Your run of '{agent}' was received, but askhuman could not start it "
+                     "after several attempts; nothing ran. Please try again.",
+    "start.no_thread": "I could not post the run's first message here ({reason}), so the run "
+                       "had nowhere to report; nothing ran.",
     # -- the database (``bot.engine.health``) and the platform listeners
     "db.down": "I can't reach my database right now; please try again shortly.",
     "pending.failed": "I couldn't list your requests just now; please try again shortly.",

@@ -123,6 +123,13 @@ SENTENCES: dict[str, str] = {
     "start.unknown_none": "未知的智能体 '{agent}'，而且你还不能发起任何智能体；"
                           "请管理员把你加入某个智能体的发起人（starters）。",
     "start.unknown": "未知的智能体 '{agent}'。你可以发起的智能体：{agents}。",
+    "start.not_recorded": "暂时无法记录你对 '{agent}' 的运行请求（数据库繁忙），"
+                          "没有启动任何运行。请重试。",
+    "start.not_started": "你对 '{agent}' 的运行无法启动：{reason}",
+    "start.gave_up": "askhuman 收到了你对 '{agent}' 的运行请求，但多次尝试后仍无法启动，"
+                     "没有运行任何内容。请重试。",
+    "start.no_thread": "无法在这里发布运行的第一条消息（{reason}），运行没有地方汇报，"
+                       "因此没有运行。",
     # -- the database and the platform listeners
     "db.down": "暂时无法连接数据库，请稍后再试。",
     "pending.failed": "暂时无法列出你的请求，请稍后再试。",

@@ -6,7 +6,7 @@ storage owns the tables and the transaction mechanics:
 
 - :mod:`storage.models` — the tables (runs, human requests, deliveries, responses,
   staged files, resume jobs, the side-effect outbox, audit log, click inbox; API
-  clients, external requests and run triggers).
+  clients, external requests and run triggers; run starts stored before their ack).
 - :mod:`storage.db` — :class:`Database` (sync engine + session factory, SQLite
   ``BEGIN IMMEDIATE`` and pragmas) and :func:`upgrade` (Alembic to ``head``).
 
@@ -14,13 +14,13 @@ SQLite (one file) is the default; a ``postgresql+psycopg://`` URL runs the same 
 """
 
 from storage.db import Database, upgrade
+from storage.inboxes import ClickInbox, RunStart
 from storage.models import (
     ApiClient,
     AuditChainGap,
     AuditChainHead,
     AuditLog,
     Base,
-    ClickInbox,
     Delegation,
     Delivery,
     ExternalRequest,
@@ -51,6 +51,7 @@ __all__ = [
     "OutboxItem",
     "ResumeJob",
     "Run",
+    "RunStart",
     "RunTrigger",
     "SeenEvent",
     "StagedFile",

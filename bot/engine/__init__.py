@@ -44,6 +44,16 @@ Public API (all coroutines are safe to call concurrently, from several processes
 - ``await start_refusal(agent, who) -> str | None`` — None when ``who`` may start
   ``agent``, else the (audited, ``run_start_refused``) message to show them; adapters
   call it before posting anything. ``await startable_agents(who) -> list[str]``.
+- ``await record_start(start: Start, budget=2.0) -> StoredStart | None`` — store a run
+  start (``Start(agent, prompt, started_by, origin, run_id=<new>)``) in the run-start
+  inbox *before* the platform is told "started"; None if it could not be stored within
+  ``budget`` seconds (nothing will ever run from it: say so). ``await
+  run_start(stored, tell=False) -> Started`` runs its first leg under the row's lease,
+  creating the ``runs`` row idempotently and closing the stored row with the first
+  leg's outcome; never raises; ``Started.words`` says why it could not start (starter
+  refused, agent removed, no thread). ``await abandon_start(stored)`` closes a stored
+  row unused; ``await recover_starts() -> int`` (worker) runs rows left behind by a
+  crash and tells a starter whose run cannot start where they asked.
 - ``await respond(ref, responder: Identity, action_id, values) -> RespondResult`` —
   outcome ``accepted`` (this answer decided), ``recorded`` (quorum vote, not decided
   yet), ``rejected`` (not allowed / invalid values; ``message`` says why),
@@ -173,6 +183,8 @@ from bot.engine.results import (
     StartRefusedError,
     UnknownAgentError,
 )
+from bot.engine.run_starts import Started
+from bot.engine.start_rows import Start, StoredStart
 from bot.engine.values import InvalidValues, check_answer, check_values
 
 __all__ = [
@@ -194,7 +206,10 @@ __all__ = [
     "Recorded",
     "RespondResult",
     "RuntimeFactory",
+    "Start",
     "StartRefusedError",
+    "Started",
+    "StoredStart",
     "UnknownAgentError",
     "check_answer",
     "check_values",

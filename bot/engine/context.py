@@ -90,6 +90,10 @@ class EngineContext:
         """How an outbox row we enqueue is held (for our immediate post-commit try)."""
         return Hold(self.tuning.outbox_lease, self.instance_id)
 
+    def start_hold(self) -> Hold:
+        """How a run start we store is held while its first leg runs."""
+        return Hold(self.tuning.lease, self.instance_id)
+
     def click_hold(self) -> Hold:
         """How a click we store is held while we decide it."""
         return Hold(self.tuning.click_lease, self.instance_id)

@@ -32,6 +32,7 @@ from bot.engine.request_cards import Cards
 from bot.engine.resolver import Resolver
 from bot.engine.results import RespondResult, UnknownAgentError
 from bot.engine.resumes import ResumeJobs, ResumeWorker
+from bot.engine.run_starts import StartInbox
 from bot.engine.runs import OutcomeRecorder, RunStarter
 from bot.engine.runtimes import RuntimeFactory, Runtimes, registry_runtimes
 from bot.engine.starters import Starters
@@ -145,6 +146,8 @@ class Engine:
         self.jobs = ResumeJobs(ctx, self.committer, self.outcomes)
         self.starter = RunStarter(ctx, self.committer, self.starters, self.runtimes,
                                   self.outcomes)
+        self.start_inbox = StartInbox(ctx, self.committer, self.starters, self.runtimes,
+                                      self.outcomes, self.platforms, self.background)
         self.external = ExternalRequests(ctx, self.committer, self.decider, self.resolver,
                                          self.jobs, self.waiters)
         self.resumes = ResumeWorker(ctx, self.committer, self.runtimes, self.outcomes,
@@ -163,6 +166,10 @@ class Engine:
         # runs
         self.start_run = self.starter.start
         self.start_refusal = self.starters.refusal
+        self.record_start = self.start_inbox.record_start
+        self.run_start = self.start_inbox.run_start
+        self.abandon_start = self.start_inbox.abandon_start
+        self.recover_starts = self.start_inbox.recover_starts
         self.startable_agents = self.starters.startable
         self.close_runtimes = self.runtimes.close
         # answers and clicks
@@ -260,19 +267,21 @@ class Engine:
 
         First it retries due outbox side effects (up to ``limit``; not counted in the
         return value), so a delivery that gave up resolves ``unavailable`` and its resume
-        runs in the same sweep, then decides stored clicks left behind (``recover_clicks``).
+        runs in the same sweep, then decides stored clicks left behind (``recover_clicks``)
+        and runs stored starts left behind (``recover_starts``).
         """
         await self.outbox.sweep(limit)
         await self.housekeeping.maybe_prune()
         await self.recover_clicks(limit)
+        await self.recover_starts()
         return await self.resumes.due(limit)
 
     async def serve_forever(self, stop: asyncio.Event, poll_interval: float = 2.0) -> None:
         """Run the worker loops until ``stop`` is set: timeouts, reminders, the outbox,
-        stored clicks and resumes, each in its own loop so none waits behind another
-        (a resume stuck behind a slow model call never delays a timeout). Decisions wake
-        the resume loop early. The first call in a process freezes its startup heap
-        (``heap``).
+        stored clicks, stored run starts and resumes, each in its own loop so none waits
+        behind another (a resume stuck behind a slow model call never delays a timeout).
+        Decisions wake the resume loop early. The first call in a process freezes its
+        startup heap (``heap``).
 
         While it runs, this process beats its ``instances`` row, so rows it holds are
         never taken from it, and a dead holder's are taken over within seconds. The
@@ -296,6 +305,7 @@ class Engine:
             ("reminders", self.remind_and_escalate_due, None),
             ("outbox", self.outbox_round, self.wakeups.outbox),
             ("clicks", self.recover_clicks, self.wakeups.clicks),
+            ("starts", self.recover_starts, self.wakeups.starts),
             ("resumes", self.resume_round, self.wakeups.resume),
             ("audit_seal", self.seal_audit, None),
         ]

@@ -32,11 +32,11 @@ from sqlalchemy import String, and_, bindparam, cast, or_, select, update
 from sqlalchemy.orm import Session
 
 from bot.engine.store import rowcount
-from storage import ClickInbox, Database, Instance, OutboxItem, ResumeJob
+from storage import ClickInbox, Database, Instance, OutboxItem, ResumeJob, RunStart
 
 log = logging.getLogger("askhuman.engine")
 
-Leased = TypeVar("Leased", ResumeJob, OutboxItem, ClickInbox)
+Leased = TypeVar("Leased", ResumeJob, OutboxItem, ClickInbox, RunStart)
 T = TypeVar("T")
 
 

@@ -2,15 +2,16 @@
 
 The engine never names a platform: it asks ``Platforms`` for the adapter of the
 platform a request, a click or a run came from, and for that adapter's optional
-capabilities (``bot.engine.ports``: ``Reminding``, ``ReadsClicks``, ``TellsClickers``
-and the ``ClickTraits`` facts). A platform that behaves differently declares it on its
-adapter; it never flips a switch that would change other platforms too.
+capabilities (``bot.engine.ports``: ``Reminding``, ``ReadsClicks``, ``TellsClickers``,
+``OpensThreads`` and the ``ClickTraits`` facts). A platform that behaves differently
+declares it on its adapter; it never flips a switch that would change other platforms.
 """
 
 from __future__ import annotations
 
 from bot.engine.ports import (
     Directory,
+    OpensThreads,
     PlatformAdapter,
     ReadsClicks,
     Reminding,
@@ -47,6 +48,10 @@ class Platforms:
     def teller(self, platform: str) -> TellsClickers | None:
         adapter = self.adapter(platform)
         return adapter if isinstance(adapter, TellsClickers) else None
+
+    def thread_opener(self, platform: str) -> OpensThreads | None:
+        adapter = self.adapter(platform)
+        return adapter if isinstance(adapter, OpensThreads) else None
 
     def clicks_name_their_message(self, platform: str) -> bool:
         return bool(getattr(self.adapter(platform), "clicks_name_their_message", False))

@@ -195,6 +195,20 @@ class TellsClickers(Protocol):
         ...
 
 
+@runtime_checkable
+class OpensThreads(Protocol):
+    """Runs started here without a thread report into one the adapter opens with a first
+    message (Slack: "<starter> started <agent>: <prompt>" for a slash command)."""
+
+    async def open_thread(self, origin: Origin, starter: Identity, agent: str, prompt: str,
+                          key: PostKey) -> Origin:
+        """Post the run's first message at ``origin`` and return the origin of its
+        thread. Idempotent with ``key`` like ``post_run_result`` (a retry finds the
+        message an interrupted try posted). ``DeliveryError`` when the platform refused
+        for good (the starter is then told the run did not start)."""
+        ...
+
+
 class ClickTraits(Protocol):
     """Plain facts an adapter may declare about its clicks (both default to False).
 

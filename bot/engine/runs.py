@@ -148,20 +148,8 @@ class RunStarter:
         run_id = run_id or uuid.uuid4().hex
         now = self._ctx.now()
 
-        def insert(session: Session) -> None:
-            session.add(
-                Run(
-                    id=run_id, agent=agent, prompt=prompt, status="running",
-                    started_by_platform=started_by.platform, started_by_user=started_by.user_id,
-                    started_by_name=started_by.display_name, origin_platform=origin.platform,
-                    origin_channel=origin.channel, origin_thread=origin.thread,
-                    created_at=now, updated_at=now,
-                )
-            )
-            store.audit(session, now, "run_started", run_id=run_id, actor=started_by,
-                        details={"agent": agent})
-
-        await self._committer.tx(insert)
+        await self._committer.tx(
+            lambda s: insert_run(s, now, run_id, agent, prompt, started_by, origin))
         log.info("run started", extra={"run_id": run_id, "agent": agent})
         try:
             extra = approvals.run_kwargs(self._ctx, self._committer, agent, run_id)
@@ -187,6 +175,26 @@ class RunStarter:
                         reason=error)
 
         await self._committer.tx(fail)
+
+def insert_run(session: Session, now: dt.datetime, run_id: str, agent: str, prompt: str,
+               started_by: Identity, origin: Origin) -> bool:
+    """Add the ``runs`` row (audited ``run_started``) unless it exists already (a stored
+    start tried before); True when it was added."""
+    if session.get(Run, run_id) is not None:
+        return False
+    session.add(
+        Run(
+            id=run_id, agent=agent, prompt=prompt, status="running",
+            started_by_platform=started_by.platform, started_by_user=started_by.user_id,
+            started_by_name=started_by.display_name, origin_platform=origin.platform,
+            origin_channel=origin.channel, origin_thread=origin.thread,
+            created_at=now, updated_at=now,
+        )
+    )
+    store.audit(session, now, "run_started", run_id=run_id, actor=started_by,
+                details={"agent": agent})
+    return True
+
 
 def _attach(session: Session, run: Run) -> Run:
     """``run`` (read in an earlier, closed session) in ``session`` without a SELECT; the

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pydantic import JsonValue
 from sqlalchemy.orm import Session
 
-from bot.engine import audit_chain, housekeeping, inbox, instances, store
+from bot.engine import audit_chain, housekeeping, inbox, instances, start_rows, store
 from bot.engine.committer import Committer, log
 from bot.engine.context import EngineContext
 from bot.engine.ports import Identity
@@ -89,7 +89,7 @@ class Housekeeping:
 
     async def prune_old(self) -> dict[str, int]:
         """Delete ``seen_events`` past ``seen_retention_seconds``, and ``done`` outbox rows
-        and closed stored clicks past ``outbox_retention_seconds``, and apply the admin's
+        closed stored clicks and run starts past ``outbox_retention_seconds``, and apply the admin's
         ``retention:`` settings (answers, transcripts, audit rows); returns how many rows
         of each went."""
         now = self._ctx.now()
@@ -105,6 +105,8 @@ class Housekeeping:
         gone = await self._committer.tx(lambda s: instances.prune(s, now))
         if gone:
             pruned["instances"] = gone
+        pruned["run_starts"] = await self._committer.tx(
+            lambda s: start_rows.prune(s, now - tuning.outbox_retention))
         if any(pruned.values()):
             log.info("old rows pruned", extra=pruned)
         return pruned

@@ -20,6 +20,7 @@ class Wakeups:
         self.resume = asyncio.Event()
         self.outbox = asyncio.Event()
         self.clicks = asyncio.Event()
+        self.starts = asyncio.Event()
         self.pokes = 0
         """How many times a resume was announced: a resume round that found the queue
         empty claims again only when this moved on."""
@@ -31,6 +32,7 @@ class Wakeups:
         self.resume = asyncio.Event()
         self.outbox = asyncio.Event()
         self.clicks = asyncio.Event()
+        self.starts = asyncio.Event()
 
     def resume_due(self) -> None:
         """A decision has a resume waiting."""
@@ -47,6 +49,7 @@ class Wakeups:
         """A holder died (``bot.engine.instances``): its clicks, side effects and resume
         jobs are free, so every loop that takes rows over should look now."""
         self.clicks.set()
+        self.starts.set()
         self.outbox_due()
         self.resume_due()
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection
 
+from storage import Base  # every table (models and inboxes)
 from storage.db import make_engine
-from storage.models import Base
 
 target_metadata = Base.metadata
 

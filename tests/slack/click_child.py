@@ -1,14 +1,15 @@
 """Child side of the crash tests: ``askhuman serve``'s app as a real process (not a test).
 
-    python -m tests.slack.click_child PORT DB_URL SLACK_API_URL [--hang] [--lease SECONDS]
-        [--hang-outbox] [--hang-resume]
+    python -m tests.slack.click_child PORT DB_URL SLACK_API_URL [--hang] [--hang-start]
+        [--hang-leg] [--hang-outbox] [--hang-resume] [--lease SECONDS]
 
 ``--hang`` makes every decision of a stored click hang after the ack (the test kills
 the process with SIGKILL the moment its 200 arrives, so nothing can decide in between);
-``--lease`` shortens how long a stored click stays with this process, so the next
-process takes it over quickly. ``--hang-outbox`` leaves every side effect the process
-commits in flight (card updates and final answers never reach Slack from it), and
-``--hang-resume`` every resume it claims, so a kill catches them mid-way.
+``--hang-start`` does the same for a stored run start (nothing runs after the ack), and
+``--hang-leg`` lets the start run but hangs the agent's first model call;
+``--hang-outbox`` leaves every card update and final answer the process commits in
+flight, and ``--hang-resume`` every resume it claims, so a kill catches them mid-way;
+``--lease`` shortens how long a stored click or start stays with this process.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import asyncio
 import datetime as dt
 import os
 import sys
+from types import SimpleNamespace
 from typing import Any
 
 import uvicorn
@@ -35,13 +37,18 @@ def main(argv: list[str]) -> None:
     database.upgrade()
     engine = Engine(database, settings)
     if "--lease" in argv:
-        engine.tuning.click_lease = dt.timedelta(seconds=float(argv[argv.index("--lease") + 1]))
+        lease = dt.timedelta(seconds=float(argv[argv.index("--lease") + 1]))
+        engine.tuning.click_lease = engine.tuning.lease = lease
 
-    async def hang(*_args: Any) -> Any:
+    async def hang(*_args: Any, **_kwargs: Any) -> Any:
         await asyncio.sleep(3600)
 
     if "--hang" in argv:
-        engine.decide_click = hang  # type: ignore[method-assign]
+        engine.decide_click = hang
+    if "--hang-start" in argv:
+        engine.run_start = hang
+    if "--hang-leg" in argv:
+        engine.runtimes.built["deploy"] = SimpleNamespace(run=hang)
     if "--hang-outbox" in argv:
         send = engine.outbox.dispatch
 

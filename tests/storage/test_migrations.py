@@ -23,7 +23,8 @@ def test_upgrade_creates_schema_and_is_idempotent(db_url: str) -> None:
         tables = set(inspect(engine).get_table_names())
         assert {"runs", "human_requests", "deliveries", "responses", "audit_log",
                 "resume_jobs", "staged_files", "outbox", "seen_events", "api_clients",
-                "external_requests", "run_triggers", "click_inbox", "instances"} <= tables
+                "external_requests", "run_triggers", "click_inbox", "run_starts",
+                "instances"} <= tables
         with engine.connect() as conn:
             diff = compare_metadata(MigrationContext.configure(conn), storage.Base.metadata)
         assert diff == []

@@ -15,7 +15,10 @@ from bot.engine.delegation_chat import Delegations
 from bot.engine.inbox import Click, Recorded
 from bot.engine.ports import Directory, Identity, Origin, PlatformAdapter
 from bot.engine.results import PendingPage, RespondResult
+from bot.engine.run_starts import Started
+from bot.engine.start_rows import Start, StoredStart
 from renderers.card import RequestCard
+from renderers.words import Said
 
 
 class EngineApi(Protocol):
@@ -36,6 +39,12 @@ class EngineApi(Protocol):
     ) -> str: ...
 
     async def startable_agents(self, who: Identity) -> list[str]: ...
+
+    async def start_refusal(self, agent: str, who: Identity) -> Said | None: ...
+
+    async def record_start(self, start: Start, budget: float = ...) -> StoredStart | None: ...
+
+    async def run_start(self, stored: StoredStart, *, tell: bool = ...) -> Started: ...
 
     async def pending_page(
         self, identity: Identity, page: int = 1, per_page: int = 10

@@ -18,6 +18,7 @@ import asyncio
 import hashlib
 import hmac
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -48,6 +49,9 @@ _FORWARDED = (TIMESTAMP, NONCE, SIGNATURE, "X-Request-Id", "Content-Type")
 UNSIGNED_MAX_BYTES = 4096
 """An unsigned body is only opened if it is this small (a url_verification is < 1 KB)."""
 CARD_ACTION = "card.action.trigger"
+STORE_BEFORE_REPLY = 2.5
+"""Seconds from a message's arrival the endpoint may wait for its run start to be
+stored before answering (Feishu wants an answer within 3 s)."""
 ClickAnswerer = Callable[[P2CardActionTrigger], Awaitable[Any]]
 
 
@@ -174,6 +178,7 @@ def make_endpoint(
             content, problem = await _dispatch(dispatcher, answer_click, payload, plaintext)
         finally:
             current_reply.reset(token)
+        await _stored_first(context)
         if context.replayed:  # found when the click's keys were written with it
             await _release(adapter, context.held_refs)
             return await refuse_signed(401, "replayed nonce", nonce=headers[NONCE])
@@ -219,6 +224,16 @@ async def _dispatch(
     if reply is None:
         return b'{"msg":"success"}', ""
     return JSON.marshal(reply).encode(), ""
+
+
+async def _stored_first(context: ReplyContext) -> None:
+    """Answer a message only once the run start it asks for is stored (bounded by the
+    reply budget, counted from the request's arrival)."""
+    if not context.before_reply:
+        return
+    left = STORE_BEFORE_REPLY - (time.monotonic() - context.started)
+    await asyncio.wait([asyncio.wrap_future(gate) for gate in context.before_reply],
+                       timeout=max(left, 0.05))
 
 
 def _challenge(payload: dict[str, Any]) -> Response:

@@ -7,6 +7,7 @@ connection there is none. It lives apart from both so neither imports the other.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextvars
 import time
 from dataclasses import dataclass, field
@@ -24,6 +25,9 @@ class ReplyContext:
     in the click's own transaction (``engine.record_click(seen=…)``)."""
     replayed: bool = False
     """Set when that write found the nonce recorded before: the endpoint answers 401."""
+    before_reply: list[concurrent.futures.Future[None]] = field(default_factory=list)
+    """Done once what a message asked for may be acknowledged (its run start is
+    stored): the endpoint waits for these, within the reply budget, before its 200."""
     started: float = field(default_factory=time.monotonic)
     """When the request arrived (``time.monotonic``): the reply budget counts from here."""
 

@@ -36,6 +36,7 @@ from bot.engine.ports import (
 from bot.platforms.slack.client import error_code
 from bot.platforms.slack.errors import slack_words
 from bot.platforms.slack.people import people
+from bot.platforms.slack.runs import thread_root
 from renderers.card import RequestCard
 from renderers.markdown import slack_escape, truncate
 from renderers.slack import read_values, render_request, resolve_action
@@ -195,6 +196,31 @@ class SlackAdapter:
                 "posting run result failed",
                 extra={"platform": PLATFORM, "channel": origin.channel, "error": error_code(exc)},
             )
+
+    async def open_thread(self, origin: Origin, starter: Identity, agent: str, prompt: str,
+                          key: PostKey) -> Origin:
+        """Post a slash command's "started" message; the run reports in its thread.
+
+        On a retry (a restart after the ack) the message an interrupted try posted is
+        found by its ``key`` and reused. Slack refusing (the bot is not in the channel)
+        is ``DeliveryError``; a transport error is raised for a retry.
+        """
+        channel = origin.channel or ""
+        earlier = await self._earlier_post(channel, None, key)
+        if earlier is not None:
+            return Origin(PLATFORM, channel, earlier)
+        try:
+            posted = await self._client.chat_postMessage(
+                channel=channel, text=thread_root(starter.user_id, agent, prompt),
+                unfurl_links=False, unfurl_media=False, **self._metadata(key))
+        except SlackApiError as exc:
+            code = error_code(exc)
+            log.info("cannot post the run's thread root", extra={
+                "platform": PLATFORM, "channel": channel, "error": code})
+            reason = slack_words(code).removesuffix("; retrying.")  # nothing retries it
+            raise DeliveryError(f"Slack refused the run's first message: {code}",
+                                reason=reason, code=code) from exc
+        return Origin(PLATFORM, str(posted["channel"]), str(posted["ts"]))
 
     async def remind(
         self, card: RequestCard, ref: DeliveryRef, text: str, key: PostKey | None = None

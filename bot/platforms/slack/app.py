@@ -148,7 +148,8 @@ def build_app(
     app.action(render.ACTION_ID_PATTERN)(ActionListener(engine, home=home,
                                                         acks_first=acks_first))
     app.command(command)(CommandListener(engine))
-    app.event("app_mention")(MentionListener(engine, directory))
+    mentions = MentionListener(engine, directory)
+    app.event("app_mention", middleware=[mentions.before_ack])(mentions)
     app.action(render.FILE_ACTION_ID_PATTERN)(FileButtonListener(engine))
     app.action(render.WITHDRAW_ACTION_ID_PATTERN)(WithdrawListener(engine, home=home,
                                                                    acks_first=acks_first))

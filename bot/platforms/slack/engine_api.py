@@ -15,6 +15,8 @@ from bot.engine.delegation_chat import Delegations
 from bot.engine.inbox import Click, Recorded
 from bot.engine.ports import Directory, Identity, Origin
 from bot.engine.results import PendingPage, RespondResult
+from bot.engine.run_starts import Started
+from bot.engine.start_rows import Start, StoredStart
 from renderers.card import RequestCard
 from renderers.words import Said
 
@@ -36,6 +38,10 @@ class SlackEngine(Protocol):
     ) -> str: ...
 
     async def start_refusal(self, agent: str, who: Identity) -> Said | None: ...
+
+    async def record_start(self, start: Start, budget: float = ...) -> StoredStart | None: ...
+
+    async def run_start(self, stored: StoredStart, *, tell: bool = ...) -> Started: ...
 
     async def startable_agents(self, who: Identity) -> list[str]: ...
 

@@ -1,67 +1,86 @@
-"""Starting a run from Slack (slash command or mention) and reporting start failures.
+"""Starting a run from Slack (slash command or mention): store it, then ack, then run it.
 
-The run itself may take minutes (a model call), so this always runs after the
-ack. Its final output arrives later through ``SlackAdapter.post_run_result``; only
-failures to *start* are reported here, in the same thread.
+Slack never resends a slash command or an event it got its ack for, so ``admit`` checks
+the starter (a refusal is answered at once and nothing is stored) and stores the start
+in the engine's run-start inbox (``engine.record_start``) *before* the listener acks;
+the run's first leg then runs from the stored row (``engine.run_start``). A crash right
+after the ack loses nothing: the engine's worker runs the stored start. When the start
+could not be stored in time the starter is told so, never "started".
+
+The run's own output arrives later through ``SlackAdapter.post_run_result``; only a
+start that did not happen is told here.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
+from dataclasses import dataclass
 
-from slack_sdk.errors import SlackApiError, SlackClientError
-from slack_sdk.web.async_client import AsyncWebClient
-
-from bot.agents.base import AgentRuntimeError
-from bot.engine.health import DATABASE_DOWN, database_unreachable
 from bot.engine.ports import Identity, Origin
-from bot.engine.results import EngineError
-from bot.platforms.slack.client import error_code
+from bot.engine.run_starts import Started
+from bot.engine.start_rows import Start, StoredStart
 from bot.platforms.slack.engine_api import SlackEngine
+from bot.platforms.slack.text import quote
 from renderers.markdown import slack_escape
+from renderers.words import Said, said
 
 log = logging.getLogger(__name__)
 
+ACK_BUDGET = 2.5
+"""Seconds from the request's arrival until its ack must go (Slack allows 3)."""
+REFUSAL_BUDGET = 1.0
+"""Seconds the starter check may take before the ack; a slower (uncached) check is left
+to the engine, which checks again before the run starts and says why if it refuses."""
+MIN_STORE_BUDGET = 0.5
 
-async def start_run(
-    engine: SlackEngine,
-    client: AsyncWebClient,
-    *,
-    agent: str,
-    prompt: str,
-    user: Identity,
-    channel: str,
-    thread_ts: str,
-) -> str | None:
-    """Start ``agent``; return the run id, or None after explaining the failure in thread."""
-    origin = Origin(platform="slack", channel=channel, thread=thread_ts)
+
+@dataclass(frozen=True)
+class Admitted:
+    """A start checked before the ack: stored (run it after the ack), or the words that
+    tell the starter why not (refused, or not recorded)."""
+
+    stored: StoredStart | None
+    words: Said | None = None
+
+
+def thread_root(user_id: str, agent: str, prompt: str) -> str:
+    """The "started" message a slash command's run reports under (its thread root)."""
+    return f"<@{user_id}> started *{slack_escape(agent)}*:\n{quote(prompt)}"
+
+
+async def admit(engine: SlackEngine, agent: str, prompt: str, user: Identity,
+                origin: Origin, arrived: float) -> Admitted:
+    """Check the starter, then store the start, within the ack's budget (``arrived``:
+    ``time.monotonic()`` when the request came in)."""
     try:
-        run_id = await engine.start_run(agent, prompt, user, origin)
-    except (EngineError, AgentRuntimeError) as exc:
-        await _say(client, channel, thread_ts, f":warning: {slack_escape(str(exc))}")
-        return None
-    except Exception as exc:
-        if database_unreachable(exc):
-            log.warning("starting a run failed: database unreachable",
-                        extra={"platform": "slack", "agent": agent,
-                               "error": type(exc).__name__})
-            await _say(client, channel, thread_ts, f":warning: {DATABASE_DOWN}")
-            return None
-        log.exception("starting a run failed", extra={"platform": "slack", "agent": agent})
-        await _say(client, channel, thread_ts, ":warning: The run could not start (see the logs).")
-        return None
-    log.info(
-        "run started from slack",
-        extra={"platform": "slack", "agent": agent, "run": run_id, "user": user.user_id},
-    )
-    return run_id
+        async with asyncio.timeout(REFUSAL_BUDGET):
+            refusal = await engine.start_refusal(agent, user)
+        if refusal is not None:  # audited by the engine; nothing is stored
+            return Admitted(None, refusal)
+    except TimeoutError:
+        log.info("starter check slower than its budget; the engine checks before running",
+                 extra={"platform": "slack", "agent": agent[:64]})
+    except Exception:
+        log.warning("starter check failed before the ack; the engine checks again",
+                    exc_info=True, extra={"platform": "slack", "agent": agent[:64]})
+    budget = max(MIN_STORE_BUDGET, ACK_BUDGET - (time.monotonic() - arrived))
+    stored = await engine.record_start(Start(agent, prompt, user, origin), budget)
+    if stored is None:
+        return Admitted(None, said("start.not_recorded", agent=agent[:64]))
+    return Admitted(stored)
 
 
-async def _say(client: AsyncWebClient, channel: str, thread_ts: str, text: str) -> None:
+async def run_admitted(engine: SlackEngine, stored: StoredStart) -> Started:
+    """Run a start stored before the ack (after it); never raises."""
     try:
-        await client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text)
-    except (SlackApiError, SlackClientError, OSError, TimeoutError) as exc:
-        log.warning(
-            "could not report a start failure",
-            extra={"platform": "slack", "channel": channel, "error": error_code(exc)},
-        )
+        started = await engine.run_start(stored)
+    except Exception:  # run_start never raises; a stand-in engine might
+        log.exception("running a stored start failed", extra={"platform": "slack"})
+        return Started(None, said("run.failed_logs"))
+    if started.run_id is not None:
+        log.info("run started from slack", extra={
+            "platform": "slack", "agent": stored.start.agent[:64], "run": started.run_id,
+            "user": stored.start.started_by.user_id})
+    return started

@@ -1,7 +1,7 @@
 """Instances and lease holders: a dead process's rows are taken over within seconds.
 
 Revision ID: 0014_instances
-Revises: 0012_home
+Revises: 0013_run_starts
 Create Date: 2026-12-02
 """
 
@@ -11,11 +11,11 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0014_instances"
-down_revision: str | None = "0012_home"
+down_revision: str | None = "0013_run_starts"
 branch_labels: str | None = None
 depends_on: str | None = None
 
-HELD = ("resume_jobs", "outbox", "click_inbox")
+HELD = ("resume_jobs", "outbox", "click_inbox", "run_starts")
 
 
 def upgrade() -> None:

@@ -1,14 +1,20 @@
 """Text commands sent to the bot: ``<agent>: <prompt>`` starts a run, ``/pending``
-lists open requests, ``delegate …`` manages delegations; anything else gets help."""
+lists open requests, ``delegate …`` manages delegations; anything else gets help.
+
+A run start is checked (a refusal is replied at once, nothing stored), stored in the
+engine's run-start inbox, and only then may the message be acknowledged (Feishu never
+re-pushes a message it got its 200 for); the run then runs from the stored row, and
+after a crash the engine's worker runs it."""
 
 from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 
 from bot.engine.health import DATABASE_DOWN, database_unreachable
 from bot.engine.ports import Origin
-from bot.engine.results import EngineError
+from bot.engine.start_rows import Start
 from bot.platforms.feishu.adapter import FeishuAdapter
 from bot.platforms.feishu.delegate import delegate_command, delegate_rest
 from bot.platforms.feishu.engine_api import EngineApi
@@ -16,13 +22,15 @@ from bot.platforms.feishu.handlers.replies import Replies
 from bot.platforms.feishu.message import Incoming, message_text
 from bot.platforms.feishu.pending import PENDING_PER_PAGE, pending_command, pending_reply
 from renderers.i18n import CATALOG, say
-from renderers.words import said
+from renderers.words import Said, said
 
 log = logging.getLogger("askhuman.feishu.events")
 
 PLATFORM = "feishu"
 _COMMAND = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9_.\-]{0,63})\s*[:：]\s*(.+)$", re.DOTALL)
 HELP_TEXT = CATALOG["en"]["feishu.help"]
+Gate = Callable[[], None]
+"""Called once a message's run start is stored (or it starts none): it may be acked."""
 
 
 def help_text(agents: list[str], locale: str | None = None) -> str:
@@ -41,7 +49,11 @@ class CommandListener:
         self._adapter = adapter
         self._replies = replies
 
-    async def command(self, msg: Incoming) -> None:
+    async def command(self, msg: Incoming, stored: Gate = lambda: None) -> None:
+        """``stored()`` is called once a run start is durable, or once the message is
+        known to start none: the transport acks the message only then."""
+        if not self._starts_a_run(msg):
+            stored()
         text = message_text(msg)
         if text is None:
             return
@@ -67,19 +79,37 @@ class CommandListener:
             "feishu run requested",
             extra={"agent": agent, "chat_id": msg.chat_id, "user": msg.sender.user_id},
         )
+        words = await self._start(Start(agent, prompt, msg.sender, origin), stored)
+        if words is not None:  # refused (audited), not recorded, or could not start
+            await self._replies.say(msg.message_id, words)
+
+    async def _start(self, start: Start, stored: Gate) -> Said | None:
+        """Check the starter, store the start, open the gate (Feishu may now have its
+        200: the start is durable), then run it; the words to reply when it did not."""
         try:
-            # The engine refuses (audited) anyone who is not one of the agent's starters.
-            await self._engine.start_run(agent, prompt, msg.sender, origin)
-        except EngineError as exc:
-            await self._replies.say(msg.message_id, exc.words)
+            refusal = await self._engine.start_refusal(start.agent, start.started_by)
+            if refusal is not None:
+                return refusal
+            recorded = await self._engine.record_start(start)
         except Exception as exc:
             if database_unreachable(exc):
                 log.warning("feishu run failed to start: database unreachable",
-                            extra={"agent": agent, "error": type(exc).__name__})
-                await self._replies.say(msg.message_id, DATABASE_DOWN)
-                return
-            log.exception("feishu run failed to start", extra={"agent": agent})
-            await self._replies.say(msg.message_id, said("run.failed_logs"))
+                            extra={"agent": start.agent, "error": type(exc).__name__})
+                return DATABASE_DOWN
+            log.exception("feishu run failed to start", extra={"agent": start.agent})
+            return said("run.failed_logs")
+        finally:
+            stored()
+        if recorded is None:
+            return said("start.not_recorded", agent=start.agent[:64])
+        return (await self._engine.run_start(recorded)).words
+
+    @staticmethod
+    def _starts_a_run(msg: Incoming) -> bool:
+        text = message_text(msg)
+        return (text is not None and (msg.chat_type == "p2p" or bool(msg.mentions))
+                and pending_command(text) is None and delegate_rest(text) is None
+                and _COMMAND.match(text) is not None)
 
     async def _pending(self, msg: Incoming, number: int) -> None:
         """Reply with one page of the sender's open requests (never silence)."""

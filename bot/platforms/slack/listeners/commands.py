@@ -1,32 +1,33 @@
 """``/askhuman run | pending | delegate | help``.
 
-Every branch acks at once: usage errors answer in the ack itself; ``run``, ``pending``
+Every branch acks within Slack's 3 s: usage errors answer in the ack itself; ``pending``
 and ``help`` ack empty and then do their (slower) work, replying through the Web API or
 the command's ``response_url``. ``run`` first asks the engine whether the person is one
-of the agent's ``starters``; a refusal is told to them alone and nothing is posted.
+of the agent's ``starters`` (a refusal is told to them alone and nothing is posted),
+then stores the start before the ack (``bot.platforms.slack.runs``) and runs it after:
+its "started" message (the run's thread) is posted by ``SlackAdapter.open_thread``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncRespond
-from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.engine.health import DATABASE_DOWN, database_unreachable
-from bot.engine.ports import Identity
+from bot.engine.ports import Identity, Origin
 from bot.engine.results import PendingPage
-from bot.platforms.slack.client import error_code
+from bot.engine.start_rows import Start
 from bot.platforms.slack.delegate import delegate_command
 from bot.platforms.slack.engine_api import SlackEngine
 from bot.platforms.slack.identity import from_command
 from bot.platforms.slack.people import in_their_words, people
 from bot.platforms.slack.replies import safe_text
-from bot.platforms.slack.runs import start_run
-from bot.platforms.slack.text import quote
+from bot.platforms.slack.runs import admit, run_admitted
 from renderers import i18n
 from renderers.markdown import slack_escape
 from renderers.text import format_when, summary
@@ -44,10 +45,6 @@ HELP = """*askhuman* lets AI agents ask people for approvals.
 
 RUN_USAGE = (
     "Usage: `/askhuman run <agent> <prompt>`, e.g. `/askhuman run deploy ship v1.2 to staging`."
-)
-NOT_IN_CHANNEL = (
-    "I can't post in this conversation, so the run would have nowhere to report. "
-    "Invite me with `/invite @askhuman`, or run the command in a channel I'm in."
 )
 PENDING_PER_PAGE = 10
 PENDING_FAILED = said("pending.failed")
@@ -112,6 +109,7 @@ class CommandListener:
         client: AsyncWebClient,
         respond: AsyncRespond,
     ) -> None:
+        arrived = time.monotonic()
         sub, rest = parse(str(command.get("text") or ""))
         user = from_command(command)
         if sub == "run":
@@ -119,14 +117,9 @@ class CommandListener:
             if not agent or not prompt.strip():
                 await ack(text=RUN_USAGE, response_type="ephemeral")
                 return
-            await ack()
-            refusal = await self._engine.start_refusal(agent, user)
-            if refusal is not None:  # audited by the engine; nothing is posted in channel
-                words = await in_their_words(client, user.user_id, refusal)
-                await respond(text=safe_text(words), response_type="ephemeral")
-                return
-            channel = str(command["channel_id"])
-            await self._run(client, respond, user, channel, agent, prompt.strip())
+            origin = Origin("slack", str(command["channel_id"]))
+            await self._start(ack, client, respond, Start(agent, prompt.strip(), user, origin),
+                              arrived)
         elif sub == "pending":
             await ack()
             locale, zone = await people(client).person(user.user_id)
@@ -148,6 +141,20 @@ class CommandListener:
             agents = await self._engine.startable_agents(user)
             await respond(text=lead + help_text(agents, locale), response_type="ephemeral")
 
+    async def _start(self, ack: AsyncAck, client: AsyncWebClient, respond: AsyncRespond,
+                     start: Start, arrived: float) -> None:
+        """Stored before the ack (Slack never resends an acknowledged command), run after."""
+        user = start.started_by
+        admitted = await admit(self._engine, start.agent, start.prompt, user, start.origin,
+                               arrived)
+        await ack()
+        words = admitted.words
+        if admitted.stored is not None:
+            words = (await run_admitted(self._engine, admitted.stored)).words
+        if words is not None:  # refused, not recorded, or could not start: them alone
+            shown = await in_their_words(client, user.user_id, words)
+            await respond(text=safe_text(shown), response_type="ephemeral")
+
     async def _pending(self, respond: AsyncRespond, user: Identity, number: int,
                        locale: str | None = None, zone: str | None = None) -> None:
         """List one page of the asker's open requests; when that fails, say so (never
@@ -162,37 +169,3 @@ class CommandListener:
             await respond(text=text.text(locale), response_type="ephemeral")
             return
         await respond(text=pending_text(page, locale, zone), response_type="ephemeral")
-
-    async def _run(
-        self,
-        client: AsyncWebClient,
-        respond: AsyncRespond,
-        user: Identity,
-        channel: str,
-        agent: str,
-        prompt: str,
-    ) -> None:
-        """Post a "started" message first, so the run has a thread to report into."""
-        try:
-            started = await client.chat_postMessage(
-                channel=channel,
-                text=f"<@{user.user_id}> started *{slack_escape(agent)}*:\n{quote(prompt)}",
-                unfurl_links=False,
-                unfurl_media=False,
-            )
-        except (SlackApiError, SlackClientError, OSError, TimeoutError) as exc:
-            log.info(
-                "cannot post the run's thread root",
-                extra={"platform": "slack", "channel": channel, "error": error_code(exc)},
-            )
-            await respond(text=NOT_IN_CHANNEL, response_type="ephemeral")
-            return
-        await start_run(
-            self._engine,
-            client,
-            agent=agent,
-            prompt=prompt,
-            user=user,
-            channel=str(started["channel"]),
-            thread_ts=str(started["ts"]),
-        )
