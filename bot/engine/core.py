@@ -27,6 +27,7 @@ from bot.engine.external import ExternalRequests
 from bot.engine.pending import Pending
 from bot.engine.platforms import Platforms
 from bot.engine.queries import Queries
+from bot.engine.rate_limits import RateLimits
 from bot.engine.request_cards import Cards
 from bot.engine.resolver import Resolver
 from bot.engine.results import RespondResult, UnknownAgentError
@@ -153,6 +154,7 @@ class Engine:
         self.housekeeping = Housekeeping(ctx, self.committer)
         self.queries = Queries(self.committer, self.cards)
         self.delegations = Delegations(ctx, self.committer)
+        self.rate_limits = RateLimits(self.committer, ctx.db.is_postgres)
 
     def _lend(self) -> None:
         """The public API, under the names platforms, the door and the CLI call."""
@@ -192,6 +194,7 @@ class Engine:
         self.seal_audit = self.housekeeping.seal_audit
         # the door: API / MCP requests, webhooks, triggered runs
         self.api_client_by_key_hash = self.external.client_by_key_hash
+        self.take_rate_token = self.rate_limits.take
         self.create_external = self.external.create
         self.external_view = self.external.view
         self.wait_external = self.external.wait

@@ -14,13 +14,13 @@ def test_upgrade_creates_schema_and_is_idempotent(db_url: str) -> None:
     assert current_revision(db_url) is None
     storage.upgrade(db_url)
     storage.upgrade(db_url)  # second call is a no-op
-    assert current_revision(db_url) == head_revision() == "0012_home"
+    assert current_revision(db_url) == head_revision() == "0015_rate_limits"
     engine = make_engine(db_url)
     try:
         tables = set(inspect(engine).get_table_names())
         assert {"runs", "human_requests", "deliveries", "responses", "audit_log",
                 "resume_jobs", "staged_files", "outbox", "seen_events", "api_clients",
-                "external_requests", "run_triggers", "click_inbox"} <= tables
+                "external_requests", "run_triggers", "click_inbox", "rate_limits"} <= tables
         with engine.connect() as conn:
             diff = compare_metadata(MigrationContext.configure(conn), storage.Base.metadata)
         assert diff == []
