@@ -13,7 +13,7 @@ import asyncio
 import datetime as dt
 from collections.abc import Awaitable, Callable
 
-from bot.engine import heap, waiters
+from bot.engine import heap, home_signals, waiters
 from bot.engine.access import Authorizer
 from bot.engine.attachments import Attachments
 from bot.engine.clicks import ClickInbox
@@ -24,6 +24,7 @@ from bot.engine.delegation_chat import Delegations
 from bot.engine.delivery import DeliveryHandlers
 from bot.engine.dispatch import Outbox
 from bot.engine.external import ExternalRequests
+from bot.engine.home_signals import HomeSignals
 from bot.engine.pending import Pending
 from bot.engine.platforms import Platforms
 from bot.engine.queries import Queries
@@ -155,6 +156,8 @@ class Engine:
         self.queries = Queries(self.committer, self.cards)
         self.delegations = Delegations(ctx, self.committer)
         self.rate_limits = RateLimits(self.committer, ctx.db.is_postgres)
+        self.home_signals = HomeSignals(ctx.db)
+        self.waiters.on_channel(home_signals.CHANNEL, self.home_signals.heard)
 
     def _lend(self) -> None:
         """The public API, under the names platforms, the door and the CLI call."""
