@@ -143,14 +143,18 @@ async def measure(args: argparse.Namespace, fake: FakeSlackAPI, urls: list[str],
     acks: list[float] = []
     polls: list[float] = []
     hooks: list[float] = []
+    creates: list[float] = []
+    reads: list[float] = []
     async with httpx.AsyncClient(timeout=90) as http:
         clicker = Slack(url=urls[-1], fake=fake, engine=None, database=None,  # type: ignore[arg-type]
                         http=http)
         for index in range(args.warmup + args.requests):
+            posted = time.monotonic()
             response = await http.post(urls[0] + "/api/v1/requests", headers=headers,
                                        json={"route": "ops", "args": ARGS,
                                              "callback_url": callback})
             response.raise_for_status()
+            created = time.monotonic() - posted
             ref = response.json()["ref"]
             ts = await card_ts(fake, ref)
             payload = clicker.click_payload(ts, "Approve", ALICE, environment="o1",
@@ -166,11 +170,17 @@ async def measure(args: argparse.Namespace, fake: FakeSlackAPI, urls: list[str],
             answered = time.monotonic()
             assert answer.json()["status"] == "submitted", answer.text
             arrived = await receiver.wait(ref)
+            read = time.monotonic()
+            got = await http.get(urls[0] + f"/api/v1/requests/{ref}", headers=headers)
+            got.raise_for_status()
             if index >= args.warmup:
                 acks.append(acked - sent)
                 polls.append(answered - sent)
                 hooks.append(arrived - sent)
+                creates.append(created)
+                reads.append(time.monotonic() - read)
     report(args, acks, polls, hooks)
+    report_calls(creates, reads)
 
 
 def report(args: argparse.Namespace, acks: list[float], polls: list[float],
@@ -181,6 +191,15 @@ def report(args: argparse.Namespace, acks: list[float], polls: list[float],
     print(f"{'':28}{'p50':>8}{'p99':>8}{'max':>8}")
     for name, values in (("Slack click ack", acks), ("long-poll answer", polls),
                          ("webhook delivered", hooks)):
+        ms = [v * 1000 for v in values]
+        print(f"{name:28}{statistics.median(ms):8.1f}{h.pct(ms, 0.99):8.1f}"
+              f"{max(ms):8.1f}")
+
+
+def report_calls(creates: list[float], reads: list[float]) -> None:
+    print("API calls on replica A (key check + rate limit + work), ms:")
+    print(f"{'':28}{'p50':>8}{'p99':>8}{'max':>8}")
+    for name, values in (("POST /requests", creates), ("GET /requests/{ref}", reads)):
         ms = [v * 1000 for v in values]
         print(f"{name:28}{statistics.median(ms):8.1f}{h.pct(ms, 0.99):8.1f}"
               f"{max(ms):8.1f}")

@@ -5,7 +5,16 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 Json = dict[str, Any]
@@ -335,9 +344,25 @@ class ApiClient(Base):
     routes: Mapped[list[Any]] = mapped_column(JSON)
     agents: Mapped[list[Any]] = mapped_column(JSON)
     rate_limit: Mapped[int] = mapped_column(Integer)
-    """Requests per minute (per replica)."""
+    """Requests per minute, across all replicas (``RateLimit``)."""
     created_at: Mapped[dt.datetime] = mapped_column()
     revoked_at: Mapped[dt.datetime | None] = mapped_column()
+
+
+class RateLimit(Base):
+    """One API client's token bucket, shared by every replica (``bot.engine.rate_limits``).
+
+    A request spends a token with one conditional UPDATE that also adds the refill
+    since ``updated_at``, so concurrent replicas serialize on this row and together
+    never exceed the client's rate. Times are epoch seconds (the arithmetic is the
+    same in SQLite and PostgreSQL); the row is made on the client's first request.
+    """
+
+    __tablename__ = "rate_limits"
+
+    client_id: Mapped[int] = mapped_column(ForeignKey("api_clients.id"), primary_key=True)
+    tokens: Mapped[float] = mapped_column(Double)
+    updated_at: Mapped[float] = mapped_column(Double)
 
 
 class ExternalRequest(Base):

@@ -1,8 +1,9 @@
 """Bearer keys and the per-client rate limit.
 
 A key is looked up by its SHA-256 hash among active clients (revoked ones never
-match). The rate limit is a token bucket per client and replica: ``rate_limit``
-requests per minute, bursts up to the same number; beyond it the answer is 429 with
+match). The rate limit is global: one token bucket per client in the database,
+shared by every replica (``bot.engine.rate_limits``): ``rate_limit`` requests per
+minute, bursts up to the same number; beyond it the answer is 429 with
 ``Retry-After``.
 """
 
@@ -11,7 +12,8 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Protocol
 
 from bot.api.keys import hash_key
 from bot.api.problems import Problem, unauthorized
@@ -39,26 +41,39 @@ async def client_for_key(engine: Engine, key: str | None) -> ApiClientInfo:
     return client
 
 
-class RateLimiter:
-    """Token buckets by client id (per process; thread-safe)."""
+class RateTokens(Protocol):
+    """The engine's shared buckets (``Engine.take_rate_token``)."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def take_rate_token(self, client_id: int, per_minute: int) -> Awaitable[float]: ...
+
+
+class RateLimiter:
+    """Spends a token from the client's shared bucket, or raises 429.
+
+    A refusal is remembered in this process until the bucket's next token is due:
+    nobody can refill it sooner, so that stays exact across replicas, and a client
+    hammering past its limit costs no database work until then.
+    """
+
+    def __init__(self, tokens: RateTokens, clock: Callable[[], float] = time.monotonic) -> None:
+        self._tokens = tokens
         self._clock = clock
         self._lock = threading.Lock()
-        self._buckets: dict[int, tuple[float, float]] = {}
+        self._empty_until: dict[int, float] = {}
 
-    def take(self, client: ApiClientInfo) -> None:
+    async def take(self, client: ApiClientInfo) -> None:
         """Spend one token or raise 429 with the seconds until the next one."""
         rate = max(1, client.rate_limit)
-        per_second = rate / 60.0
-        now = self._clock()
         with self._lock:
-            tokens, last = self._buckets.get(client.id, (float(rate), now))
-            tokens = min(float(rate), tokens + (now - last) * per_second)
-            if tokens < 1.0:
-                self._buckets[client.id] = (tokens, now)
-                wait = math.ceil((1.0 - tokens) / per_second)
-                raise Problem(429, "rate-limited",
-                              f"Rate limit of {rate} requests per minute exceeded; retry in "
-                              f"{wait} s.", headers={"Retry-After": str(wait)})
-            self._buckets[client.id] = (tokens - 1.0, now)
+            until = self._empty_until.get(client.id, 0.0)
+        wait = until - self._clock()
+        if wait <= 0:
+            wait = await self._tokens.take_rate_token(client.id, rate)
+            if wait <= 0:
+                return
+            with self._lock:
+                self._empty_until[client.id] = self._clock() + wait
+        seconds = max(1, math.ceil(wait))
+        raise Problem(429, "rate-limited",
+                      f"Rate limit of {rate} requests per minute exceeded; retry in "
+                      f"{seconds} s.", headers={"Retry-After": str(seconds)})

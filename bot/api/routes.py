@@ -35,7 +35,7 @@ class ApiRoutes:
 
     def __init__(self, door: Door, limiter: RateLimiter | None = None) -> None:
         self.door = door
-        self.limiter = limiter or RateLimiter()
+        self.limiter = limiter or RateLimiter(door.engine)
         self.max_body = door.settings.api.max_body_bytes
 
     def routes(self) -> list[BaseRoute]:
@@ -63,7 +63,7 @@ class ApiRoutes:
         async def endpoint(request: Request) -> Response:
             try:
                 client = await client_for_key(self.door.engine, bearer_token(request.headers))
-                self.limiter.take(client)
+                await self.limiter.take(client)
                 return await handler(request, client)
             except Problem as problem:
                 return problem.response(request.url.path)

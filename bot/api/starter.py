@@ -51,7 +51,7 @@ def build_door(
     policy = CallbackPolicy(settings.api.callback_hosts)
     engine.register_webhook_sender(HttpWebhookSender(policy, box))
     door = Door(engine, settings, policy, webhooks_enabled=box is not None)
-    limiter = RateLimiter()
+    limiter = RateLimiter(engine)
     runtime = DoorRuntime(door, ApiRoutes(door, limiter).routes())
     from bot.mcp.lazy import lazy_mcp_route  # the MCP SDK loads on the first /mcp call
 

@@ -13,7 +13,7 @@ import asyncio
 import datetime as dt
 from collections.abc import Awaitable, Callable
 
-from bot.engine import heap, waiters
+from bot.engine import heap, home_signals, waiters
 from bot.engine.access import Authorizer
 from bot.engine.attachments import Attachments
 from bot.engine.clicks import ClickInbox
@@ -24,10 +24,12 @@ from bot.engine.delegation_chat import Delegations
 from bot.engine.delivery import DeliveryHandlers
 from bot.engine.dispatch import Outbox
 from bot.engine.external import ExternalRequests
+from bot.engine.home_signals import HomeSignals
 from bot.engine.instances import Instances
 from bot.engine.pending import Pending
 from bot.engine.platforms import Platforms
 from bot.engine.queries import Queries
+from bot.engine.rate_limits import RateLimits
 from bot.engine.request_cards import Cards
 from bot.engine.resolver import Resolver
 from bot.engine.results import RespondResult, UnknownAgentError
@@ -158,6 +160,9 @@ class Engine:
         self.instances = Instances(ctx, self.wakeups)
         self.queries = Queries(self.committer, self.cards)
         self.delegations = Delegations(ctx, self.committer)
+        self.rate_limits = RateLimits(self.committer, ctx.db.is_postgres)
+        self.home_signals = HomeSignals(ctx.db)
+        self.waiters.on_channel(home_signals.CHANNEL, self.home_signals.heard)
 
     def _lend(self) -> None:
         """The public API, under the names platforms, the door and the CLI call."""
@@ -201,6 +206,7 @@ class Engine:
         self.seal_audit = self.housekeeping.seal_audit
         # the door: API / MCP requests, webhooks, triggered runs
         self.api_client_by_key_hash = self.external.client_by_key_hash
+        self.take_rate_token = self.rate_limits.take
         self.create_external = self.external.create
         self.external_view = self.external.view
         self.wait_external = self.external.wait

@@ -6,7 +6,8 @@ engine's transaction helper takes the marks before committing (``taken``) and, o
 PostgreSQL, sends ``NOTIFY askhuman_resolved, '<ref>'`` inside that same transaction,
 so other replicas hear of a decision exactly when (and only if) it commits. After the
 commit, the local ``Waiters`` are woken directly; ``listen_forever`` (one connection per
-replica) wakes them for decisions made elsewhere.
+replica) wakes them for decisions made elsewhere; it also LISTENs on the channels
+other services add (``on_channel``: home views, ``home_signals``).
 """
 
 from __future__ import annotations
@@ -56,6 +57,14 @@ class Waiters:
         self._subscribers: list[tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = []
         self.listening = False
         """Whether ``listen_forever`` runs for these waiters (one connection is enough)."""
+        self.channels: dict[str, Callable[[str], None]] = {}
+        """More channels ``listen_forever`` LISTENs on, and who hears their payloads."""
+
+    def on_channel(self, channel: str, handler: Callable[[str], None]) -> None:
+        """Also LISTEN on ``channel`` (set before the listener starts): ``handler`` gets
+        each payload on the listener's loop, and ``""`` after every (re)connect, because
+        notifications sent while the connection was down are lost."""
+        self.channels[channel] = handler
 
     def subscribe(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback`` (on the current loop) whenever any resolution is announced,
@@ -158,8 +167,10 @@ async def _listen(
     while not stop.is_set():
         try:
             async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-                await conn.execute(f"LISTEN {CHANNEL}")
+                for channel in (CHANNEL, *waiters.channels):
+                    await conn.execute(f"LISTEN {channel}")
                 waiters.wake_all()
+                _hand(waiters, None, "")
                 if ready is not None:
                     ready.set()
                 await _pump(conn, waiters, stop)
@@ -177,4 +188,17 @@ async def _pump(conn: object, waiters: Waiters, stop: asyncio.Event) -> None:
     assert isinstance(conn, psycopg.AsyncConnection)
     while not stop.is_set():
         async for notify in conn.notifies(timeout=1.0):
-            waiters.wake([notify.payload])
+            if notify.channel == CHANNEL:
+                waiters.wake([notify.payload])
+            else:
+                _hand(waiters, notify.channel, notify.payload)
+
+
+def _hand(waiters: Waiters, channel: str | None, payload: str) -> None:
+    """Give ``payload`` to the handler of ``channel`` (None: to every handler)."""
+    for name, handler in list(waiters.channels.items()):
+        if channel is None or name == channel:
+            try:
+                handler(payload)
+            except Exception:
+                log.exception("a notification handler failed", extra={"channel": name})

@@ -63,7 +63,7 @@ class McpEndpoint:
         try:
             headers = Headers(scope=scope)
             client = await client_for_key(self.door.engine, bearer_token(headers))
-            self.limiter.take(client)
+            await self.limiter.take(client)
             route = QueryParams(scope.get("query_string", b"")).get("route")
             if route is not None:
                 self.door.check_route(client, route)

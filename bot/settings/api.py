@@ -27,7 +27,8 @@ class ApiSettings(_Strict):
     """Guardrails for API/MCP requests, as for an agent (Dify's defaults)."""
     clients: dict[str, ApiClientLimits] = Field(default_factory=dict)
     rate_limit: int = Field(default=120, ge=1)
-    """Default requests per minute per client and replica (``--rate-limit`` overrides)."""
+    """Default requests per minute per client, across all replicas (``--rate-limit``
+    overrides)."""
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     mcp_progress_seconds: float = Field(default=15.0, gt=0)
     """How often an MCP ``ask_human`` call reports progress while it waits."""

@@ -24,7 +24,7 @@ def test_upgrade_creates_schema_and_is_idempotent(db_url: str) -> None:
         assert {"runs", "human_requests", "deliveries", "responses", "audit_log",
                 "resume_jobs", "staged_files", "outbox", "seen_events", "api_clients",
                 "external_requests", "run_triggers", "click_inbox", "run_starts",
-                "instances"} <= tables
+                "instances", "rate_limits"} <= tables
         with engine.connect() as conn:
             diff = compare_metadata(MigrationContext.configure(conn), storage.Base.metadata)
         assert diff == []

@@ -8,8 +8,13 @@ recent; a view identical to the last one published is not sent again. So the cos
 bounded by the people who actually look at Home, not by the number of users.
 
 Home is a convenience, never the record: a refresh that fails is logged and dropped
-(the next change or the next open publishes again). Watchers are per process; on a
-replica that did not see the open, Home is refreshed when the person opens it again.
+(the next change or the next open publishes again).
+
+Replicas: a person is watched by the replica that saw their latest open. Changes
+made on any replica reach it through the engine's ``HomeSignals`` (PostgreSQL
+``LISTEN/NOTIFY``), and an open announced by another replica ends this one's watch
+of that person, so each change publishes a person's Home once (the bound and the
+SQLite behaviour are in ``bot.engine.home_signals``).
 
 Slack's Home has no ephemeral messages and no ``response_url``, so a click on Home
 that is refused is told by republishing Home with the reason on top (``notice``).
@@ -29,6 +34,7 @@ from typing import Protocol
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.engine.home_signals import HomeSignals, Watch
 from bot.engine.ports import Identity
 from bot.engine.results import PendingPage
 from bot.platforms.slack.client import error_code
@@ -39,6 +45,8 @@ from renderers.home import home_view
 from renderers.words import Said
 
 log = logging.getLogger(__name__)
+
+PLATFORM = "slack"
 
 WATCH_SECONDS = 8 * 3600.0
 MAX_WATCHERS = 200
@@ -62,6 +70,7 @@ class HomeTab:
     def __init__(
         self, engine: HomeEngine, client: AsyncWebClient, *,
         debounce: float = DEBOUNCE_SECONDS, clock: Callable[[], float] = time.monotonic,
+        signals: HomeSignals | None = None,
     ) -> None:
         self._engine = engine
         self._client = client
@@ -72,6 +81,11 @@ class HomeTab:
         self._people = people(client)
         self._pending: asyncio.Task[None] | None = None
         self._dirty = False
+        self._signals = signals
+        self._opens: dict[str, Watch] = {}
+        """This replica's latest open per watcher, as announced to the others."""
+        if signals is not None:
+            signals.subscribe(self.changed, self.watched_elsewhere)
 
     # ---------------------------------------------------------------- events
 
@@ -79,10 +93,26 @@ class HomeTab:
         """The person opened the Home tab: publish it and watch for changes."""
         self._watchers[user_id] = self._clock()
         self._watchers.move_to_end(user_id)
+        if self._signals is not None:
+            self._opens[user_id] = self._signals.watching(PLATFORM, user_id)
         while len(self._watchers) > MAX_WATCHERS:
             old, _ = self._watchers.popitem(last=False)
-            self._published.pop(old, None)
+            self._forget(old)
         await self.publish(user_id, force=True)
+
+    def watched_elsewhere(self, watch: Watch) -> None:
+        """Another replica saw ``watch.user`` open Home: stop watching them here,
+        unless the open seen here is the later one."""
+        mine = self._opens.get(watch.user)
+        if watch.platform != PLATFORM or watch.user not in self._watchers:
+            return
+        if mine is None or watch.beats(mine.at, mine.instance):
+            self._watchers.pop(watch.user, None)
+            self._forget(watch.user)
+
+    def _forget(self, user_id: str) -> None:
+        self._published.pop(user_id, None)
+        self._opens.pop(user_id, None)
 
     def changed(self) -> None:
         """Something a watcher may see changed: refresh them soon, once per burst."""
@@ -144,6 +174,8 @@ class HomeTab:
             for user_id, opened in list(self._watchers.items()):
                 if now - opened >= WATCH_SECONDS:
                     self._watchers.pop(user_id, None)
-                    self._published.pop(user_id, None)
+                    self._forget(user_id)
+                    continue
+                if user_id not in self._watchers:  # watched elsewhere since
                     continue
                 await self.publish(user_id)

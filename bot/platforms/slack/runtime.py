@@ -17,6 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from starlette.requests import Request
 from starlette.responses import Response
 
+from bot.engine.home_signals import HomeSignals
 from bot.engine.ports import Directory, PlatformAdapter
 from bot.platforms.slack.adapter import SlackAdapter
 from bot.platforms.slack.app import EVENTS_PATH, build_app, http_endpoint
@@ -56,9 +57,13 @@ class SlackPlatform:
     ) -> None:
         self.config = config
         self.client = client or make_client(config)
-        self.home = HomeTab(engine, self.client) if _has_home(engine) else None
-        self.adapter = SlackAdapter(self.client,
-                                    on_change=self.home.changed if self.home else None,
+        signals = getattr(engine, "home_signals", None)
+        signals = signals if isinstance(signals, HomeSignals) else None
+        self.home = (HomeTab(engine, self.client, signals=signals) if _has_home(engine)
+                     else None)
+        on_change = None if self.home is None else (
+            signals.changed if signals is not None else self.home.changed)
+        self.adapter = SlackAdapter(self.client, on_change=on_change,
                                     on_home_notice=self._home_notice if self.home else None)
         self.directory = SlackDirectory(self.client, ttl_seconds=directory_ttl)
         self.acks_first = AcksFirst()
