@@ -138,10 +138,13 @@ class ClickCheck:
         message = click.reply_to.get("message", "")
         named = message and self._platforms.clicks_name_their_message(click.platform)
         if named and (snapshot.delivered is None or snapshot.delivered[0] != click.ref):
-            check = "unknown_message" if snapshot.delivered is None else "ref_mismatch"
-            words = UNKNOWN_MESSAGE if snapshot.delivered is None else WRONG_MESSAGE
+            if snapshot.delivered is None:
+                words, check = UNKNOWN_MESSAGE, {"check": "unknown_message"}
+            else:
+                words = WRONG_MESSAGE
+                check = {"check": "ref_mismatch", "card_ref": snapshot.delivered[0]}
             return _Refusal("rejected", words, "adapter_refused",
-                            {"check": check, "message_id": message[:200]})
+                            {**check, "message_id": message[:200]})
         if snapshot.loaded is None:
             return _Refusal("not_found", NOT_FOUND, "respond_unknown_ref", {})
         request, run, card = snapshot.loaded

@@ -49,11 +49,13 @@ async def test_concurrent_clicks_are_all_answered_truthfully_and_decided_once(
     assert await f.status(card) == "submitted"
     assert _count(f.database, AuditLog, event="decided") == 1
     assert _count(f.database, Vote) == 1
-    # One toast says the answer was taken; the others say why not, or "received".
-    assert [t["type"] for t in toasts].count("success") == 1
+    # At most one toast says the answer was taken (if it was decided in time); the
+    # others say why not, or "received" while their decision was still pending.
+    taken = [t["type"] for t in toasts].count("success")
+    assert taken <= 1
     refused = [t for t in toasts if t["type"] == "error"]
     received = [t for t in toasts if t == RECEIVED]
-    assert len(refused) + len(received) == len(clickers) - 1
+    assert taken + len(refused) + len(received) == len(clickers)
     assert all("Already decided" in t["content"] for t in refused)
     # Every stored click was decided from its row, exactly once; a click refused before
     # it was stored left only its audit row.
@@ -62,7 +64,7 @@ async def test_concurrent_clicks_are_all_answered_truthfully_and_decided_once(
     # Whoever read "received" is told afterwards, once: in the group for a member of it
     # (Carol), in their chat with the bot otherwise (the group would not take it).
     told = [text for who in (ALICE, BOB, CAROL) for text in f.told(who) + f.told_here(who)]
-    assert len(told) == len(received)
+    assert len(told) == len(received) - (1 - taken)  # the winner reads the card
     assert all("Already decided" in text for text in told)
     await f.wait_patch(card)
 

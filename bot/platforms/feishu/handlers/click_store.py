@@ -103,6 +103,7 @@ class ClickStore:
                      started: float) -> Reply:
         click, event_id = admitted.click, admitted.event_id
         locale = click.reply_to.get("locale")
+        self._decisions.prefetch_name(click.responder.user_id)
         shared_new = admitted.shared_new
         ctx = current_reply.get()
         deferred = ctx.deferred_seen if ctx is not None else ()

@@ -40,6 +40,9 @@ INLINE = 4
 """Clicks decided inline (before their toast) at a time; a click finding none free
 is answered "received" and decided after the burst, so a burst's toasts never queue
 behind its decisions."""
+NAME_INLINE_SECONDS = 0.1
+"""How long an inline decision waits for the clicker's name (looked up since the click
+arrived, ``prefetch_name``); the card shows the open_id without it."""
 INLINE_SECONDS = 0.15
 """How long after its arrival a click may wait for its decision before the toast says
 "received" instead (the decision goes on; the outcome is told later if needed)."""
@@ -102,7 +105,7 @@ class ClickDecider:
             self._loop.track(asyncio.ensure_future(self.decide_later(recorded)))
             return None
         self._inline -= 1
-        task = asyncio.ensure_future(self._decide(recorded, cached_name=True))
+        task = asyncio.ensure_future(self._decide(recorded, inline=True))
         task.add_done_callback(self._slot_back)
         try:
             result = await asyncio.wait_for(asyncio.shield(task),
@@ -113,6 +116,12 @@ class ClickDecider:
         self._loop.track(asyncio.ensure_future(self._settle(recorded, result, told=True)))
         return result
 
+    def prefetch_name(self, recorded_by: str) -> None:
+        """Start looking up the clicker's name as the click arrives, so an inline
+        decision finds it cached (progress lines say "Alice (Approve)")."""
+        if self._names is not None:
+            self._loop.track(asyncio.ensure_future(self._names.name(recorded_by)))
+
     def _slot_back(self, _task: asyncio.Future[RespondResult]) -> None:
         self._inline += 1
 
@@ -122,15 +131,15 @@ class ClickDecider:
         fails, the engine hands the click to its worker, which tells them."""
         await self._answers.wait()
         async with self._deciding:
-            result = await self._decide(recorded, cached_name=False)
+            result = await self._decide(recorded, inline=False)
         await self._settle(recorded, result, told=False)
 
     async def _tell_when_decided(self, recorded: Recorded,
                                  task: asyncio.Future[RespondResult]) -> None:
         await self._settle(recorded, await task, told=False)
 
-    async def _decide(self, recorded: Recorded, *, cached_name: bool) -> RespondResult:
-        recorded = await self._named(recorded, 0.0 if cached_name else 0.5)
+    async def _decide(self, recorded: Recorded, *, inline: bool) -> RespondResult:
+        recorded = await self._named(recorded, NAME_INLINE_SECONDS if inline else 0.5)
         result = await self._engine.decide_click(recorded, tell_later=True)
         click = recorded.click
         log.info("feishu click decided", extra={
@@ -165,8 +174,8 @@ class ClickDecider:
                               "run out", extra={"ref": click.ref[:64]})
 
     async def _named(self, recorded: Recorded, timeout: float) -> Recorded:
-        """The click with the clicker's name (contact API, cached, at most ``timeout``;
-        0: only a cached one), so progress lines and results say "Alice (Approve)",
+        """The click with the clicker's name (contact API, cached, at most ``timeout``),
+        so progress lines and results say "Alice (Approve)",
         not an open_id. A click recovered by the worker after a crash goes without; the
         card then shows the id."""
         who = recorded.click.responder
