@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from sqlalchemy import select
@@ -90,6 +91,9 @@ class ClickCheck:
         self._cards = cards
         self._platforms = platforms
         self._reading: dict[tuple[str, str, str], asyncio.Future[_Snapshot]] = {}
+        self._queued: list[tuple[str, str, str]] = []
+        self._batching = False
+        self._batcher: asyncio.Future[None] | None = None
 
     async def check(self, click: Click, seen: Sequence[str] = ()) -> Checked:
         """Refuse ``click`` now (audited, with ``seen``: the callback's dedupe keys, in
@@ -110,18 +114,49 @@ class ClickCheck:
         return Checked(RespondResult(refusal.outcome, refusal.words), locale, direct)
 
     async def _snapshot(self, click: Click) -> _Snapshot:
-        """Concurrent clicks on one card share one read (a request read open may be
-        closed by the time a click is decided: the decision re-checks)."""
+        """Concurrent clicks share reads: one per card, and the cards asked for while a
+        read runs are read together in the next one (a burst costs a few snapshot
+        reads, not one each). A request read open may be closed by the time a click is
+        decided: the decision re-checks."""
         message = click.reply_to.get("message", "") \
             if self._platforms.clicks_name_their_message(click.platform) else ""
         key = (click.platform, click.ref, message)
         pending = self._reading.get(key)
         if pending is None:
-            pending = asyncio.ensure_future(self._committer.read(
-                lambda s: self._read(s, click.platform, click.ref, message)))
-            self._reading[key] = pending
-            pending.add_done_callback(lambda _done: self._reading.pop(key, None))
+            pending = self._reading[key] = asyncio.get_running_loop().create_future()
+            self._queued.append(key)
+            if not self._batching:
+                self._batching = True
+                self._batcher = asyncio.ensure_future(self._read_batches())
         return await asyncio.shield(pending)
+
+    async def _read_batches(self) -> None:
+        try:
+            while self._queued:
+                keys, self._queued = self._queued, []
+                try:
+                    snapshots = await self._committer.read(partial(self._read_all, keys))
+                except Exception as exc:
+                    for key in keys:
+                        self._settle(key, exc)
+                    continue
+                for key, snapshot in zip(keys, snapshots, strict=True):
+                    self._settle(key, snapshot)
+        finally:
+            self._batching = False
+
+    def _settle(self, key: tuple[str, str, str], outcome: _Snapshot | Exception) -> None:
+        future = self._reading.pop(key, None)
+        if future is None or future.done():
+            return
+        if isinstance(outcome, Exception):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+
+    def _read_all(self, keys: list[tuple[str, str, str]], session: Session
+                  ) -> list[_Snapshot]:
+        return [self._read(session, *key) for key in keys]
 
     def _read(self, session: Session, platform: str, ref: str, message: str) -> _Snapshot:
         delivered = None

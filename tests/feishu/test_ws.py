@@ -20,7 +20,6 @@ from tests.feishu.conftest import (
     ALICE,
     MALLORY,
     ORIGIN,
-    RECEIVED,
     STARTER,
     VERIFICATION_TOKEN,
     Feishu,

@@ -37,9 +37,9 @@ ANSWERS_FIRST_PATIENCE = 1.0
 DECIDING = 4
 """Stored clicks decided at a time by one process (the rest wait their turn)."""
 INLINE = 4
-"""Clicks decided inline (before their toast) at a time; a click finding none free
-is answered "received" and decided after the burst, so a burst's toasts never queue
-behind its decisions."""
+"""Clicks decided inline (before their toast) at a time; a click finding none free,
+or arriving while others are being answered (a burst), is answered "received" and
+decided after the burst, so a burst's toasts never queue behind its decisions."""
 NAME_INLINE_SECONDS = 0.1
 """How long an inline decision waits for the clicker's name (looked up since the click
 arrived, ``prefetch_name``); the card shows the open_id without it."""
@@ -63,6 +63,11 @@ class AnswersFirst:
 
     def answered(self) -> None:
         self._answering -= 1
+
+    def burst(self) -> bool:
+        """Whether other clicks are being answered right now (a burst: their toasts
+        must not queue behind this one's decision)."""
+        return self._answering > 1
 
     async def wait(self) -> None:
         """Wait while clicks are still being stored and answered (they have a 3 s
@@ -94,17 +99,19 @@ class ClickDecider:
         self._names = names
         self._deciding = asyncio.Semaphore(DECIDING)
         self._telling = asyncio.Semaphore(DECIDING)
-        self._inline = INLINE
+        self.inline_free = INLINE
+        """Inline slots free now (0: every click is answered "received" and decided
+        after the burst)."""
 
     async def decide_now(self, recorded: Recorded, until: float) -> RespondResult | None:
         """Decide ``recorded`` before its toast if an inline slot is free and it is done
         by ``until`` (``time.monotonic``): its outcome, which the toast tells (the row
         is then closed as told). None: still pending; the toast says "received", the
         decision goes on and the clicker is told later if their answer was not taken."""
-        if self._inline <= 0 or until - time.monotonic() <= 0:
+        if self.inline_free <= 0 or self._answers.burst() or until - time.monotonic() <= 0:
             self._loop.track(asyncio.ensure_future(self.decide_later(recorded)))
             return None
-        self._inline -= 1
+        self.inline_free -= 1
         task = asyncio.ensure_future(self._decide(recorded, inline=True))
         task.add_done_callback(self._slot_back)
         try:
@@ -118,12 +125,13 @@ class ClickDecider:
 
     def prefetch_name(self, recorded_by: str) -> None:
         """Start looking up the clicker's name as the click arrives, so an inline
-        decision finds it cached (progress lines say "Alice (Approve)")."""
-        if self._names is not None:
+        decision finds it cached (progress lines say "Alice (Approve)"); not in a
+        burst, whose clicks are decided after it (and named then)."""
+        if self._names is not None and not self._answers.burst():
             self._loop.track(asyncio.ensure_future(self._names.name(recorded_by)))
 
     def _slot_back(self, _task: asyncio.Future[RespondResult]) -> None:
-        self._inline += 1
+        self.inline_free += 1
 
     async def decide_later(self, recorded: Recorded) -> None:
         """Decide a stored click once the burst of answers is over, then tell the
