@@ -14,8 +14,10 @@ Four processes on 127.0.0.1 (``benchmarks/harness.py``):
 
 Two cases: ``race`` (N approvers click the same card) and ``spread`` (N clicks on N
 different cards, one each). Rounds alternate which app goes first; round 0 warms up
-and is not counted. Every reply must be HTTP 200 with a toast, and askhuman must decide
-every card exactly once (its SQLite file is read between rounds).
+and is not counted. Every reply must be HTTP 200 with a toast, askhuman's a true one
+(the answer taken, already decided, or "received" while still pending; their counts
+are printed), and askhuman must decide every card exactly once (its SQLite file is
+read between rounds).
 
     python benchmarks/feishu_ack.py --clicks 100 --rounds 4 [--cases race,spread]
 """
@@ -156,11 +158,28 @@ class Client:
             app_id=self.app_id, event_id=uuid.uuid4().hex))
 
 
-def read_toast(_app: str, body: bytes) -> str:
+def true_answers() -> dict[str, str]:
+    """askhuman's toasts that are true in these cases, English text → kind: the answer
+    taken, the card already decided (a race's losers refused before they were stored),
+    or "received" while the decision is still pending."""
+    from renderers.i18n import CATALOG
+
+    return {"Thanks, your answer (Approve) was recorded.": "accepted",
+            "Already decided by ": "already decided",
+            CATALOG["en"]["click.received"]: "received (pending)"}
+
+
+def read_toast(app: str, body: bytes) -> str:
+    """The toast's kind (askhuman: one of ``true_answers``, else the run fails)."""
     toast = json.loads(body).get("toast")
     if not isinstance(toast, dict) or not toast.get("type") or not toast.get("content"):
         raise RuntimeError(f"reply without a toast: {body[:200]!r}")
-    return f"{toast['type']}: {toast['content'][:60]}"
+    if app != "askhuman":
+        return f"{toast['type']}: {toast['content'][:60]}"
+    for start, kind in true_answers().items():
+        if toast["content"].startswith(start):
+            return f"{toast['type']}: {kind}"
+    raise RuntimeError(f"askhuman answered a toast that is not a true answer: {body[:300]!r}")
 
 
 async def run_case(case: str, client: Client, apps: dict[str, str], operators: list[str],

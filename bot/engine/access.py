@@ -110,7 +110,7 @@ class Authorizer:
                  else settings.routes.get(name) for name in waiting.reached_routes(request))
         return [route for route in found if route is not None]
 
-    def _counts_channels(self, request: HumanRequest, platform: str) -> bool:
+    def counts_channels(self, request: HumanRequest, platform: str) -> bool:
         """Whether judging a click on ``platform`` needs the card's delivered copies:
         only when the route, or an escalation route reached so far, lets the members
         of the channels it went to answer (``approvers.channel_members``)."""
@@ -124,15 +124,18 @@ class Authorizer:
 
     async def refusal(
         self, request: HumanRequest, route: RouteSettings, who: Identity, starter: Identity,
-        copies: Copies,
+        copies: Copies, *, cached: bool = False,
     ) -> Said | None:
         """None when ``who`` may act: an approver of ``route`` or, once the request was
         escalated, of any reached escalation route (with ``route``'s self-approval rule).
 
         ``channel_members`` of each route counts the chats that route's own targets got
         the card in, so escalating into a big channel never widens the original route.
+        ``cached``: judge from the directory's fresh cache only (``UNVERIFIED`` when
+        that is not enough; a pre-check then lets the full check decide).
         """
-        directory = self._platforms.directory(who.platform)
+        directory = (self._platforms.cached_directory(who.platform) if cached
+                     else self._platforms.directory(who.platform))
         steps = self._escalations_of(request)
         keyed = [{f"{t.kind} {t.id}" for t in targets_for(step, who.platform)}
                  for step in steps]
@@ -163,7 +166,7 @@ class Authorizer:
                 return None
             request, _run, card = loaded
             channels = (copies_on(session, request.id, who.platform)
-                        if self._counts_channels(request, who.platform) else [])
+                        if self.counts_channels(request, who.platform) else [])
             staged = (store.staged_files(session, request.id, who)
                       if any(f.type in FILE_TYPES for f in card.args.fields) else {})
             return (*loaded, channels, staged)
@@ -177,43 +180,47 @@ class Authorizer:
             return await self.refuse("already_decided",
                                      already_decided_message(request, who.platform), ref,
                                      who, f"{event}_already_decided", card, run.id, mark=mark)
-        rules = policy.of(request, self._ctx.settings)
-        reason: Said | None
-        acting = who
-        if rules is None:
-            reason = said("refused.route_gone")
-        else:
-            route = rules.route
-            reason = await self.refusal(request, route, who, store.starter(run), channels)
-            if reason == authz.NOT_ALLOWED and await self.signer(rules, who):
-                reason = None  # a sign-off group's member may answer
-            if reason is not None:  # out of office: someone may have delegated to ``who``
-                granted = await self._delegated(request, run, route, who, channels)
-                if isinstance(granted, Identity):
-                    acting, reason = granted, None
-                elif granted is not None:
-                    reason = granted
-        if reason is not None:
-            return await self.refuse("rejected", reason, ref, who, f"{event}_unauthorized",
+        judged = await self.judge(request, run, who, channels)
+        if not isinstance(judged, Identity):
+            return await self.refuse("rejected", judged, ref, who, f"{event}_unauthorized",
                                      card, run.id, mark=mark)
-        return Allowed(request, run, card, staged, acting)
+        return Allowed(request, run, card, staged, judged)
 
-    async def _delegated(
-        self, request: HumanRequest, run: Run, route: RouteSettings, who: Identity,
-        copies: Copies,
-    ) -> Identity | Said | None:
-        """The delegator ``who`` may act for ("Bob for Alice"), judged exactly as the
-        delegator's own click; else why not (their own run, an ended delegation), or None
-        when no delegation names ``who``."""
+    async def judge(self, request: HumanRequest, run: Run, who: Identity, copies: Copies,
+                    *, cached: bool = False) -> Identity | Said:
+        """Who ``who`` acts as on the open ``request`` (themselves, or the person who
+        delegated to them), or why they may not. ``cached``: judged from the directory's
+        fresh cache alone, so ``UNVERIFIED`` may only mean "not known yet"."""
+        rules = policy.of(request, self._ctx.settings)
+        if rules is None:
+            return said("refused.route_gone")
+        route = rules.route
+        reason = await self.refusal(request, route, who, store.starter(run), copies,
+                                    cached=cached)
+        if reason == authz.NOT_ALLOWED:
+            signs = await self.signer(rules, who, cached=cached)
+            if signs is None:
+                return authz.UNVERIFIED
+            if signs:
+                return who  # a sign-off group's member may answer
+        if reason is None:
+            return who
+        # Out of office: someone may have delegated to ``who``.
         now = self._ctx.now()
         grants = await self._committer.read(lambda s: delegation.to_delegate(s, now, who))
-        return await self.delegated_by(request, run, route, who, copies, grants)
+        granted = await self.delegated_by(request, run, route, who, copies, grants,
+                                          cached=cached)
+        if isinstance(granted, Identity):
+            return granted
+        return granted if granted is not None else reason
 
     async def delegated_by(
         self, request: HumanRequest, run: Run, route: RouteSettings, who: Identity,
-        copies: Copies, grants: list[delegation.DelegationView],
+        copies: Copies, grants: list[delegation.DelegationView], *, cached: bool = False,
     ) -> Identity | Said | None:
-        """``_delegated`` with the delegations naming ``who`` already read."""
+        """The delegator ``who`` may act for ("Bob for Alice"), judged exactly as the
+        delegator's own click; else why not (their own run, an ended delegation), or None
+        when none of ``grants`` (the delegations naming ``who``) applies."""
         if not grants:
             return None
         active, ended = delegation.split(grants)
@@ -221,7 +228,8 @@ class Authorizer:
         self_approval = None
         for grant in active:
             principal = delegation.acting(who, grant)
-            why = await self.refusal(request, route, principal, starter, copies)
+            why = await self.refusal(request, route, principal, starter, copies,
+                                     cached=cached)
             if why is None:
                 own = (who.platform, who.user_id) == (starter.platform, starter.user_id)
                 return delegation.OWN_RUN if own else principal
@@ -231,12 +239,17 @@ class Authorizer:
             return self_approval
         for grant in ended:
             principal = delegation.acting(who, grant)
-            if await self.refusal(request, route, principal, starter, copies) is None:
+            if await self.refusal(request, route, principal, starter, copies,
+                                  cached=cached) is None:
                 return delegation.ended_message(grant)
         return None
 
-    async def signer(self, rules: policy.Policy, who: Identity) -> bool:
+    async def signer(self, rules: policy.Policy, who: Identity, *,
+                     cached: bool = False) -> bool | None:
+        """Whether ``who`` belongs to one of the request's sign-off groups. A failed
+        lookup counts as no; from the cache alone (``cached``) a miss is None: unknown."""
+        lookups = self._platforms.cached_directory if cached else self._platforms.directory
         try:
-            return await policy.is_signer(rules, self._ctx.settings, who, self._platforms.directory)
+            return await policy.is_signer(rules, self._ctx.settings, who, lookups)
         except DirectoryUnavailable:
-            return False
+            return None if cached else False

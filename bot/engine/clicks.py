@@ -130,14 +130,21 @@ class ClickInbox:
             s, mark, now, "failed", outcome="abandoned", message=NOT_RECORDED,
             was=("running",)))
 
-    async def decide_click(self, recorded: Recorded) -> RespondResult:
+    async def decide_click(self, recorded: Recorded, *, tell_later: bool = False
+                           ) -> RespondResult:
         """Decide a click ``record_click`` stored; never raises.
 
         The stored row is closed in the decision's (or refusal's) own transaction. If
         deciding fails, the row is handed to the worker, which retries and tells the
         clicker; the answer then says so (outcome ``recorded``, message ``DEFERRED``).
+
+        ``tell_later``: any outcome but ``accepted`` leaves the row ``telling``; the
+        caller then tells the clicker (or knows they were told) and calls ``told``, or
+        ``tell_failed`` to have the worker tell them (``TellsClickers``).
         """
         click, mark = recorded.click, recorded.mark
+        if tell_later:
+            mark = dataclasses.replace(mark, then_refused="telling")
         try:
             return await self._decide_click(click, mark)
         except inbox.ClickTakenOver:
@@ -148,6 +155,17 @@ class ClickInbox:
                           extra={"ref": click.ref[:64], "inbox_id": mark.id})
             await self._release_click(mark, exc, 1)
         return RespondResult("recorded", DEFERRED)
+
+    async def told(self, recorded: Recorded) -> None:
+        """The clicker knows what became of a click decided with ``tell_later``: close
+        its row (a batched write)."""
+        now = self._ctx.now()
+        await self._committer.batched(lambda s: inbox.close(
+            s, recorded.mark, now, "done", was=("telling",)))
+
+    async def tell_failed(self, recorded: Recorded, exc: BaseException) -> None:
+        """Telling the clicker failed: the worker tells them after a backoff."""
+        await self._release_click(recorded.mark, exc, 1, state="telling")
 
     async def _decide_click(self, click: Click, mark: inbox.Mark) -> RespondResult:
         with deciding_for(self._platforms.updates_cards_after_reply(click.platform)):

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from bot.engine import heap, home_signals, waiters
 from bot.engine.access import Authorizer
 from bot.engine.attachments import Attachments
+from bot.engine.click_check import ClickCheck
 from bot.engine.clicks import ClickInbox
 from bot.engine.committer import Committed, Committer, log
 from bot.engine.context import Clock, EngineContext, Tuning, utc_now
@@ -138,6 +139,8 @@ class Engine:
         self.clicks = ClickInbox(ctx, self.committer, self.decider, self.attachments,
                                  self.withdrawals, self.authorizer, self.platforms,
                                  self.background)
+        self.click_check = ClickCheck(ctx, self.committer, self.authorizer, self.cards,
+                                      self.platforms)
         self.webhooks = Webhooks(ctx, self.committer)
         self.deliveries = deliveries = DeliveryHandlers(ctx, self.committer, self.cards,
                                                         self.platforms)
@@ -187,6 +190,9 @@ class Engine:
         self.record_click = self.clicks.record_click
         self.decide_click = self.clicks.decide_click
         self.abandon_click = self.clicks.abandon_click
+        self.check_click = self.click_check.check
+        self.told_clicker = self.clicks.told
+        self.tell_failed = self.clicks.tell_failed
         self.recover_clicks = self.clicks.recover_clicks
         # what people see
         self.card = self.cards.card

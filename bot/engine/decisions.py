@@ -115,7 +115,7 @@ class Decider:
         rules = policy.of(request, self._ctx.settings)
         if policy.reason_missing(rules, action.id, clean):
             return await self._authorizer.refuse(
-                "rejected", _reason_needed(card, rules, action.label), ref, responder,
+                "rejected", reason_needed(card, rules, action.label), ref, responder,
                 "respond_reason_missing", card, run.id, {"action_id": action.id}, mark=mark)
         try:
             voter = await policy.voter(rules, self._ctx.settings, responder,
@@ -278,7 +278,7 @@ class Decider:
                 return expired
 
 
-def _reason_needed(card: RequestCard, rules: policy.Policy | None, label: str) -> Said:
+def reason_needed(card: RequestCard, rules: policy.Policy | None, label: str) -> Said:
     """The refusal for a choice that needs a reason, naming the field to fill in."""
     name = rules.reason_field if rules is not None else None
     field = next((f for f in card.args.fields if f.name == name), None)

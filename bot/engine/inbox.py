@@ -83,6 +83,11 @@ class Mark:
     token: str
     received_at: dt.datetime
     then: str = "done"
+    then_refused: str | None = None
+    """The state any outcome but ``accepted`` leaves the row in, when it differs from
+    ``then``: ``telling`` while a listener tells the clicker after its reply
+    (``ClickInbox.decide_click(tell_later=True)``), so a failed or lost message is
+    retried by the worker."""
 
 
 @dataclass(frozen=True)
@@ -217,7 +222,8 @@ def finish(session: Session, mark: Mark, now: dt.datetime, outcome: str, message
     Raises ``ClickTakenOver`` when the row is no longer ours, which rolls the whole
     transaction back: the worker that took it over decides instead.
     """
-    if not close(session, mark, now, mark.then, outcome=outcome, message=message,
+    state = mark.then_refused if mark.then_refused and outcome != "accepted" else mark.then
+    if not close(session, mark, now, state, outcome=outcome, message=message,
                  was=("running",)):
         raise ClickTakenOver(f"click {mark.id} was taken over by another worker")
 

@@ -121,7 +121,7 @@ class Pending:
         refusal = await self._authorizer.refusal(request, rules.route, identity, store.starter(run),
                                                  copies)
         if refusal == authz.NOT_ALLOWED:
-            return await self._authorizer.signer(rules, identity)
+            return bool(await self._authorizer.signer(rules, identity))
         return refusal is None
 
 

@@ -10,7 +10,9 @@ declares it on its adapter; it never flips a switch that would change other plat
 from __future__ import annotations
 
 from bot.engine.ports import (
+    CachedLookups,
     Directory,
+    DirectoryUnavailable,
     OpensThreads,
     PlatformAdapter,
     ReadsClicks,
@@ -37,6 +39,15 @@ class Platforms:
         entry = self._adapters.get(platform)
         return entry[1] if entry else None
 
+    def cached_directory(self, platform: str) -> Directory | None:
+        """``platform``'s lookups answered from fresh cache only (a miss raises
+        ``DirectoryUnavailable``): what a cheap pre-check may know without asking the
+        platform. A directory without that capability answers nothing (``NoLookups``)."""
+        directory = self.directory(platform)
+        if directory is None:
+            return None
+        return directory.cached_only() if isinstance(directory, CachedLookups) else NO_LOOKUPS
+
     def reminder(self, platform: str) -> Reminding | None:
         adapter = self.adapter(platform)
         return adapter if isinstance(adapter, Reminding) else None
@@ -58,3 +69,19 @@ class Platforms:
 
     def updates_cards_after_reply(self, platform: str) -> bool:
         return bool(getattr(self.adapter(platform), "updates_cards_after_reply", False))
+
+
+class NoLookups:
+    """A ``Directory`` that knows nothing without asking: every lookup raises."""
+
+    async def resolve_users(self, users: list[str]) -> set[str]:
+        raise DirectoryUnavailable("not cached")
+
+    async def group_members(self, group_id: str) -> set[str]:
+        raise DirectoryUnavailable("not cached")
+
+    async def chat_members(self, chat_id: str) -> set[str]:
+        raise DirectoryUnavailable("not cached")
+
+
+NO_LOOKUPS = NoLookups()

@@ -231,6 +231,16 @@ class DirectoryUnavailable(Exception):
     """
 
 
+@runtime_checkable
+class CachedLookups(Protocol):
+    """A directory that can answer from its fresh cache alone (a cheap pre-check)."""
+
+    def cached_only(self) -> Directory:
+        """The same lookups, answered only from fresh cache entries: a lookup that would
+        ask the platform raises ``DirectoryUnavailable`` instead (no network call)."""
+        ...
+
+
 class Directory(Protocol):
     """Membership lookups used to authorize responders and starters.
 

@@ -1,8 +1,9 @@
 """A fake Feishu/Lark Open API for tests, served on 127.0.0.1 (see ``asgi_server``).
 
 It speaks just enough of the real API for lark-oapi: tenant token, message create /
-reply / patch, contact ``batch_get_id`` and ``user.get``, chat members (paginated) and message
-resources. It records every call, can inject failures (HTTP 429/5xx or Feishu error
+reply / patch, ephemeral cards (``ephemeral/v1/send``, group chats only, recorded in
+``ephemerals``), contact ``batch_get_id`` and ``user.get``, chat members (paginated)
+and message resources. It records every call, can inject failures (HTTP 429/5xx or Feishu error
 codes) for the next N calls of an endpoint, rejects cards that are not schema 2.0
 JSON within 30 KB, and dedupes message sends and replies by ``uuid`` like Feishu does:
 a repeat within ``uuid_window`` seconds (1 h) returns the first message and posts nothing.
@@ -37,6 +38,7 @@ ENDPOINTS = (
     "user.get",
     "chat_members.get",
     "message_resource.get",
+    "ephemeral.send",
 )
 
 
@@ -91,6 +93,21 @@ class Message:
         self._sent: str | None = self.content
 
 
+@dataclass
+class Ephemeral:
+    """A card only ``open_id`` sees in ``chat_id`` (``ephemeral/v1/send``)."""
+
+    chat_id: str
+    open_id: str
+    card: dict[str, Any]
+
+    @property
+    def text(self) -> str:
+        """The card's plain text, paragraphs joined by newlines."""
+        return "\n".join(str(e.get("text", {}).get("content", ""))
+                         for e in self.card.get("elements", []) if isinstance(e, dict))
+
+
 class FakeFeishuApi:
     """State and ASGI app of the fake; thread-safe (uvicorn runs it in another thread)."""
 
@@ -113,6 +130,7 @@ class FakeFeishuApi:
         self.calls: list[Call] = []
         self.messages: dict[str, Message] = {}
         self.resources: dict[tuple[str, str], tuple[bytes, str]] = {}
+        self.ephemerals: list[Ephemeral] = []
         self.deduped_sends = 0
         self.uuid_window = UUID_WINDOW_SECONDS
         self.clock = time.monotonic
@@ -199,6 +217,7 @@ class FakeFeishuApi:
             Route(
                 "/open-apis/im/v1/messages/{mid}/resources/{key}", self._resource, methods=["GET"]
             ),
+            Route("/open-apis/ephemeral/v1/send", self._ephemeral, methods=["POST"]),
         ]
 
     async def _begin(
@@ -455,3 +474,25 @@ class FakeFeishuApi:
             media_type="application/octet-stream",
             headers={"Content-Disposition": f"attachment; filename=\"{quote(name)}\""},
         )
+
+    async def _ephemeral(self, request: Request) -> Response:
+        """Like Feishu: a card object (1.0 ``elements`` or 2.0 ``body``), in a group chat
+        the bot and the person are in; p2p chats (``oc_p2p_…``) cannot take one."""
+        call, failed = await self._begin("ephemeral.send", request)
+        if failed:
+            return failed
+        body = call.body or {}
+        chat_id, open_id = str(body.get("chat_id", "")), str(body.get("open_id", ""))
+        card = body.get("card")
+        if body.get("msg_type") != "interactive" or not isinstance(card, dict) or not (
+                isinstance(card.get("elements"), list) or isinstance(card.get("body"), dict)):
+            return self._error(call, 99992402, "field validation failed: card")
+        if len(json.dumps(card).encode()) > MAX_CARD_BYTES:
+            return self._error(call, 230025, "card content exceeds 30 KB")
+        if chat_id.startswith("oc_p2p_") or chat_id not in self.chats:
+            return self._error(call, 230001, "chat is not a group chat the bot is in")
+        if not open_id or open_id not in self.chats[chat_id]:
+            return self._error(call, 232033, "the user is not in the chat")
+        with self._lock:
+            self.ephemerals.append(Ephemeral(chat_id, open_id, card))
+        return self._ok({"message_id": self._next_id("om_eph_")})

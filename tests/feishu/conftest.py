@@ -43,7 +43,13 @@ from tests.fakes.feishu_signing import (
 
 BOTH_LANGUAGES = {"zh_cn": "已收到，正在记录你的回复。卡片会显示结果。", "en_us": WORKING}
 RECEIVED = {"type": "info", "content": WORKING, "i18n": BOTH_LANGUAGES}
-"""The toast of every click that was stored (decided afterwards)."""
+"""The toast of a click that was stored and is still being decided."""
+TOAST_TYPES = ("success", "info", "error")
+
+
+def toast_text(response: httpx.Response) -> str:
+    """The content of a callback reply's toast (the card's language)."""
+    return str(response.json()["toast"]["content"])
 ENCRYPT_KEY = "test-encrypt-key"
 VERIFICATION_TOKEN = "test-verification-token"
 APP_SECRET = "test-app-secret"
@@ -189,15 +195,23 @@ class Feishu:
         assert response.status_code == 200, response.text
         return str(event["event"]["message"]["message_id"])
 
-    async def click(self, card: Message, **kw: Any) -> httpx.Response:
-        """Click like Feishu does: the toast says "received" at once (the click is
-        stored); then wait until it is decided and the clicker told (``settle``)."""
+    async def click(self, card: Message, expect: str | None = None,
+                    **kw: Any) -> httpx.Response:
+        """Click like Feishu does: a toast comes at once (``expect``: its type, when
+        given); then wait until it is decided and the clicker told (``settle``)."""
         response = await self.post_event(self.click_event(card, **kw))
         assert response.status_code == 200, response.text
         shown = response.json()["toast"]
-        assert {k: shown[k] for k in RECEIVED} == RECEIVED, response.text
+        assert shown["type"] in TOAST_TYPES and shown["content"], response.text
+        if expect is not None:
+            assert shown["type"] == expect, response.text
         await self.settle()
         return response
+
+    def told_here(self, user: str, chat: str = APPROVALS) -> list[str]:
+        """What the bot told ``user`` in ``chat`` with a card only they see (ephemeral)."""
+        return [e.text for e in list(self.fake.ephemerals)
+                if e.open_id == user and e.chat_id == chat]
 
     async def settle(self) -> None:
         """Wait until the clicks answered so far are decided and their clickers told."""

@@ -10,7 +10,15 @@ from sqlalchemy import func, select
 from bot.engine.authz import UNVERIFIED
 from storage import AuditLog, Run
 from tests.fakes.feishu_api import Message
-from tests.feishu.conftest import APPROVALS, CAROL, MALLORY, ORIGIN, STARTER, Feishu
+from tests.feishu.conftest import (
+    APPROVALS,
+    CAROL,
+    MALLORY,
+    ORIGIN,
+    STARTER,
+    Feishu,
+    toast_text,
+)
 
 
 def _refused(f: Feishu, event: str) -> list[tuple[str | None, str | None, dict[str, Any]]]:
@@ -26,10 +34,13 @@ def _runs(f: Feishu) -> int:
 
 
 async def _click(f: Feishu, card: Message, operator: str) -> str | None:
-    """What ``operator`` was told privately about this click (None: nothing, taken)."""
-    before = len(f.told(operator))
-    await f.click(card, operator=operator)
-    told = f.told(operator)[before:]
+    """Why ``operator``'s click was not taken: its error toast, or what they were told
+    after a "received" toast (None: taken)."""
+    before = len(f.told(operator)) + len(f.told_here(operator))
+    response = await f.click(card, operator=operator)
+    if response.json()["toast"]["type"] == "error":
+        return toast_text(response)
+    told = (f.told(operator) + f.told_here(operator))[before:]
     return told[-1] if told else None
 
 

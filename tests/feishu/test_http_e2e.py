@@ -16,11 +16,15 @@ from tests.feishu.conftest import (
     BOB,
     CAROL,
     ORIGIN,
-    RECEIVED,
     STARTER,
     Feishu,
     card_ref,
+    toast_text,
 )
+
+ACCEPTED = {"type": "success", "content": "Thanks, your answer (Approve) was recorded.",
+            "i18n": {"zh_cn": "谢谢，你的回复（Approve）已记录。",
+                     "en_us": "Thanks, your answer (Approve) was recorded."}}
 
 
 async def test_message_starts_run_and_click_decides(feishu_http: Feishu) -> None:
@@ -42,7 +46,7 @@ async def test_message_starts_run_and_click_decides(feishu_http: Feishu) -> None
     assert response.status_code == 200
     assert elapsed < 3.0
     body = response.json()
-    assert body == {"toast": RECEIVED}  # toast only; the card is patched afterwards
+    assert body == {"toast": ACCEPTED}  # toast only; the card is patched afterwards
 
     patched = await f.wait_patch(card)
     assert patched["schema"] == "2.0"
@@ -90,13 +94,13 @@ async def test_listed_open_id_and_chat_member_may_answer(feishu_http: Feishu) ->
     f = feishu_http
     await f.send_text("@_user_1 deploy: ship v1.0.1")
     card = await f.wait_card()
-    await f.click(card, operator=BOB, action="reject")
+    await f.click(card, expect="success", operator=BOB, action="reject")
     assert await f.status(card) == "submitted"
 
     await f.send_text("@_user_1 deploy: ship v1.0.2")
     second = await f.wait_card()
     assert card_ref(second) != card_ref(card)
-    await f.click(second, operator=CAROL)
+    await f.click(second, expect="success", operator=CAROL)
     assert await f.status(second) == "submitted"
     assert f.told(BOB) == f.told(CAROL) == []  # their answers were taken: nothing to tell
 
@@ -105,9 +109,9 @@ async def test_self_approval_is_refused(feishu_http: Feishu) -> None:
     f = feishu_http
     await f.send_text("@_user_1 deploy: ship v1.0.3")
     card = await f.wait_card()
-    await f.click(card, operator=STARTER)
-    [told] = f.told(STARTER)
-    assert "cannot approve it yourself" in told, told
+    response = await f.click(card, expect="error", operator=STARTER)
+    assert "cannot approve it yourself" in toast_text(response)
+    assert f.told(STARTER) == []  # said where they clicked, not in another chat
     assert await f.status(card) == "pending"
 
 

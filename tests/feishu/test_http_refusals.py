@@ -1,8 +1,8 @@
 """Refused callbacks: after each one the request is still pending and nothing is patched.
 
-Transport refusals (signature, replay, shape) are answered in the HTTP reply; a stored
-click the engine refuses (unauthorized, invalid, late, wrong card) gets the "received"
-toast and then a private message saying why."""
+Transport refusals (signature, replay, shape) are answered in the HTTP reply; a click
+the engine refuses (unauthorized, invalid, late, wrong card) gets an error toast saying
+why, where the person clicked; nobody is sent a private message about it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,15 @@ import pytest
 
 from tests.fakes.feishu_api import Message
 from tests.fakes.feishu_signing import encrypt, sign_event, signature
-from tests.feishu.conftest import ALICE, BOB, ENCRYPT_KEY, MALLORY, RECEIVED, Feishu, card_ref
+from tests.feishu.conftest import (
+    ALICE,
+    BOB,
+    ENCRYPT_KEY,
+    MALLORY,
+    Feishu,
+    card_ref,
+    toast_text,
+)
 
 
 async def _pending_card(f: Feishu) -> Message:
@@ -30,36 +38,34 @@ async def _still_pending(f: Feishu, card: Message) -> None:
     assert not f.fake.calls_to("message.patch")
 
 
-async def test_unauthorized_operator_is_told_privately(feishu_http: Feishu) -> None:
+async def test_unauthorized_operator_reads_why_in_the_toast(feishu_http: Feishu) -> None:
     f = feishu_http
     card = await _pending_card(f)
-    await f.click(card, operator=MALLORY)
-    [told] = f.told(MALLORY)
-    assert "not allowed" in told
+    response = await f.click(card, expect="error", operator=MALLORY)
+    assert "not allowed" in toast_text(response)
     await _still_pending(f, card)
     assert "respond_unauthorized" in f.audit_events()
-    assert f.told(ALICE) == []  # nobody else hears about it
+    assert f.told(MALLORY) == f.told(ALICE) == []  # nobody is messaged about it
 
 
-async def test_invalid_value_is_told_privately(feishu_http: Feishu) -> None:
+async def test_invalid_value_is_refused_in_the_toast(feishu_http: Feishu) -> None:
     f = feishu_http
     card = await _pending_card(f)
-    await f.click(card, form_value={"f_environment": "o99"})
-    [told] = f.told(ALICE)
-    assert "must be one of" in told, told
+    response = await f.click(card, expect="error", form_value={"f_environment": "o99"})
+    assert "must be one of" in toast_text(response)
+    assert f.told(ALICE) == []
     await _still_pending(f, card)
     assert "respond_invalid" in f.audit_events()
 
 
-async def test_late_click_is_told_privately(feishu_http: Feishu) -> None:
+async def test_late_click_is_refused_in_the_toast(feishu_http: Feishu) -> None:
     f = feishu_http
     card = await _pending_card(f)
-    await f.click(card)
+    await f.click(card, expect="success")
     assert await f.status(card) == "submitted"
-    assert f.told(ALICE) == []  # the card shows the winner's answer to everyone
-    await f.click(card, operator=BOB, action="reject")
-    [told] = f.told(BOB)
-    assert "Already decided" in told
+    late = await f.click(card, expect="error", operator=BOB, action="reject")
+    assert "Already decided" in toast_text(late)
+    assert f.told(ALICE) == f.told(BOB) == []
     assert await f.status(card) == "submitted"
 
 
@@ -123,9 +129,8 @@ async def test_replayed_event_id_is_ignored(feishu_http: Feishu) -> None:
     event_id = uuid.uuid4().hex
     # First delivery carries an invalid value: refused, but the event id is now known.
     first = await f.post_event(f.click_event(card, form_value={}, event_id=event_id))
-    assert first.json()["toast"] == RECEIVED
+    assert first.json()["toast"]["type"] == "error"  # refused: the environment is required
     await f.settle()
-    assert len(f.told(ALICE)) == 1  # refused: the environment is required
     # Same event id (new nonce, valid values): a duplicate, ignored entirely.
     again = await f.post_event(f.click_event(card, event_id=event_id))
     assert again.status_code == 200
@@ -138,7 +143,7 @@ async def test_replayed_nonce_is_rejected(feishu_http: Feishu) -> None:
     card = await _pending_card(f)
     nonce = uuid.uuid4().hex
     first = await f.post_event(f.click_event(card, operator=MALLORY), nonce=nonce)
-    assert first.json()["toast"] == RECEIVED
+    assert first.json()["toast"]["type"] == "error"
     # A different (validly signed) event reusing the nonce: a replay.
     replay = await f.post_event(f.click_event(card), nonce=nonce)
     assert replay.status_code == 401
@@ -149,10 +154,10 @@ async def test_exact_replay_of_a_captured_request_is_rejected(feishu_http: Feish
     f = feishu_http
     card = await _pending_card(f)
     captured = sign_event(f.click_event(card, operator=MALLORY), ENCRYPT_KEY)
-    assert (await f.post_signed(captured)).json()["toast"] == RECEIVED
+    assert (await f.post_signed(captured)).json()["toast"]["type"] == "error"
     assert (await f.post_signed(captured)).status_code == 401
     await f.settle()
-    assert len(f.told(MALLORY)) == 1  # told once, not once per replay
+    assert f.audit_events().count("respond_unauthorized") == 1  # once, not per replay
     await _still_pending(f, card)
 
 
@@ -181,18 +186,18 @@ async def test_tampered_request_reference_is_refused(feishu_http: Feishu) -> Non
     await f.send_text("@_user_1 deploy: ship v9.9.10")
     other = await f.wait_card()
     # Unknown ref on a real card.
-    await f.click(card, ref="forged-ref")
+    forged = await f.click(card, expect="error", ref="forged-ref")
     # A real ref, but not the one this card carries (click on card A deciding B).
-    await f.click(card, ref=card_ref(other))
+    swapped = await f.click(card, expect="error", ref=card_ref(other))
     # A real ref, claimed from a message that is not one of our cards.
     event = f.click_event(card)
     event["event"]["context"]["open_message_id"] = "om_somewhere_else"
-    assert (await f.post_event(event)).json()["toast"] == RECEIVED
+    elsewhere = await f.post_event(event)
+    assert elsewhere.json()["toast"]["type"] == "error"
+    assert "does not match" in toast_text(forged) and "does not match" in toast_text(swapped)
+    assert "not active" in toast_text(elsewhere)
     await f.settle()
-    told = f.told(ALICE)
-    assert len(told) == 3
-    assert "does not match" in told[0] and "does not match" in told[1]
-    assert "not active" in told[2]
+    assert f.told(ALICE) == []
     # Malformed callback value: refused in the reply itself.
     event = f.click_event(card)
     event["event"]["action"]["value"] = {"r": "", "a": "approve; drop"}
@@ -205,7 +210,7 @@ async def test_tampered_request_reference_is_refused(feishu_http: Feishu) -> Non
 async def test_alice_still_can_decide_after_refusals(feishu_http: Feishu) -> None:
     f = feishu_http
     card = await _pending_card(f)
-    await f.click(card, operator=MALLORY)
-    await f.click(card, operator=ALICE)
+    await f.click(card, expect="error", operator=MALLORY)
+    await f.click(card, expect="success", operator=ALICE)
     await f.wait_patch(card)
     assert await f.status(card) == "submitted"

@@ -25,7 +25,6 @@ from tests.feishu.conftest import (
     ENCRYPT_KEY,
     MALLORY,
     ORIGIN,
-    RECEIVED,
     STARTER,
     VERIFICATION_TOKEN,
     Feishu,
@@ -105,7 +104,7 @@ async def test_click_re_push_to_another_replica_is_ignored_and_audited(
     async with second_replica(f, fake_api) as g:
         event_id = uuid.uuid4().hex
         refused = await f.post_event(f.click_event(card, operator=MALLORY, event_id=event_id))
-        assert refused.json()["toast"] == RECEIVED
+        assert refused.json()["toast"]["type"] == "error"
         await f.settle()
         # The same callback (new nonce) on replica 2: already handled, answered with {}.
         again = await g.post_event(f.click_event(card, operator=MALLORY, event_id=event_id))
@@ -113,10 +112,10 @@ async def test_click_re_push_to_another_replica_is_ignored_and_audited(
         assert await f.status(card) == "pending"
         assert _refusals(f) == [(card_ref(card), MALLORY, {
             "platform": "feishu", "check": "duplicate_event", "event_id": event_id})]
-        assert len(f.told(MALLORY)) == 1  # told once, by the replica that stored it
+        assert f.audit_events().count("respond_unauthorized") == 1  # refused once
         # Alice can still decide, on either replica.
         ok = await g.post_event(f.click_event(card, operator=ALICE))
-        assert ok.json()["toast"] == RECEIVED
+        assert ok.json()["toast"]["type"] in ("success", "info")
         await f.wait_patch(card)
 
 
@@ -128,7 +127,7 @@ async def test_nonce_replayed_on_another_replica_is_rejected_and_audited(
     card = await f.wait_card()
     async with second_replica(f, fake_api) as g:
         captured = sign_event(f.click_event(card, operator=MALLORY), ENCRYPT_KEY)
-        assert (await f.post_signed(captured)).json()["toast"] == RECEIVED
+        assert (await f.post_signed(captured)).json()["toast"]["type"] == "error"
         assert (await g.post_signed(captured)).status_code == 401
         assert "replayed_nonce" in _checks(f)
         # A forged signature is only logged: no audit row for unauthenticated junk.
@@ -145,10 +144,10 @@ async def test_mismatched_and_unknown_cards_are_audited(feishu_http: Feishu) -> 
     card = await f.wait_card()
     await f.send_text("@_user_1 deploy: ship v7.0.4")
     other = await f.wait_card()
-    await f.click(card, ref=card_ref(other))
+    await f.click(card, expect="error", ref=card_ref(other))
     event = f.click_event(card)
     event["event"]["context"]["open_message_id"] = "om_somewhere_else"
-    assert (await f.post_event(event)).json()["toast"] == RECEIVED
+    assert (await f.post_event(event)).json()["toast"]["type"] == "error"
     await f.settle()
     import time
 
@@ -175,7 +174,7 @@ async def test_failed_patch_after_a_click_is_retried_by_the_outbox(
     # Every attempt the API client makes for the first patch fails (it retries 3×).
     f.fake.fail_next("message.patch", 3, status=500)
     response = await f.post_event(f.click_event(card, operator=ALICE))
-    assert response.json()["toast"] == RECEIVED
+    assert response.json()["toast"]["type"] == "success"  # decided; the card follows
     patched = await f.wait_patch(card)  # ...then the outbox's retry goes through
     assert "form" not in str(patched["body"])
     calls = f.fake.calls_to("message.patch")

@@ -81,6 +81,14 @@ def plain_text(text: str) -> str:
     return message_text(text, MAX_TEXT_CHARS)
 
 
+def ephemeral_card(text: str) -> dict[str, Any]:
+    """A one-paragraph card (plain text: no mentions, no links) for ``ephemeral/v1/send``,
+    which takes a card object in one language."""
+    shown = plain_text(text) or "…"
+    return {"config": {"wide_screen_mode": True},
+            "elements": [{"tag": "div", "text": {"tag": "plain_text", "content": shown}}]}
+
+
 def refused(detail: str, exc: BaseException) -> DeliveryError:
     """``DeliveryError`` with the API detail for the log/audit and words for people."""
     if isinstance(exc, DeliveryError):
@@ -210,11 +218,30 @@ class FeishuAdapter:
 
     async def tell_clicker(self, who: Identity, reply_to: Mapping[str, str],
                            words: Said) -> None:
-        """Tell one person, in their chat with the bot and in the card's locale, what
-        became of a card click the engine decided later (after a restart); the card
-        itself shows it to everyone. The uuid makes a retried send a no-op on Feishu's
-        side."""
+        """Tell one person, in the card's locale, what became of their card click once
+        it was decided after its toast (a vote that lost a race, a refusal found late,
+        a click decided after a restart); the card itself shows the outcome to everyone.
+
+        Where they clicked: an ephemeral card in the group chat that only they see
+        (``ephemeral/v1/send``). Where no ephemeral card can go (the card was sent to
+        them directly, a p2p chat; a topic group; a chat the bot left), a message in
+        their chat with the bot, whose uuid makes a retried send a no-op. A rate limit
+        or server error is raised after the client's retries, so the caller (the
+        engine's worker) retries later: nothing is lost."""
         locale = reply_to.get("locale") or self.default_locale
+        chat = reply_to.get("chat")
+        if chat and reply_to.get("direct") != "1":
+            try:
+                await self._api.send_ephemeral(chat, who.user_id,
+                                               ephemeral_card(words.text(locale)))
+                return
+            except FeishuApiError as exc:
+                if exc.retryable:
+                    log.warning("could not tell the clicker in the chat; retried later",
+                                extra={"code": exc.code, "status": exc.status})
+                    raise
+                log.info("no ephemeral card possible here; telling the clicker directly",
+                         extra={"code": exc.code, "chat_id": chat})
         about = say(locale, "click.about", text=words.text(locale))
         content = dumps({"text": plain_text(about)})
         # One message per click (``click``: its inbox row), however often it is retried.

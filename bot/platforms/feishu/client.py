@@ -39,6 +39,8 @@ from lark_oapi.api.im.v1 import (
     ReplyMessageRequest,
     ReplyMessageRequestBody,
 )
+from lark_oapi.core.enum import AccessTokenType, HttpMethod
+from lark_oapi.core.model import BaseRequest
 from lark_oapi.core.token.manager import TokenManager
 
 from bot import metrics
@@ -198,6 +200,22 @@ class FeishuApi:
             .build()
         )
         await self._call("message.patch", self.client.im.v1.message.patch, req)
+
+    async def send_ephemeral(self, chat_id: str, open_id: str, card: dict[str, Any]) -> None:
+        """``POST /open-apis/ephemeral/v1/send``: a card in a group chat that only
+        ``open_id`` sees. lark-oapi has no typed call for it, so the request goes raw
+        through its client (tenant token, transport, retries as for every call). Feishu
+        refuses it outside ordinary group chats (p2p, topic groups)."""
+        req = (
+            BaseRequest.builder()
+            .http_method(HttpMethod.POST)
+            .uri("/open-apis/ephemeral/v1/send")
+            .token_types({AccessTokenType.TENANT})
+            .body({"chat_id": chat_id, "open_id": open_id, "msg_type": "interactive",
+                   "card": card})
+            .build()
+        )
+        await self._call("ephemeral.send", self.client.request, req)
 
     async def get_resource(self, message_id: str, file_key: str, kind: str) -> Resource:
         """Download a file or image that a person sent (``im.v1.message_resource.get``)."""

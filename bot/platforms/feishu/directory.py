@@ -112,6 +112,12 @@ class FeishuDirectory:
             )
         return out
 
+    def cached_only(self) -> CachedFeishuDirectory:
+        """These lookups answered from fresh cache entries only (``CachedLookups``): the
+        click's pre-check may judge with them on the toast's path, never waiting for
+        Feishu; a miss raises ``DirectoryUnavailable`` and the click is decided later."""
+        return CachedFeishuDirectory(self._resolved, self._chats)
+
     async def group_members(self, group_id: str) -> set[str]:
         """Feishu has no user groups askhuman can use; approvers list users or chats."""
         return set()
@@ -130,6 +136,37 @@ class FeishuDirectory:
                 extra={"chat_id": chat_id, "code": exc.code, "status": exc.status},
             )
             raise DirectoryUnavailable("chat_members.get") from exc
+
+
+class CachedFeishuDirectory:
+    """``FeishuDirectory`` without the network: fresh cache hits, else
+    ``DirectoryUnavailable`` (never a stale answer, never a call to Feishu)."""
+
+    def __init__(self, resolved: TtlCache[str | None], chats: TtlCache[frozenset[str]]) -> None:
+        self._resolved = resolved
+        self._chats = chats
+
+    async def resolve_users(self, users: list[str]) -> set[str]:
+        out = set()
+        for entry in users:
+            if entry_kind(entry) == "id":
+                out.add(entry)
+                continue
+            hit = self._resolved.peek(entry)
+            if hit is None:
+                raise DirectoryUnavailable(f"{entry} not cached")
+            if hit[1] is not None:
+                out.add(hit[1])
+        return out
+
+    async def group_members(self, group_id: str) -> set[str]:
+        return set()
+
+    async def chat_members(self, chat_id: str) -> set[str]:
+        hit = self._chats.peek(chat_id)
+        if hit is None:
+            raise DirectoryUnavailable(f"{chat_id} not cached")
+        return set(hit[1])
 
 
 def _normal_mobile(value: str) -> str:

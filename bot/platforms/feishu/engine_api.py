@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from pydantic import JsonValue
 
+from bot.engine.click_check import Checked
 from bot.engine.delegation_chat import Delegations
 from bot.engine.inbox import Click, Recorded
 from bot.engine.ports import Directory, Identity, Origin, PlatformAdapter
@@ -57,7 +58,14 @@ class EngineApi(Protocol):
     async def record_click(self, click: Click, budget: float = ...,
                            seen: Sequence[str] = ...) -> Recorded | None: ...
 
-    async def decide_click(self, recorded: Recorded) -> RespondResult: ...
+    async def decide_click(self, recorded: Recorded, *, tell_later: bool = False
+                           ) -> RespondResult: ...
+
+    async def check_click(self, click: Click, seen: Sequence[str] = ...) -> Checked: ...
+
+    async def told_clicker(self, recorded: Recorded) -> None: ...
+
+    async def tell_failed(self, recorded: Recorded, exc: BaseException) -> None: ...
 
     async def abandon_click(self, recorded: Recorded) -> None: ...
 

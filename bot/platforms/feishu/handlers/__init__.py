@@ -1,16 +1,20 @@
 """Inbound Feishu events, shared by the HTTP callback endpoint and the long connection.
 
-A card click is answered first and decided afterwards. The toast is the click's
-acknowledgement and Feishu never resends an acknowledged click, so the click is stored
-in the engine's click inbox before any toast other than an error: once the signature,
-decryption, dedupe and that durable write have succeeded, the toast says "received"
-(``renderers.i18n``, the card's locale). Then, in the background, the engine decides
-from the stored click (``decide_click``: message → ref check, authorization, values,
-compare-and-set), the outbox patches the card for everyone, and a clicker whose answer
-was not taken (refused, late, unauthorized, a vote short of the quorum) is told
-privately, in their chat with the bot. If the click could not even be stored, the
-toast is an error asking to click again. A crash after the toast loses nothing: the
-engine's worker decides stored clicks and tells the clicker.
+A card click is answered with a toast that tells the truth. The toast is the click's
+acknowledgement and Feishu never resends an acknowledged click. After the signature,
+decryption and dedupe, the engine's pre-check (``engine.check_click``) refuses what it
+knows cheaply (unknown or tampered card, action or option, a closed request, not an
+approver by a fresh directory cache, self-approval, a missing required field or
+reason): an error toast saying why, in the card's language, audited, nothing stored.
+Otherwise the click is stored in the engine's click inbox before any other toast, then
+decided inline within 150 ms when a slot is free: the toast says the outcome (success,
+a counted vote, or why not), or "received" while the decision is truly still pending.
+A clicker whose answer was then not taken (a vote losing a race, a refusal found while
+deciding) is told where they clicked, only them (an ephemeral card in the group, else
+their chat with the bot), and the card is patched for everyone by the outbox. If the
+click could not even be stored, the toast is an error asking to click again. A crash
+after the toast loses nothing: the engine's worker decides stored clicks and tells
+the clicker; a failed telling is retried by it too.
 
 The HTTP endpoint calls ``answer_click`` on the main loop (no thread, no second
 decryption). The long connection's SDK calls ``on_card_action`` and ``on_message``
@@ -22,10 +26,11 @@ Layout (small modules, one concern each; ``dispatch`` wires them):
 - ``dispatch``    — ``FeishuEventHandlers``: builds the listeners and the SDK dispatcher.
 - ``clicks``      — ``ClickListener``: a click's toast within the reply budget, card
   patches held until it is sent.
-- ``admission``   — checks a click passes before it is stored (no database).
-- ``click_store`` — shared dedupe, then the click into the engine's inbox.
-- ``decisions``   — deciding stored clicks after the burst; telling the clicker.
-- ``toasts``      — the toast replies.
+- ``admission``   — checks a click passes before anything else (no database).
+- ``click_store`` — shared dedupe, the engine's pre-check, the click into the inbox.
+- ``decisions``   — deciding stored clicks inline or after the burst; telling the
+  clicker what their toast did not.
+- ``toasts``      — the toast replies, true when sent.
 - ``messages``    — ``im.message.receive_v1``: dedupe, then ``commands`` or ``files``.
 - ``commands``    — runs, ``/pending``, ``delegate``, help.
 - ``files``       — a file replying to a card, attached to the request.

@@ -1,6 +1,7 @@
-"""The checks a card click passes before it is stored: those that need no database
-(this process's dedupe, the replay window, the callback's shape). The rest (card,
-message, authorization, values) is checked when deciding, from the stored click."""
+"""The checks a card click passes before anything else: those that need no database
+(this process's dedupe, the replay window, the callback's shape). The engine's
+pre-check (``engine.check_click``) comes next, then storing and deciding
+(``click_store``)."""
 
 from __future__ import annotations
 
@@ -57,7 +58,9 @@ class ClickAdmission:
         action = getattr(event, "action", None)
         parsed = parse_callback_value(getattr(action, "value", None))
         claimed_ref = parsed[0] if parsed else None
-        message_id = getattr(getattr(event, "context", None), "open_message_id", None)
+        context = getattr(event, "context", None)
+        message_id = getattr(context, "open_message_id", None)
+        chat_id = getattr(context, "open_chat_id", None)
         if not self._guard.first_event(event_id):
             log.info("duplicate feishu callback ignored", extra={"event_id": event_id})
             self._auditor.audit_later(
@@ -87,6 +90,8 @@ class ClickAdmission:
         reply_to = {"locale": self._adapter.locale_of(ref)}
         if message_id:
             reply_to["message"] = str(message_id)
+        if chat_id:
+            reply_to["chat"] = str(chat_id)  # where a later word only they see can go
         kind = "withdraw" if action_id == WITHDRAW_TOKEN else "respond"
         click = Click(PLATFORM, ref, who, action_id, values, kind=kind, reply_to=reply_to)
         return Admitted(click, event_id, shared_verdict(event_id))

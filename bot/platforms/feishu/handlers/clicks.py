@@ -23,9 +23,9 @@ from lark_oapi.event.callback.model.p2_card_action_trigger import (
 from bot.engine.clicks import NOT_RECORDED
 from bot.platforms.feishu.adapter import FeishuAdapter
 from bot.platforms.feishu.handlers.admission import Admitted, ClickAdmission
-from bot.platforms.feishu.handlers.click_store import DUPLICATE, ClickStore, Handoff
+from bot.platforms.feishu.handlers.click_store import DUPLICATE, ClickStore, Handoff, Reply
 from bot.platforms.feishu.handlers.loop import MainLoop
-from bot.platforms.feishu.handlers.toasts import received_text, toast
+from bot.platforms.feishu.handlers.toasts import RECEIVED, toast
 from bot.platforms.feishu.reply_context import current_reply
 from renderers.words import Said, said
 
@@ -73,9 +73,9 @@ class ClickListener:
             self._adapter.hold(ref)  # before any await: patches wait for this reply
             self._schedule_release(self._loop.require(), ref)
             ctx = current_reply.get()
-            deadline = (ctx.started if ctx is not None else time.monotonic()) + self._budget
-            kind, text = await self._store.store(admitted, deadline, None)
-            return self._answer(admitted, kind, text)
+            started = ctx.started if ctx is not None else time.monotonic()
+            return self._answer(admitted, *await self._store.store(
+                admitted, started + self._budget, None, started))
         except Exception:
             log.exception("feishu card callback failed")
             return toast("error", said("click.failed"))
@@ -90,32 +90,33 @@ class ClickListener:
         handoff = Handoff()
         future = asyncio.run_coroutine_threadsafe(
             self._held_store(admitted, deadline, handoff), loop)
+        locale = admitted.click.reply_to.get("locale")
         try:
-            kind, text = future.result(timeout=max(deadline - time.monotonic(), 0.0))
+            reply = future.result(timeout=max(deadline - time.monotonic(), 0.0))
         except concurrent.futures.TimeoutError:
             if not handoff.give_up():
                 log.warning("feishu click not stored within the reply budget",
                             extra={"ref": ref})
-                return toast("error", NOT_RECORDED)
-            kind, text = "info", received_text(admitted.click)  # stored; decided later
+                return toast("error", NOT_RECORDED, locale)
+            reply = ("info", RECEIVED, locale)  # stored; still being decided
         finally:
             self._schedule_release(loop, ref)
-        return self._answer(admitted, kind, text)
+        return self._answer(admitted, *reply)
 
-    async def _held_store(
-        self, admitted: Admitted, deadline: float, handoff: Handoff
-    ) -> tuple[str, Said | str]:
+    async def _held_store(self, admitted: Admitted, deadline: float, handoff: Handoff
+                          ) -> Reply:
         self._adapter.hold(admitted.click.ref)  # before the first await
         return await self._store.store(admitted, deadline, handoff)
 
-    def _answer(self, admitted: Admitted, kind: str,
-                text: Said | str) -> P2CardActionTriggerResponse:
+    def _answer(self, admitted: Admitted, kind: str, text: Said | str,
+                locale: str | None) -> P2CardActionTriggerResponse:
         if kind == DUPLICATE:
             return P2CardActionTriggerResponse({})
         log.info("feishu card callback answered", extra={
             "ref": admitted.click.ref, "event_id": admitted.event_id,
-            "operator": admitted.click.responder.user_id, "toast": kind})
-        return toast(kind, text)
+            "operator": admitted.click.responder.user_id, "toast": kind,
+            "said": text.key if isinstance(text, Said) else ""})
+        return toast(kind, text, locale)
 
     def _schedule_release(self, loop: asyncio.AbstractEventLoop, ref: str) -> None:
         ctx = current_reply.get()

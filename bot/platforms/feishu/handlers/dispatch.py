@@ -53,9 +53,10 @@ class FeishuEventHandlers:
         self.auditor = Auditor(engine, self.loop)
         replies = Replies(api, names, reply_budget, adapter.default_locale)
         answers = AnswersFirst()
-        self.decisions = ClickDecider(engine, adapter, answers, replies.humanize_words, names)
+        self.decisions = ClickDecider(engine, adapter, answers, replies.humanize_words,
+                                      self.loop, names)
         store = ClickStore(engine, self.dedupe, self.auditor, answers, self.decisions,
-                           self.loop)
+                           replies.humanize_now)
         self.clicks = ClickListener(
             ClickAdmission(guard, adapter, self.auditor), store, adapter, self.loop,
             reply_budget=reply_budget, ws_release_delay=ws_release_delay)

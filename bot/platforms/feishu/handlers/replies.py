@@ -37,6 +37,17 @@ class Replies:
             log.exception("could not replace open_ids with names")
             return neutral_words(words)
 
+    async def humanize_now(self, words: Said) -> Said:
+        """``humanize_words`` for a toast on its way: names already known (or fetched
+        within 50 ms), else "another approver"."""
+        if self._names is None:
+            return words
+        try:
+            return await self._names.humanize_words(words, timeout=0.05)
+        except Exception:
+            log.exception("could not replace open_ids with names")
+            return neutral_words(words)
+
     async def say(self, message_id: str, words: Said, locale: str | None = None) -> None:
         """Reply with ``words`` in ``locale`` (else the replies' own)."""
         await self.reply(message_id, words.text(locale or self._locale))
