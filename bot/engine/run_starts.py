@@ -32,6 +32,7 @@ from bot.agents.base import AgentRuntimeError, Outcome
 from bot.engine import approvals, outbox, start_rows, store, worker
 from bot.engine.committer import Committer, log
 from bot.engine.context import EngineContext
+from bot.engine.health import database_unreachable
 from bot.engine.leases import Heartbeat, LeaseLost
 from bot.engine.platforms import Platforms
 from bot.engine.ports import DeliveryError, Origin, PostKey, delivery_reason
@@ -84,7 +85,9 @@ class StartInbox:
         """Store ``start`` durably within ``budget`` seconds; None if that was not possible.
 
         None means nothing was (or will be) started from it: tell the starter to try
-        again. The row is born claimed by the caller, who then calls ``run_start``.
+        again. The database error itself is raised when the database cannot be reached
+        (``health.database_unreachable``), so the adapter can say that instead. The row is
+        born claimed by the caller, who then calls ``run_start``.
         """
         token, now = uuid.uuid4().hex, self._ctx.now()
         cutoff = time.monotonic() + max(0.0, budget - RECORD_MARGIN)
@@ -108,9 +111,11 @@ class StartInbox:
             log.warning("run start not recorded within its budget; the starter is told to "
                         "retry", extra={**extra, "budget_seconds": budget})
             return None
-        except Exception:
+        except Exception as exc:
             log.exception("recording a run start failed; the starter is told to retry",
                           extra=extra)
+            if database_unreachable(exc):
+                raise  # the adapter says "I can't reach my database", not "busy"
             return None
         if row_id is None:
             log.warning("database too busy to record a run start in time; the starter is "

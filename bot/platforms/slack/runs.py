@@ -18,6 +18,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+from bot.engine.health import DATABASE_DOWN, database_unreachable
 from bot.engine.ports import Identity, Origin
 from bot.engine.run_starts import Started
 from bot.engine.start_rows import Start, StoredStart
@@ -66,7 +67,12 @@ async def admit(engine: SlackEngine, agent: str, prompt: str, user: Identity,
         log.warning("starter check failed before the ack; the engine checks again",
                     exc_info=True, extra={"platform": "slack", "agent": agent[:64]})
     budget = max(MIN_STORE_BUDGET, ACK_BUDGET - (time.monotonic() - arrived))
-    stored = await engine.record_start(Start(agent, prompt, user, origin), budget)
+    try:
+        stored = await engine.record_start(Start(agent, prompt, user, origin), budget)
+    except Exception as exc:
+        if not database_unreachable(exc):
+            raise
+        return Admitted(None, DATABASE_DOWN)
     if stored is None:
         return Admitted(None, said("start.not_recorded", agent=agent[:64]))
     return Admitted(stored)
