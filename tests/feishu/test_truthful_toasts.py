@@ -186,6 +186,34 @@ async def test_a_vote_losing_the_race_is_told_in_the_group_only_to_them(
         assert f.told(BOB) == f.told(CAROL) == []  # no message in another chat
 
 
+async def test_in_a_burst_a_refusal_comes_after_the_toast_where_they_clicked(
+    system: Callable[..., Any],
+) -> None:
+    """While other clicks are being answered the toast comes first ("received", true:
+    stored, pending) and the refusal the pre-check would have given is told after it,
+    in the group, to that person only."""
+    async with system() as f:
+        if STARTER not in f.fake.chats[APPROVALS]:
+            f.fake.chats[APPROVALS].append(STARTER)
+        card = await _card(f)
+        stored = _stored(f)
+        answers = f.platform.handlers.answers
+        answers.arrived()  # another click is being answered at this moment
+        try:
+            during = await f.post_event(f.click_event(card, operator=STARTER))
+        finally:
+            answers.answered()
+        assert during.json()["toast"] == RECEIVED
+        assert _stored(f) == stored + 1  # stored before the toast, as every taken click
+        await f.settle()
+        assert f.told_here(STARTER) == [WORDS["en"]["self"]]
+        [sent] = f.fake.ephemerals
+        assert (sent.chat_id, sent.open_id) == (APPROVALS, STARTER)
+        assert await f.status(card) == "pending"
+        alone = await f.click(card, expect="error", operator=STARTER)  # no burst: the toast
+        assert toast_text(alone) == WORDS["en"]["self"]
+
+
 async def test_a_p2p_card_is_answered_in_the_chat_with_the_bot(
     system: Callable[..., Any],
 ) -> None:

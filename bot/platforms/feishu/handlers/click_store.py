@@ -115,7 +115,8 @@ class ClickStore:
             # Another replica (or an earlier run of this one) already handled it.
             return await self._duplicate(click, event_id)
         try:
-            checked = await self._check(click, deferred)
+            checked = await self._check(click, deferred) if not self._answers.burst() \
+                else Checked(None)  # a burst: its toasts first, every check after them
             if checked.refusal is not None:
                 words = await self._humanize(checked.refusal.words)
                 return "error", words, checked.locale or locale
@@ -145,7 +146,10 @@ class ClickStore:
 
     async def _check(self, click: Click, seen: tuple[str, ...]) -> Checked:
         """The engine's pre-check; if it fails, the click is stored and decided as
-        usual (the decision checks everything again)."""
+        usual (the decision checks everything again). Skipped while other clicks are
+        being answered (a burst): there the toasts come first and say "received", the
+        decision after the burst refuses what the check would have, and the clicker is
+        told where they clicked (an ephemeral card)."""
         try:
             return await self._engine.check_click(click, seen)
         except AlreadySeen:

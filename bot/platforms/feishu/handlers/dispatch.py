@@ -52,7 +52,8 @@ class FeishuEventHandlers:
         self.dedupe = SharedDedupe(engine)
         self.auditor = Auditor(engine, self.loop)
         replies = Replies(api, names, reply_budget, adapter.default_locale)
-        answers = AnswersFirst()
+        self.answers = answers = AnswersFirst()
+        """Clicks being answered right now (a burst skips the pre-check)."""
         self.decisions = ClickDecider(engine, adapter, answers, replies.humanize_words,
                                       self.loop, names)
         store = ClickStore(engine, self.dedupe, self.auditor, answers, self.decisions,
