@@ -20,8 +20,35 @@ import pytest
 from sqlalchemy import Engine, create_engine, make_url, text
 from sqlalchemy.exc import DBAPIError
 
+from tests import leaks
+
 POSTGRES_ENV = "ASKHUMAN_TEST_POSTGRES_URL"
 REQUIRE_ENV = "ASKHUMAN_REQUIRE_POSTGRES"
+
+leaks.install()
+
+
+@pytest.fixture(autouse=True)
+def no_unclosed_aiohttp() -> Iterator[None]:
+    """Fail the test during which an event loop reported an unclosed aiohttp session,
+    connector or connection (``tests/leaks.py``; ResourceWarnings fail by config)."""
+    mark = leaks.count()
+    yield
+    found = leaks.since(mark)
+    if found:
+        pytest.fail("unclosed aiohttp objects reported by the event loop:\n" + "\n".join(found))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A leak found only by the last garbage collection still fails the run."""
+    import gc
+
+    mark = leaks.count()
+    gc.collect()
+    found = leaks.since(mark)
+    if found:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        print("\nunclosed aiohttp objects reported at exit:\n" + "\n".join(found))
 
 
 def postgres_base_url() -> str | None:
