@@ -13,7 +13,6 @@ import os
 import time
 import uuid
 import warnings
-import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,8 +27,10 @@ REQUIRE_ENV = "ASKHUMAN_REQUIRE_POSTGRES"
 
 leaks.install()
 
-_used_engines: weakref.WeakSet[Engine] = weakref.WeakSet()
-"""SQLAlchemy engines that connected during the running test (``close_databases``)."""
+_used_engines: set[Engine] = set()
+"""SQLAlchemy engines that connected during the running test (``close_databases``),
+held until then: an engine dropped mid-test would otherwise leak its pooled
+connections to the garbage collector."""
 
 
 @event.listens_for(Engine, "engine_connect")
