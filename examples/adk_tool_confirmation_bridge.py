@@ -59,8 +59,13 @@ def ask_people(askhuman: AskHuman, route: str, call: Any, session_id: str) -> ty
 
 
 async def main() -> None:
-    askhuman = AskHuman(os.environ.get("ASKHUMAN_URL", "http://127.0.0.1:3000"),
-                        os.environ["ASKHUMAN_API_KEY"])
+    with AskHuman(os.environ.get("ASKHUMAN_URL", "http://127.0.0.1:3000"),
+                  os.environ["ASKHUMAN_API_KEY"]) as askhuman:
+        await confirm_with_people(askhuman)
+
+
+async def confirm_with_people(askhuman: AskHuman) -> None:
+    """Run the agent; each tool confirmation it asks for is answered by people."""
     route = os.environ.get("ASKHUMAN_ROUTE", "fin")
     sessions = InMemorySessionService()
     runner = Runner(agent=agent, app_name="expenses", session_service=sessions)

@@ -1,16 +1,17 @@
 """A small client for the askhuman HTTP API (only needs ``httpx``).
 
     from askhuman_client import AskHuman
-    ask = AskHuman("http://127.0.0.1:3000", api_key="ahk_…")
-    result = ask.ask("ops", {"question": "Deploy v1.2.3?", "actions": [
-        {"id": "approve", "label": "Approve", "style": "primary"},
-        {"id": "reject", "label": "Reject", "style": "destructive"}]})
+    with AskHuman("http://127.0.0.1:3000", api_key="ahk_…") as ask:
+        result = ask.ask("ops", {"question": "Deploy v1.2.3?", "actions": [
+            {"id": "approve", "label": "Approve", "style": "primary"},
+            {"id": "reject", "label": "Reject", "style": "destructive"}]})
     print(result["status"], result.get("action"), result.get("values"))
 
 ``ask`` returns the ``AskHumanToolResult`` (Dify ask_human v1): status ``submitted``,
 ``timeout``, ``cancelled`` or ``unavailable``. It long-polls (the server answers the
 moment a person decides) and is safe to call again after a crash with the same
-``idempotency_key``: you get the same request back, never a second card.
+``idempotency_key``: you get the same request back, never a second card. The client
+keeps its connections open for reuse: ``close()`` it (or use ``with``) when done.
 """
 
 from __future__ import annotations
@@ -34,6 +35,16 @@ class AskHuman:
     def __init__(self, base_url: str, api_key: str, timeout: float = 75.0) -> None:
         self.http = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout,
                                  headers={"Authorization": f"Bearer {api_key}"})
+
+    def close(self) -> None:
+        """Close the pooled connections."""
+        self.http.close()
+
+    def __enter__(self) -> AskHuman:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         response = self.http.request(method, "/api/v1" + path, **kwargs)

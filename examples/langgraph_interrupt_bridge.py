@@ -85,8 +85,8 @@ def run_with_askhuman(graph: Any, inputs: State, thread_id: str, route: str,
 
 
 if __name__ == "__main__":
-    client = AskHuman(os.environ.get("ASKHUMAN_URL", "http://127.0.0.1:3000"),
-                      os.environ["ASKHUMAN_API_KEY"])
-    final = run_with_askhuman(build_graph(), {"version": "v1.2.3"}, "deploy-v1.2.3",
-                              os.environ.get("ASKHUMAN_ROUTE", "ops"), client)
+    with AskHuman(os.environ.get("ASKHUMAN_URL", "http://127.0.0.1:3000"),
+                  os.environ["ASKHUMAN_API_KEY"]) as client:
+        final = run_with_askhuman(build_graph(), {"version": "v1.2.3"}, "deploy-v1.2.3",
+                                  os.environ.get("ASKHUMAN_ROUTE", "ops"), client)
     print(final["log"])

@@ -17,11 +17,64 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, create_engine, make_url, text
+from sqlalchemy import Connection, Engine, create_engine, event, make_url, text
 from sqlalchemy.exc import DBAPIError
+
+from tests import leaks
 
 POSTGRES_ENV = "ASKHUMAN_TEST_POSTGRES_URL"
 REQUIRE_ENV = "ASKHUMAN_REQUIRE_POSTGRES"
+
+leaks.install()
+
+_used_engines: set[Engine] = set()
+"""SQLAlchemy engines that connected during the running test (``close_databases``),
+held until then: an engine dropped mid-test would otherwise leak its pooled
+connections to the garbage collector."""
+
+
+@event.listens_for(Engine, "engine_connect")
+def _note_engine(connection: Connection) -> None:
+    _used_engines.add(connection.engine)
+
+
+def dispose_used_engines() -> None:
+    """Close the pooled connections of every engine the test used: tests build
+    ``Database`` objects freely (engines, replicas, CLI commands) and leave them to the
+    garbage collector, where psycopg would report each connection as leaked."""
+    for engine in list(_used_engines):
+        engine.dispose()
+    _used_engines.clear()
+
+
+@pytest.fixture(autouse=True)
+def close_databases() -> Iterator[None]:
+    """After each test, close the database connections it left in pools."""
+    yield
+    dispose_used_engines()
+
+
+@pytest.fixture(autouse=True)
+def no_unclosed_aiohttp() -> Iterator[None]:
+    """Fail the test during which an event loop reported an unclosed aiohttp session,
+    connector or connection (``tests/leaks.py``; ResourceWarnings fail by config)."""
+    mark = leaks.count()
+    yield
+    found = leaks.since(mark)
+    if found:
+        pytest.fail("unclosed aiohttp objects reported by the event loop:\n" + "\n".join(found))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A leak found only by the last garbage collection still fails the run."""
+    import gc
+
+    mark = leaks.count()
+    gc.collect()
+    found = leaks.since(mark)
+    if found:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        print("\nunclosed aiohttp objects reported at exit:\n" + "\n".join(found))
 
 
 def postgres_base_url() -> str | None:
@@ -51,6 +104,7 @@ def postgres_url() -> Iterator[str]:
         with admin.connect() as conn:
             conn.execute(text(f'CREATE DATABASE "{name}"'))
         yield make_url(base).set(database=name).render_as_string(hide_password=False)
+        dispose_used_engines()  # our connections go first; the drop only ends strays
         _drop_database(admin, name)
     finally:
         admin.dispose()

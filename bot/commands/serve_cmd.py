@@ -30,6 +30,7 @@ from bot.engine.health import DatabaseProbe
 from bot.logs import configure_logging
 from bot.reload import install_sighup
 from bot.settings import ConfigError, Settings, config_warnings, load_settings
+from bot.shutdown import Shutdown, exit_zero_on_stop_signals, stop_tasks
 from bot.web import Endpoint, create_app
 
 log = logging.getLogger("askhuman.serve")
@@ -88,7 +89,8 @@ def start_feishu(
 
     platform = build_feishu_platform(settings, engine, env)  # registers adapter + directory
     log.info("feishu enabled", extra={"platform": "feishu", "mode": platform.config.mode})
-    return PlatformRuntime("feishu", platform.endpoints(), platform.background_tasks())
+    return PlatformRuntime("feishu", platform.endpoints(), platform.background_tasks(),
+                           closers=[platform.aclose])
 
 
 def start_door(
@@ -115,8 +117,12 @@ def start_platforms(
     return runtimes
 
 
-def build_app(engine: Engine, runtimes: list[PlatformRuntime]) -> Starlette:
-    """The ASGI app; its lifespan runs the engine worker and platform background tasks."""
+def build_app(
+    engine: Engine, runtimes: list[PlatformRuntime], *, owns_database: bool = False
+) -> Starlette:
+    """The ASGI app; its lifespan runs the engine worker and platform background tasks,
+    and at shutdown closes everything they opened (``shutdown_steps``). With
+    ``owns_database`` (``serve``) the database's connections are closed last."""
 
     metrics_routes, metrics_port = _metrics(engine)
 
@@ -138,25 +144,38 @@ def build_app(engine: Engine, runtimes: list[PlatformRuntime]) -> Starlette:
         finally:
             uninstall_sighup()
             stop.set()
-            done, pending = await asyncio.wait(tasks, timeout=10)
-            for task in pending:
-                task.cancel()
-            await engine.drain(timeout=5)  # card updates still running in the background
-            await engine.close_runtimes()  # MCP sessions and their subprocesses
-            for runtime in runtimes:
-                for close in runtime.closers:
-                    await close()
-            for task in done:
-                if not task.cancelled() and task.exception() is not None:
-                    log.error(
-                        "background task failed",
-                        extra={"task": task.get_name(), "error": repr(task.exception())},
-                    )
+            await shutdown_steps(engine, runtimes, tasks, owns_database=owns_database).run()
 
     endpoints = [endpoint for runtime in runtimes for endpoint in runtime.endpoints]
     extra = [route for runtime in runtimes for route in runtime.routes] + metrics_routes
     return create_app(endpoints, lifespan, extra, ready=DatabaseProbe(engine.db).check,
                       max_body_bytes=engine.settings.http.max_body_bytes)
+
+
+def shutdown_steps(
+    engine: Engine, runtimes: list[PlatformRuntime], tasks: list[asyncio.Task[None]],
+    *, owns_database: bool,
+) -> Shutdown:
+    """What ``serve`` closes, in order: its loops and connections (Socket Mode, the
+    Feishu long connection, LISTEN), what the engine still sends, agent runtimes (MCP
+    sessions and their subprocesses), each platform's HTTP clients, the database."""
+    shutdown = Shutdown()
+    shutdown.add("background tasks", lambda: stop_tasks(tasks, grace=10, cancel_wait=5))
+    shutdown.add("engine drain", lambda: engine.drain(timeout=5))
+    shutdown.add("agent runtimes", engine.close_runtimes)
+    for runtime in runtimes:
+        for number, close in enumerate(runtime.closers):
+            shutdown.add(f"{runtime.name} clients {number}", close)
+    if owns_database:
+        shutdown.add("database", _dispose(engine))
+    return shutdown
+
+
+def _dispose(engine: Engine) -> Callable[[], Awaitable[None]]:
+    async def dispose() -> None:
+        await asyncio.to_thread(engine.db.dispose)
+
+    return dispose
 
 
 def _metrics(engine: Engine) -> tuple[list[BaseRoute], BackgroundTask | None]:
@@ -203,7 +222,7 @@ def prepare(settings: Settings, env: Mapping[str, str] | None = None) -> Starlet
     database = Database(settings.database_url)
     database.upgrade()
     engine = Engine(database, settings)
-    return build_app(engine, start_platforms(engine, settings, env))
+    return build_app(engine, start_platforms(engine, settings, env), owns_database=True)
 
 
 def check_tool_settings(settings: Settings) -> None:
@@ -250,6 +269,8 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2) from None
         log.info("serving", extra={"host": host, "port": port, "config": settings.source})
         heap.freeze_startup_heap()  # before the first burst of clicks, not in it
-        uvicorn.run(asgi, host=host, port=port, log_level=log_level.lower(), log_config=None,
-                    timeout_graceful_shutdown=15)  # long-polls and MCP streams must not
-        # hold a shutdown for minutes; callers retry (requests are idempotent).
+        with exit_zero_on_stop_signals():  # SIGTERM: graceful shutdown, then exit code 0
+            uvicorn.run(asgi, host=host, port=port, log_level=log_level.lower(),
+                        log_config=None, timeout_graceful_shutdown=15)  # long-polls and
+            # MCP streams must not hold a shutdown for minutes; callers retry (requests
+            # are idempotent).

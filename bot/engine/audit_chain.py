@@ -173,18 +173,19 @@ def verify(session: Session) -> Verdict:
     prev_seq, last, checked, used = 0, GENESIS, 0, 0
     query = (select(AuditLog).where(AuditLog.chain_seq.is_not(None))
              .order_by(AuditLog.chain_seq).execution_options(yield_per=500))
-    for row in session.scalars(query):
-        if row.prev_hash != last:
-            gap = gaps.get(prev_seq)
-            if gap is None or gap.from_hash != last or gap.to_hash != row.prev_hash:
+    with session.scalars(query) as rows:  # closes the server-side cursor on an early return
+        for row in rows:
+            if row.prev_hash != last:
+                gap = gaps.get(prev_seq)
+                if gap is None or gap.from_hash != last or gap.to_hash != row.prev_hash:
+                    return Verdict(False, checked, used, unsealed, row.id,
+                                   "its link to the row before it does not match (a row "
+                                   "before it was deleted or changed)", head_seq)
+                used += 1
+            if row_hash(str(row.prev_hash), row) != row.row_hash:
                 return Verdict(False, checked, used, unsealed, row.id,
-                               "its link to the row before it does not match (a row "
-                               "before it was deleted or changed)", head_seq)
-            used += 1
-        if row_hash(str(row.prev_hash), row) != row.row_hash:
-            return Verdict(False, checked, used, unsealed, row.id,
-                           "its content was changed after it was sealed", head_seq)
-        prev_seq, last, checked = int(row.chain_seq or 0), str(row.row_hash), checked + 1
+                               "its content was changed after it was sealed", head_seq)
+            prev_seq, last, checked = int(row.chain_seq or 0), str(row.row_hash), checked + 1
     if head is not None and head.last_hash != last:
         gap = gaps.get(prev_seq)
         if gap is None or gap.from_hash != last or gap.to_hash != head.last_hash:

@@ -15,7 +15,11 @@ from askhuman_client import AskHuman, AskHumanError
 
 
 async def test_example_client_asks_and_approves(door: Door, ci: Client) -> None:
-    client = AskHuman(door.url, ci.key)
+    with AskHuman(door.url, ci.key) as client:
+        await _asks_and_approves(door, client)
+
+
+async def _asks_and_approves(door: Door, client: AskHuman) -> None:
     ask = asyncio.create_task(asyncio.to_thread(
         client.ask, "ops", DEPLOY_ARGS, idempotency_key="example-1"))
     ts = await door.slack.wait_for_card()

@@ -189,5 +189,5 @@ def kill_when(child: subprocess.Popen[str], marker: Path) -> None:
         assert time.monotonic() < deadline, "child never reached the crash point"
         time.sleep(0.05)
     child.send_signal(signal.SIGKILL)
-    child.wait(timeout=30)
+    child.communicate(timeout=30)  # reaps it and closes its pipes
     assert child.returncode == -signal.SIGKILL

@@ -117,10 +117,10 @@ async def test_killed_holder_is_taken_over_within_about_one_lease(
             assert await engine.run_worker_once() == 0
             await asyncio.sleep(0.1)
         child.send_signal(signal.SIGKILL)
-        child.wait(timeout=30)
     finally:
         if child.poll() is None:
             child.kill()
+        child.communicate(timeout=30)  # reaps it and closes its pipes
     killed = time.monotonic()
     while await engine.run_worker_once() == 0:
         assert time.monotonic() - killed < LEASE + 5, "the dead worker's job was not taken over"

@@ -320,7 +320,8 @@ async def served(
     fake, fake_url = fake_api
     platform = build_feishu_platform(settings, engine, config=make_config(fake_url, fake.app_id))
     app = build_app(engine, [PlatformRuntime("feishu", platform.endpoints(),
-                                             platform.background_tasks())])
+                                             platform.background_tasks(),
+                                             closers=[platform.aclose])])
     async with serve_in_loop(app) as url, httpx.AsyncClient(timeout=10) as http:
         yield Feishu(fake, engine, database, platform, url, http)
     database.dispose()
@@ -334,7 +335,8 @@ async def feishu_http(
     fake, fake_url = fake_api
     engine, database, settings = _engine(tmp_path)
     platform = build_feishu_platform(settings, engine, config=make_config(fake_url, fake.app_id))
-    runtime = PlatformRuntime("feishu", platform.endpoints(), platform.background_tasks())
+    runtime = PlatformRuntime("feishu", platform.endpoints(), platform.background_tasks(),
+                              closers=[platform.aclose])  # as serve wires it
     clock = ResponseClock(build_app(engine, [runtime]))
     async with serve_in_loop(clock) as url, httpx.AsyncClient(timeout=10) as http:
         yield Feishu(fake, engine, database, platform, url, http, clock)

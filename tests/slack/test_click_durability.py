@@ -90,7 +90,7 @@ async def test_kill_9_right_after_the_ack_loses_nothing(tmp_path: Path) -> None:
                 assert response.status_code == 200
         finally:
             first.kill()
-            first.wait(10)
+            first.communicate(timeout=10)  # reaps it and closes its stderr pipe
         database = Database(db_url)
         # Acked, then the process died before deciding: the click is in the database.
         assert _inbox(database) == [("running", None)]
@@ -113,7 +113,7 @@ async def test_kill_9_right_after_the_ack_loses_nothing(tmp_path: Path) -> None:
                 await asyncio.sleep(0.1)
         finally:
             second.terminate()
-            second.wait(15)
+            second.communicate(timeout=15)
         told = [c.body for c in fake.calls_to("chat.postEphemeral")]
         assert told == [{**told[0], "channel": APPROVALS, "user": ALICE,
                          "text": "Thanks, your answer (Approve) was recorded."}]

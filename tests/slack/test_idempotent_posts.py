@@ -70,7 +70,7 @@ async def served_child(fake: FakeSlackAPI, settings: Settings) -> AsyncIterator[
     finally:
         if child.poll() is None:
             child.kill()
-        child.wait(30)
+        child.communicate(timeout=30)  # reaps it and closes its stderr pipe
         database.dispose()
 
 

@@ -46,6 +46,7 @@ async def test_reminder_is_posted_in_the_card_thread(
                              "answer (due 2025-03-01 12:30 UTC).")
     body = fake_slack.calls_to("chat.postMessage")[-1].body
     assert body["thread_ts"] == card.ts and body["channel"] == APPROVALS
+    await client.aclose()
     database.dispose()
 
 
@@ -54,5 +55,6 @@ async def test_reminder_text_is_escaped(fake_slack: FakeSlackAPI) -> None:
                                      api_url=fake_slack.base_url))
     await SlackAdapter(client).remind(sample_card(), DeliveryRef("slack", "C1", "1.5"),
                                       "Reminder <!channel> & <@U1>")
+    await client.aclose()
     body = fake_slack.calls_to("chat.postMessage")[0].body
     assert body["thread_ts"] == "1.5" and "<!" not in body["text"] and "&amp;" in body["text"]

@@ -6,7 +6,9 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from slack_sdk.errors import SlackApiError
@@ -96,9 +98,23 @@ def fake() -> FakeSlackAPI:
         yield server
 
 
+_OPEN: list[Any] = []
+"""Clients ``_client`` made for the running test (``close_clients`` closes them)."""
+
+
 def _client(fake: FakeSlackAPI):  # type: ignore[no-untyped-def]
     config = SlackConfig(bot_token=BOT_TOKEN, signing_secret="s", api_url=fake.base_url)
-    return make_client(config)
+    client = make_client(config)
+    _OPEN.append(client)
+    return client
+
+
+@pytest.fixture(autouse=True)
+async def close_clients() -> AsyncIterator[None]:
+    """Close each test's Web API clients (their pooled aiohttp sessions) in its loop."""
+    yield
+    while _OPEN:
+        await _OPEN.pop().aclose()
 
 
 async def test_directory_caches_and_single_flights(fake: FakeSlackAPI) -> None:
@@ -179,8 +195,10 @@ def test_tokens_never_logged(fake: FakeSlackAPI, caplog: pytest.LogCaptureFixtur
     caplog.set_level(logging.DEBUG)
 
     async def go() -> None:
+        client = _client(fake)
         with contextlib.suppress(SlackApiError):
-            await _client(fake).chat_postMessage(channel="C404", text="x")
+            await client.chat_postMessage(channel="C404", text="x")
+        await client.aclose()  # in this loop: the session belongs to it
 
     fake.missing_channels.add("C404")
     asyncio.run(go())

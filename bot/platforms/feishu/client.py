@@ -113,8 +113,20 @@ class _PooledRequests:
     def request(self, method: str, url: str, **kwargs: Any) -> requests.Response:
         return self.session.request(method, url, **kwargs)
 
+    def close(self) -> None:
+        """Close the pooled connections (a later call opens new ones)."""
+        self.session.close()
+
     def __getattr__(self, name: str) -> Any:
         return getattr(requests, name)
+
+
+def close_lark_connections() -> None:
+    """Close the pooled connections lark-oapi's calls share (shutdown)."""
+    from lark_oapi.core.http import transport
+
+    if isinstance(transport.requests, _PooledRequests):
+        transport.requests.close()
 
 
 def pool_lark_connections() -> None:
@@ -151,9 +163,11 @@ class FeishuApi:
             .build()
         )
 
-    def shutdown(self) -> None:
-        """Let the call threads go once their calls are done (at the platform's stop)."""
-        self._threads.shutdown(wait=False)
+    async def aclose(self) -> None:
+        """At shutdown: wait for the calls still running (each is bounded by the request
+        timeout), then close the pooled HTTP connections they used."""
+        await asyncio.to_thread(self._threads.shutdown, wait=True, cancel_futures=True)
+        await asyncio.to_thread(close_lark_connections)
 
     # -- messages ---------------------------------------------------------------------
 

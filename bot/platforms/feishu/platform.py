@@ -103,11 +103,16 @@ class FeishuPlatform:
         self._long_connection.start()
 
     async def stop(self) -> None:
-        """Finish in-flight callbacks and stop the long connection (best effort)."""
+        """Finish in-flight callbacks and stop the long connection (best effort). The API
+        client stays usable: the engine's drain may still patch cards (``aclose``)."""
         await self.handlers.drain(timeout=5.0)
         if self._long_connection is not None:
             self._long_connection.stop()
-        self.api.shutdown()
+
+    async def aclose(self) -> None:
+        """Close the API client's threads and pooled connections (``serve``'s shutdown,
+        after ``stop()`` and the engine's drain, which may still patch cards)."""
+        await self.api.aclose()
 
     def feed_ws_event(self, payload: bytes) -> Any:
         """Dispatch a raw event exactly as the long connection would (no checks)."""

@@ -47,7 +47,9 @@ class LongConnection:
 
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
-        ws_client.loop = loop  # the SDK reads this module global in start()
+        replaced, ws_client.loop = ws_client.loop, loop  # the SDK reads it in start()
+        if replaced is not loop and not replaced.is_running() and not replaced.is_closed():
+            replaced.close()  # the one lark-oapi made at import, never used: its sockets
         self._loop = loop
         client = lark.ws.Client(
             self._config.app_id,
@@ -65,6 +67,7 @@ class LongConnection:
             if not isinstance(exc, RuntimeError):
                 log.exception("feishu long connection stopped")
         finally:
+            _close_loop(loop)
             log.info("feishu long connection thread exiting")
 
     def stop(self) -> None:
@@ -72,3 +75,19 @@ class LongConnection:
         loop = self._loop
         if loop is not None and loop.is_running():
             loop.call_soon_threadsafe(loop.stop)
+
+
+def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what the SDK left on its stopped loop (its connection's tasks), let them
+    unwind, and close the loop: an unclosed loop leaks its self-pipe sockets."""
+    try:
+        pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    except Exception:
+        log.warning("feishu long connection loop did not unwind cleanly", exc_info=True)
+    finally:
+        loop.close()

@@ -100,9 +100,9 @@ class SlackPlatform:
         assert self.config.app_token is not None
         handler = AsyncSocketModeHandler(self.app, self.config.app_token, web_client=self.client)
         self._socket_handler = handler
-        await handler.connect_async()  # type: ignore[no-untyped-call]
-        log.info("slack socket mode connected", extra={"platform": "slack"})
-        try:
+        try:  # the handler holds an aiohttp session from here on, connected or not
+            await handler.connect_async()  # type: ignore[no-untyped-call]
+            log.info("slack socket mode connected", extra={"platform": "slack"})
             await stop.wait()
         finally:
             await handler.close_async()  # type: ignore[no-untyped-call]
