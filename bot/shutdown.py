@@ -27,8 +27,9 @@ log = logging.getLogger("askhuman.shutdown")
 Closer = Callable[[], Awaitable[object]]
 """An async callable that closes one thing (``aclose``, ``drain``, …)."""
 
-STEP_TIMEOUT_SECONDS = 15.0
-"""No single step holds the exit for longer (each step bounds its own work too)."""
+STEP_TIMEOUT_SECONDS = 20.0
+"""No single step holds the exit for longer; each bounds its own work below this (the
+background tasks: 10 s to stop, then 5 s to unwind after a cancel)."""
 
 
 @dataclass(frozen=True)
