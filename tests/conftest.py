@@ -9,6 +9,7 @@ postgres parameter is skipped when that variable is unset, unless
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 import uuid
@@ -52,6 +53,19 @@ def close_databases() -> Iterator[None]:
     """After each test, close the database connections it left in pools."""
     yield
     dispose_used_engines()
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    """Put the root logger's handlers and level back after each test: a CLI command run
+    through typer's CliRunner installs a handler on that run's stderr, which is closed
+    once the run ends, so a later test's logs would print "--- Logging error ---"
+    into whatever output it reads."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture(autouse=True)
