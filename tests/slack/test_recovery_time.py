@@ -44,7 +44,7 @@ async def _first_process(
                         http=http), proc
     finally:
         proc.kill()
-        proc.wait(10)
+        proc.communicate(timeout=10)  # reaps it and closes its stderr pipe
 
 
 async def _until(check: Callable[[], bool], within: float, what: str) -> float:
@@ -92,7 +92,7 @@ async def test_a_click_acked_before_the_kill_is_applied_within_5_s_of_the_restar
             print(f"click applied {applied:.2f} s, answer posted {answered:.2f} s after up")
         finally:
             second.terminate()
-            second.wait(15)
+            second.communicate(timeout=15)
     assert _count(database, AuditLog, AuditLog.event == "decided") == 1
     assert _count(database, AuditLog, AuditLog.event == "resumed") == 1
     with database.transaction() as s:
@@ -127,7 +127,7 @@ async def test_card_updates_and_final_answers_in_flight_finish_within_10_s(
             await asyncio.sleep(1)  # nothing more arrives: each went out once
         finally:
             second.terminate()
-            second.wait(15)
+            second.communicate(timeout=15)
     assert len(_final_answers(fake)) == 1
     assert _count(database, OutboxItem, OutboxItem.state != "done") == 0
     database.dispose()
@@ -154,7 +154,7 @@ async def test_a_resume_in_flight_finishes_within_10_s_of_the_restart(tmp_path: 
             print(f"resumed and answered {took:.2f} s after up")
         finally:
             second.terminate()
-            second.wait(15)
+            second.communicate(timeout=15)
     assert _count(database, AuditLog, AuditLog.event == "resumed") == 1
     assert len(_final_answers(fake)) == 1
     database.dispose()

@@ -73,7 +73,7 @@ async def test_kill_9_right_after_the_ack_of_a_run_starts_it_once(
                 assert response.status_code == 200 and response.text == ""
         finally:
             first.kill()
-            first.wait(10)
+            first.communicate(timeout=10)
         database = Database(db_url)
         # Acked, then the process died before the first leg's outcome: the start is stored.
         assert _starts(database) == [("running", None)]
@@ -89,7 +89,7 @@ async def test_kill_9_right_after_the_ack_of_a_run_starts_it_once(
             await asyncio.sleep(1.0)  # a second run or message would show up by now
         finally:
             second.terminate()
-            second.wait(15)
+            second.communicate(timeout=15)
         assert _count(database, Run) == 1
         assert _count(database, HumanRequest) == 1  # one first-leg outcome: one request
         assert len(_cards(fake)) == 1
