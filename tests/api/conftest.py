@@ -197,6 +197,42 @@ class Door:
             await asyncio.sleep(0.02)
         raise AssertionError(f"{open_id} was told {self.feishu_told(open_id)}")
 
+    def feishu_told_anywhere(self, open_id: str) -> list[str]:
+        """What the bot told ``open_id`` after a toast: ephemeral cards in a group, then
+        messages in their chat with the bot."""
+        return [e.text for e in list(self.feishu.ephemerals) if e.open_id == open_id] \
+            + self.feishu_told(open_id)
+
+    async def wait_told_anywhere(self, open_id: str, timeout: float = 10.0) -> list[str]:
+        """Wait until ``open_id`` was told something after a toast (``feishu_told_anywhere``)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            told = self.feishu_told_anywhere(open_id)
+            if told:
+                return told
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"{open_id} was never told anything after the toast")
+
+    async def feishu_refusal(self, response: httpx.Response, open_id: str,
+                             timeout: float = 10.0) -> str:
+        """The refusal a Feishu clicker learns: in the toast itself (an error, when it
+        was known before the toast), or, when the toast only said "received" (decided
+        after it: a burst, or a decision slower than the inline budget), told to them
+        right after. Both are true answers; the timing decides which one comes."""
+        toast = response.json()["toast"]
+        if toast["type"] == "error":
+            return str(toast["content"])
+        assert toast["type"] == "info", toast  # never a success for a refused click
+        return (await self.wait_told_anywhere(open_id, timeout))[-1]
+
+    @staticmethod
+    def feishu_taken(response: httpx.Response) -> dict[str, Any]:
+        """The toast of a Feishu click that was taken: a success (decided before the
+        toast), or "received" (stored, decided after it); never an error."""
+        toast = dict(response.json()["toast"])
+        assert toast["type"] in ("success", "info"), toast
+        return toast
+
 
 def env_for(fake_slack: FakeSlackAPI, feishu_url: str, feishu: FakeFeishuApi) -> dict[str, str]:
     return {

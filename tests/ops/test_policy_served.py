@@ -104,8 +104,7 @@ async def test_slack_and_feishu_votes_reach_one_quorum_and_every_copy_shows_prog
 
         # The same request on Feishu. Nobody mapped ou_alice to U0ALICE under people,
         # so this identity counts as a second person and completes the quorum.
-        answer = toast(await ops.click_feishu(card, ref, "approve", operator=FEISHU_ALICE))
-        assert answer["type"] == "info", answer  # stored; decided right after
+        ops.feishu_taken(await ops.click_feishu(card, ref, "approve", operator=FEISHU_ALICE))
         await wait_for(lambda: run_row(ops).status == "succeeded", "the run to finish")
         row = request_row(ops)
         assert row.status == "submitted" and row.action_id == "approve"
@@ -123,8 +122,7 @@ async def test_a_reject_on_feishu_vetoes_a_quorum_started_on_slack(
         card = await ops.feishu_card()
         await clicked_in_slack(ops, ts, "Approve", ALICE)
         await wait_for(lambda: "1 of 2" in feishu_text(card), "the progress on Feishu")
-        answer = toast(await ops.click_feishu(card, ref, "reject", operator=FEISHU_BOB))
-        assert answer["type"] == "info", answer  # stored; decided right after
+        ops.feishu_taken(await ops.click_feishu(card, ref, "reject", operator=FEISHU_BOB))
         await wait_for(lambda: request_row(ops).status == "submitted", "the veto")
         row = request_row(ops)
         assert row.status == "submitted" and row.action_id == "reject"
@@ -145,15 +143,13 @@ async def test_a_mapped_person_counts_once_across_platforms(
         card = await ops.feishu_card()
         await clicked_in_slack(ops, ts, "Approve", ALICE)
         await wait_for(lambda: "1 of 2" in feishu_text(card), "the progress on Feishu")
-        again = toast(await ops.click_feishu(card, ref, "approve", operator=FEISHU_ALICE))
-        assert again["type"] == "info", again  # stored; the outcome is told privately
-        told = await ops.wait_feishu_told(FEISHU_ALICE)
-        assert told[-1].endswith("You already answered (approve) on Slack; waiting for the "
-                                 "other approvers."), told
+        again = await ops.click_feishu(card, ref, "approve", operator=FEISHU_ALICE)
+        told = await ops.feishu_refusal(again, FEISHU_ALICE)
+        assert told.endswith("You already answered (approve) on Slack; waiting for the "
+                             "other approvers."), told
         assert request_row(ops).status == "pending"
         # Bob is another person: his vote decides.
-        answer = toast(await ops.click_feishu(card, ref, "approve", operator=FEISHU_BOB))
-        assert answer["type"] == "info", answer
+        ops.feishu_taken(await ops.click_feishu(card, ref, "approve", operator=FEISHU_BOB))
         await wait_for(lambda: request_row(ops).status == "submitted", "Bob's vote to decide")
 
 
@@ -219,17 +215,15 @@ async def test_a_missing_reason_is_refused_on_slack_and_feishu_and_nothing_is_lo
         await clicked_in_slack(ops, ts, "Reject", ALICE, reason=None)
         await wait_for(lambda: any("needs a reason" in t for t in ops.slack.ephemerals_to(
             ALICE)), "the ephemeral refusal")
-        refused = toast(await ops.click_feishu(card, ref, "reject", operator=FEISHU_ALICE,
-                                               form={"f_environment": "o1"}))
-        assert refused["type"] == "info"  # stored; the refusal is told privately
-        told = await ops.wait_feishu_told(FEISHU_ALICE)
-        assert "\u201cReject\u201d needs a reason" in told[-1], told
+        refused = await ops.click_feishu(card, ref, "reject", operator=FEISHU_ALICE,
+                                         form={"f_environment": "o1"})
+        told = await ops.feishu_refusal(refused, FEISHU_ALICE)
+        assert "\u201cReject\u201d needs a reason" in told, told
         assert request_row(ops).status == "pending"
 
-        answer = toast(await ops.click_feishu(
+        ops.feishu_taken(await ops.click_feishu(
             card, ref, "reject", operator=FEISHU_ALICE,
             form={"f_environment": "o1", "f_reason": "not during the freeze"}))
-        assert answer["type"] == "info", answer
         await wait_for(lambda: run_row(ops).status == "succeeded", "the run to finish")
         row = request_row(ops)
         assert row.result is not None
