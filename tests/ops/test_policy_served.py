@@ -13,7 +13,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import yaml
 from sqlalchemy import select
 
@@ -71,11 +70,6 @@ def slack_text(ops: Door, ts: str) -> str:
 
 def feishu_text(card: Message) -> str:
     return json.dumps(card.card(), ensure_ascii=False)
-
-
-def toast(response: httpx.Response) -> dict[str, Any]:
-    assert response.status_code == 200, response.text
-    return dict(response.json()["toast"])
 
 
 async def clicked_in_slack(ops: Door, ts: str, label: str, user: str,
