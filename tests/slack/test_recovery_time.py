@@ -55,10 +55,35 @@ async def _until(check: Callable[[], bool], within: float, what: str) -> float:
     return time.monotonic() - started
 
 
-async def _restart(fake: FakeSlackAPI, db_url: str, port: int) -> subprocess.Popen[bytes]:
+@asynccontextmanager
+async def _restarted(fake: FakeSlackAPI, db_url: str, port: int) -> AsyncIterator[None]:
+    """The restart: a new process on the same database, up (``/healthz``) when entered,
+    stopped and reaped on the way out."""
     proc = _serve(port, db_url, fake.base_url)
-    await _wait_healthy(f"http://127.0.0.1:{port}", proc)
-    return proc
+    try:
+        await _wait_healthy(f"http://127.0.0.1:{port}", proc)
+        yield
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=15)
+
+
+@asynccontextmanager
+async def _crash_site(tmp_path: Path) -> AsyncIterator[tuple[FakeSlackAPI, Database, str, int]]:
+    """A fake Slack, a SQLite file and a port for the first process and its restart."""
+    db_url = f"sqlite:///{tmp_path / 'crash.db'}"
+    database = Database(db_url)
+    try:
+        with FakeSlackAPI() as fake:
+            fake.add_users([ALICE, "U0STARTER"])
+            yield fake, database, db_url, free_port()
+    finally:
+        database.dispose()
+
+
+async def _approve(slack: Slack) -> None:
+    ts = await _new_card(slack)
+    assert (await slack.interact(slack.click_payload(ts, "Approve", ALICE))).status_code == 200
 
 
 def _final_answers(fake: FakeSlackAPI) -> list[str]:
@@ -72,89 +97,58 @@ def _updated_cards(fake: FakeSlackAPI) -> int:
 async def test_a_click_acked_before_the_kill_is_applied_within_5_s_of_the_restart(
     tmp_path: Path,
 ) -> None:
-    db_url = f"sqlite:///{tmp_path / 'crash.db'}"
-    database = Database(db_url)
-    with FakeSlackAPI() as fake:
-        fake.add_users([ALICE, "U0STARTER"])
-        port = free_port()
+    async with _crash_site(tmp_path) as (fake, database, db_url, port):
         async with _first_process(fake, db_url, port, "--hang") as (slack, first):
             ts = await _new_card(slack)
             response = await slack.interact(slack.click_payload(ts, "Approve", ALICE))
             first.send_signal(signal.SIGKILL)
             assert response.status_code == 200
-        second = await _restart(fake, db_url, port)
-        try:
+        async with _restarted(fake, db_url, port):
             applied = await _until(lambda: _count(database, HumanRequest,
                                                   HumanRequest.status == "submitted") == 1,
                                    APPLIED_WITHIN, "applying the stored click")
             answered = applied + await _until(lambda: bool(_final_answers(fake)),
                                               FINISHED_WITHIN, "the final answer")
             print(f"click applied {applied:.2f} s, answer posted {answered:.2f} s after up")
-        finally:
-            second.terminate()
-            second.communicate(timeout=15)
-    assert _count(database, AuditLog, AuditLog.event == "decided") == 1
-    assert _count(database, AuditLog, AuditLog.event == "resumed") == 1
-    with database.transaction() as s:
-        assert [r.state for r in s.scalars(select(ClickInbox))] == ["done"]
-    assert len(_final_answers(fake)) == 1
-    database.dispose()
+        assert _count(database, AuditLog, AuditLog.event == "decided") == 1
+        assert _count(database, AuditLog, AuditLog.event == "resumed") == 1
+        with database.transaction() as s:
+            assert [r.state for r in s.scalars(select(ClickInbox))] == ["done"]
+        assert len(_final_answers(fake)) == 1
 
 
 async def test_card_updates_and_final_answers_in_flight_finish_within_10_s(
     tmp_path: Path,
 ) -> None:
-    db_url = f"sqlite:///{tmp_path / 'crash.db'}"
-    database = Database(db_url)
-    with FakeSlackAPI() as fake:
-        fake.add_users([ALICE, "U0STARTER"])
-        port = free_port()
+    async with _crash_site(tmp_path) as (fake, database, db_url, port):
         async with _first_process(fake, db_url, port, "--hang-outbox") as (slack, first):
-            ts = await _new_card(slack)
-            assert (await slack.interact(slack.click_payload(ts, "Approve", ALICE))
-                    ).status_code == 200
+            await _approve(slack)
             await _until(lambda: _count(database, OutboxItem, OutboxItem.state == "running",
                                         OutboxItem.kind == "post_run_result") == 1,
                          30, "the resume")
             first.send_signal(signal.SIGKILL)
         assert _updated_cards(fake) == 0 and _final_answers(fake) == []
-        second = await _restart(fake, db_url, port)
-        try:
+        async with _restarted(fake, db_url, port):
             took = await _until(
                 lambda: _updated_cards(fake) >= 1 and bool(_final_answers(fake)),
                 FINISHED_WITHIN, "the card update and the final answer")
             print(f"card update and final answer {took:.2f} s after up")
             await asyncio.sleep(1)  # nothing more arrives: each went out once
-        finally:
-            second.terminate()
-            second.communicate(timeout=15)
-    assert len(_final_answers(fake)) == 1
-    assert _count(database, OutboxItem, OutboxItem.state != "done") == 0
-    database.dispose()
+        assert len(_final_answers(fake)) == 1
+        assert _count(database, OutboxItem, OutboxItem.state != "done") == 0
 
 
 async def test_a_resume_in_flight_finishes_within_10_s_of_the_restart(tmp_path: Path) -> None:
-    db_url = f"sqlite:///{tmp_path / 'crash.db'}"
-    database = Database(db_url)
-    with FakeSlackAPI() as fake:
-        fake.add_users([ALICE, "U0STARTER"])
-        port = free_port()
+    async with _crash_site(tmp_path) as (fake, database, db_url, port):
         async with _first_process(fake, db_url, port, "--hang-resume") as (slack, first):
-            ts = await _new_card(slack)
-            assert (await slack.interact(slack.click_payload(ts, "Approve", ALICE))
-                    ).status_code == 200
+            await _approve(slack)
             await _until(lambda: _count(database, ResumeJob, ResumeJob.state == "running") == 1,
                          30, "claiming the resume")
             first.send_signal(signal.SIGKILL)
         assert _final_answers(fake) == []
-        second = await _restart(fake, db_url, port)
-        try:
+        async with _restarted(fake, db_url, port):
             took = await _until(lambda: bool(_final_answers(fake)), FINISHED_WITHIN,
                                 "the resumed run's final answer")
             print(f"resumed and answered {took:.2f} s after up")
-        finally:
-            second.terminate()
-            second.communicate(timeout=15)
-    assert _count(database, AuditLog, AuditLog.event == "resumed") == 1
-    assert len(_final_answers(fake)) == 1
-    database.dispose()
+        assert _count(database, AuditLog, AuditLog.event == "resumed") == 1
+        assert len(_final_answers(fake)) == 1
