@@ -58,7 +58,9 @@ async def test_ws_flow_end_to_end(feishu_ws: Feishu) -> None:
     assert await f.status(card) == "pending"
 
     response = await feed(f, f.click_event(card, operator=ALICE))
-    assert toast_of(response)["type"] == "success"
+    # Taken: decided before the toast ("success"), or stored and decided right after it
+    # when the decision missed the 150 ms inline budget (a loaded machine): "received".
+    assert toast_of(response)["type"] in ("success", "info"), toast_of(response)
     patched = await f.wait_patch(card)
     assert patched["schema"] == "2.0"
     answer = await f.wait_reply(origin_message)
