@@ -133,7 +133,11 @@ async def test_a_grant_from_a_slack_card_approves_the_next_call_at_once(
     other = await approval(door, ci, {**RESTART, "args": {"service": "db"}})
     assert other["status"] == "pending"
     await slack_card(door, other["ref"])
-    assert len([m for m in door.slack.fake.messages.values() if m.blocks]) == cards_before + 1
+    stranger = add_client(door.database, "other-bot", ["ops"])  # another client: its own
+    theirs = await approval(door, stranger)
+    assert theirs["status"] == "pending"
+    await slack_card(door, theirs["ref"])
+    assert len([m for m in door.slack.fake.messages.values() if m.blocks]) == cards_before + 2
 
     config = tmp_path / "askhuman.yaml"
     config.write_text(yaml.safe_dump({"database_url": str(door.database.url), "routes": {

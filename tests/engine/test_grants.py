@@ -186,3 +186,45 @@ async def test_concurrent_matching_calls_use_exactly_the_uses_left(db_url: str) 
 ORIGIN_STRANGER = __import__("bot.engine", fromlist=["Identity"]).Identity(
     "slack", "U_MALLORY", "Mallory")
 _ = Settings
+
+
+async def test_a_step_with_a_granted_and_an_asked_call_resumes_once_after_both(
+        db_url: str) -> None:
+    from sqlalchemy import func, select
+
+    from storage import HumanRequest, ResumeJob
+    from tests.engine.helpers import STARTER
+
+    world = GrantWorld(db_url)
+    await _granted(world)
+    sample_tools.CALLS.clear()
+    world.script.steps = ([("scale", {"service": "web", "replicas": 5}),
+                           ("scale", {"service": "db", "replicas": 2})],)
+    run_id = await world.engine.start_run("ops", "both", STARTER, ORIGIN)
+    await world.engine.drain()
+    with world.db.transaction() as session:
+        rows = list(session.scalars(select(HumanRequest).where(HumanRequest.run_id == run_id)
+                                    .order_by(HumanRequest.id)))
+        assert [r.status for r in rows] == ["submitted", "pending"]
+        assert session.scalar(select(func.count()).select_from(ResumeJob).where(
+            ResumeJob.run_id == run_id)) == 0  # the step waits for its other call
+        asked = rows[1].ref
+    assert await world.engine.run_worker_once() == 0 and sample_tools.CALLS == []
+    await world.engine.respond(asked, ALICE, "approve", {})
+    assert await world.engine.run_worker_once() == 1
+    assert sorted(c[1]["service"] for c in sample_tools.CALLS) == ["db", "web"]
+
+
+async def test_a_step_whose_calls_are_all_granted_resumes_at_once(db_url: str) -> None:
+    world = GrantWorld(db_url, scope="args.service == call.service")
+    await _granted(world)
+    sample_tools.CALLS.clear()
+    world.script.steps = ([("scale", {"service": "web", "replicas": 1}),
+                           ("scale", {"service": "web", "replicas": 2})],)
+    from tests.engine.helpers import STARTER
+
+    await world.engine.start_run("ops", "both granted", STARTER, ORIGIN)
+    await world.engine.drain()
+    assert await world.engine.run_worker_once() == 1
+    assert sorted(c[1]["replicas"] for c in sample_tools.CALLS) == [1, 2]
+    assert world.grants()[0].uses == 2
