@@ -188,8 +188,8 @@ class ExternalRequests:
         ``IdempotencyConflict``. Two racing creates with one key: the unique index
         lets one commit, the other rolls back (its card with it) and reads the winner.
         """
-        try:
-            outcome = await self._committer.tx(lambda s: self._create_in(s, ask))
+        try:  # group-committed: a burst of creates (and grant approvals) pays one commit
+            outcome = await self._committer.grouped(lambda s: self._create_in(s, ask))
         except IntegrityError:
             if ask.idempotency_key is None:
                 raise

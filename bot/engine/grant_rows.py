@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, select, update
+from sqlalchemy import Table, and_, bindparam, select, update
 from sqlalchemy.orm import Session
 
 from bot.engine import store
@@ -124,39 +124,64 @@ def _scope(source: str) -> Rule | None:
         return None
 
 
-def matches(row: Grant, args: Mapping[str, Any], binding: str) -> bool:
+@dataclass(frozen=True)
+class Used:
+    """A grant just used: what the approved request and its thread line say."""
+
+    id: int
+    uses: int
+    max_uses: int
+    expires_at: dt.datetime
+    granted_by_name: str
+    request_ref: str
+
+
+def matches(scope: str | None, granted: Mapping[str, Any] | None, granted_binding: str,
+            args: Mapping[str, Any], binding: str) -> bool:
     """The exact same call (binding hash) without a scope; else the scope's CEL over
     ``args`` (the new call) and ``call`` (the granted one). An error is no match."""
-    if row.scope is None:
-        return row.binding == binding
-    rule = _scope(row.scope)
-    return rule is not None and scope_holds(rule, dict(args), dict(row.args or {}))
+    if scope is None:
+        return granted_binding == binding
+    rule = _scope(scope)
+    return rule is not None and scope_holds(rule, dict(args), dict(granted or {}))
+
+
+_CANDIDATES = select(_GRANTS.c.id, _GRANTS.c.scope, _GRANTS.c.args, _GRANTS.c.binding).where(
+    _GRANTS.c.agent == bindparam("agent"), _GRANTS.c.tool == bindparam("tool"),
+    _GRANTS.c.revoked_at.is_(None), _GRANTS.c.expired_at.is_(None),
+    _GRANTS.c.expires_at > bindparam("now"), _GRANTS.c.uses < _GRANTS.c.max_uses,
+).order_by(_GRANTS.c.id.desc()).limit(CANDIDATES)
+_USE = (update(_GRANTS).where(
+    _GRANTS.c.id == bindparam("grant_id"), _GRANTS.c.uses < _GRANTS.c.max_uses,
+    _GRANTS.c.revoked_at.is_(None), _GRANTS.c.expired_at.is_(None),
+    _GRANTS.c.expires_at > bindparam("now"))
+    .values(uses=_GRANTS.c.uses + 1)
+    .returning(_GRANTS.c.id, _GRANTS.c.uses, _GRANTS.c.max_uses, _GRANTS.c.expires_at,
+               _GRANTS.c.granted_by_name, _GRANTS.c.request_ref))
+"""The compare-and-set of one use: no row back means another call took the last use
+(or the grant was revoked or ran out) in between."""
 
 
 def use(session: Session, now: dt.datetime, *, agent: str, tool: str,
-        args: Mapping[str, Any], binding: str) -> Grant | None:
+        args: Mapping[str, Any], binding: str) -> Used | None:
     """Use the newest active grant that matches this call, counted with a compare-and-set;
     None when none matches or every match ran out in between. The last use marks the
     grant expired and audits ``grant_expired``."""
-    rows = session.scalars(
-        select(Grant).where(Grant.agent == agent, Grant.tool == tool, active(now))
-        .order_by(Grant.id.desc()).limit(CANDIDATES)).all()
-    for row in rows:
-        if not matches(row, args, binding):
+    connection = store.core(session)
+    rows = connection.execute(_CANDIDATES, {"agent": agent, "tool": tool, "now": now}).all()
+    for grant_id, scope, granted, granted_binding in rows:
+        if not matches(scope, granted, granted_binding, args, binding):
             continue
-        used = store.core(session).execute(
-            update(_GRANTS).where(_GRANTS.c.id == row.id, _GRANTS.c.uses < _GRANTS.c.max_uses,
-                                  _GRANTS.c.revoked_at.is_(None), _GRANTS.c.expired_at.is_(None),
-                                  _GRANTS.c.expires_at > now)
-            .values(uses=_GRANTS.c.uses + 1).returning(_GRANTS.c.uses)).scalar()
-        if used is None:
+        row = connection.execute(_USE, {"grant_id": grant_id, "now": now}).first()
+        if row is None:
             continue  # another call took the last use first
-        session.expire(row)
-        if int(used) >= row.max_uses:
-            row.expired_at = now
-            store.audit(session, now, "grant_expired", ref=row.request_ref, details={
-                "grant": label(row.id), "why": "uses", "uses": int(used)})
-        return row
+        used = Used(*row)
+        if used.uses >= used.max_uses:
+            connection.execute(update(_GRANTS).where(_GRANTS.c.id == used.id)
+                               .values(expired_at=now))
+            store.audit(session, now, "grant_expired", ref=used.request_ref, details={
+                "grant": label(used.id), "why": "uses", "uses": used.uses})
+        return used
     return None
 
 

@@ -27,7 +27,6 @@ from bot.logs import scrub
 from bot.tools.approval import APPROVE
 from renderers.words import said
 from storage import HumanRequest, Run
-from storage.grants import Grant
 
 
 def grant_call(args: Mapping[str, Any], fixed: Mapping[str, Any]) -> dict[str, Any]:
@@ -38,7 +37,7 @@ def grant_call(args: Mapping[str, Any], fixed: Mapping[str, Any]) -> dict[str, A
 def approve_by_grant(
     ctx: EngineContext, session: Session, now: dt.datetime, run: Run, request: HumanRequest,
     *, call: Mapping[str, Any], tell_thread: bool,
-) -> Grant | None:
+) -> grant_rows.Used | None:
     """Approve ``request`` by the newest active grant it matches (None: no grant did, so
     deliver the card). ``call``: the full arguments, fixed values included."""
     tool = str((request.tool or {}).get("tool") or "")
