@@ -161,6 +161,13 @@ SENTENCES: dict[str, str] = {
     "files.not_asked": "This request does not ask for files.",
     "click.failed": "Something went wrong; please try again.",
     "click.too_old": "This click is too old; please try again.",
+    # -- standing grants (``bot.engine.grants``, ``grant_use``)
+    "grant.revoked": "Revoked standing grant {grant}; matching calls get a card again.",
+    "grant.not_found": "There is no standing grant {grant}.",
+    "grant.already_ended": "Standing grant {grant} was already revoked or has run out.",
+    "grant.revoke_refused": "You may not revoke {grant}: {reason}",
+    "grant.route_gone": "Route '{route}' is no longer configured; an operator can revoke "
+                        "with askhuman grants revoke.",
     # -- standing grants listed in chat (``renderers.grants``, the grants listeners)
     "grants.title": "Standing grants you may revoke ({count}):",
     "grants.none": "No active standing grants on the routes you may answer.",

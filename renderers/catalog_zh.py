@@ -141,6 +141,13 @@ SENTENCES: dict[str, str] = {
     "files.not_asked": "此请求不需要上传文件。",
     "click.failed": "出了点问题，请重试。",
     "click.too_old": "这次点击已过期，请重试。",
+    # -- standing grants
+    "grant.revoked": "已撤销长期授权 {grant}，之后匹配的调用将重新发送审批卡片。",
+    "grant.not_found": "没有长期授权 {grant}。",
+    "grant.already_ended": "长期授权 {grant} 已被撤销或已用完。",
+    "grant.revoke_refused": "你不能撤销 {grant}：{reason}",
+    "grant.route_gone": "路由 '{route}' 已不在配置中；"
+                        "运维人员可在命令行撤销。",
     # -- 在聊天中列出的长期授权
     "grants.title": "你可以撤销的长期授权（{count} 个）：",
     "grants.none": "你可以处理的路由上没有生效中的长期授权。",

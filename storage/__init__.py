@@ -6,7 +6,8 @@ storage owns the tables and the transaction mechanics:
 
 - :mod:`storage.models` — the tables (runs, human requests, deliveries, responses,
   staged files, resume jobs, the side-effect outbox, audit log, click inbox; API
-  clients, external requests and run triggers; run starts stored before their ack).
+  clients, external requests and run triggers; run starts stored before their ack;
+  standing grants in :mod:`storage.grants`).
 - :mod:`storage.db` — :class:`Database` (sync engine + session factory, SQLite
   ``BEGIN IMMEDIATE`` and pragmas) and :func:`upgrade` (Alembic to ``head``).
 
@@ -14,6 +15,7 @@ SQLite (one file) is the default; a ``postgresql+psycopg://`` URL runs the same 
 """
 
 from storage.db import Database, upgrade
+from storage.grants import Grant
 from storage.inboxes import ClickInbox, RunStart
 from storage.models import (
     ApiClient,
@@ -47,6 +49,7 @@ __all__ = [
     "Delegation",
     "Delivery",
     "ExternalRequest",
+    "Grant",
     "HumanRequest",
     "Instance",
     "OutboxItem",

@@ -25,6 +25,7 @@ from bot.engine.delegation_chat import Delegations
 from bot.engine.delivery import DeliveryHandlers
 from bot.engine.dispatch import Outbox
 from bot.engine.external import ExternalRequests
+from bot.engine.grants import Grants
 from bot.engine.home_signals import HomeSignals
 from bot.engine.instances import Instances
 from bot.engine.pending import Pending
@@ -165,6 +166,7 @@ class Engine:
         self.delegations = Delegations(ctx, self.committer)
         self.rate_limits = RateLimits(self.committer, ctx.db.is_postgres)
         self.home_signals = HomeSignals(ctx.db)
+        self.grants = Grants(ctx, self.committer, self.authorizer)
         self.waiters.on_channel(home_signals.CHANNEL, self.home_signals.heard)
 
     def _lend(self) -> None:
@@ -224,6 +226,13 @@ class Engine:
         self.fire_due_schedules = self.triggers.fire_due_schedules
         self.reclaim_triggers = self.triggers.reclaim_triggers
         self.schedule_forever = self.triggers.schedule_forever
+        # standing grants
+        self.active_grants = self.grants.active_grants
+        self.grant = self.grants.grant
+        self.grants_listed = self.grants.listed
+        self.revoke_grant = self.grants.revoke_grant
+        self.revoke_grant_as_operator = self.grants.revoke_grant_as_operator
+        self.expire_grants = self.grants.expire_due
 
     async def _after_commit(self, done: Committed) -> None:
         """What a commit left to do: try the side effects it claimed, then wake the
@@ -314,6 +323,7 @@ class Engine:
     async def _run_loops(self, stop: asyncio.Event, poll_interval: float) -> None:
         loops: list[tuple[str, Callable[[], Awaitable[object]], asyncio.Event | None]] = [
             ("timeouts", self.expire_due, None),
+            ("grants", self.expire_grants, None),
             ("reminders", self.remind_and_escalate_due, None),
             ("outbox", self.outbox_round, self.wakeups.outbox),
             ("clicks", self.recover_clicks, self.wakeups.clicks),

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from renderers.card import RequestCard
 from renderers.words import Said, said, verbatim
@@ -82,3 +83,37 @@ class UnknownAgentError(EngineError, KeyError):
 class StartRefusedError(EngineError):
     """``start_run`` refused: the person is not one of the agent's ``starters`` (or their
     membership could not be verified). The message says why and is shown as is."""
+
+
+@dataclass(frozen=True)
+class GrantView:
+    """A standing grant as people see it (``askhuman grants``, chat listings)."""
+
+    id: int
+    label: str
+    """"G-7": how people name it."""
+    route: str
+    agent: str
+    tool: str
+    scope: str | None
+    """The CEL the grant matches with (None: the exact same arguments)."""
+    args: dict[str, Any]
+    """The granted call's arguments (``call`` in the scope)."""
+    granted_by: str
+    created_at: dt.datetime
+    expires_at: dt.datetime
+    """Aware UTC."""
+    max_uses: int
+    uses: int
+    revoked_at: dt.datetime | None = None
+    expired_at: dt.datetime | None = None
+    request_ref: str = ""
+
+    @property
+    def uses_left(self) -> int:
+        return max(0, self.max_uses - self.uses)
+
+    @property
+    def active(self) -> bool:
+        """Not revoked, not used up, not marked expired (time is checked by the engine)."""
+        return self.revoked_at is None and self.expired_at is None and self.uses_left > 0

@@ -142,6 +142,27 @@ class OnTimeout(_Strict):
     """A route whose channel (Slack ``channel`` / Feishu ``chat_id``) gets a notice, once."""
 
 
+class GrantSettings(_Strict):
+    """``grants: {max_duration: 8h, max_uses: 50}``: approvers of this route may approve
+    a tool call "and allow similar" calls for at most ``max_duration`` and ``max_uses``
+    (``bot.engine.grants``). Off unless set."""
+
+    max_duration: float = Field(description="seconds")
+    max_uses: int
+
+    @field_validator("max_duration", mode="before")
+    @classmethod
+    def _duration(cls, v: object) -> float:
+        return parse_duration(v)
+
+    @field_validator("max_uses", mode="before")
+    @classmethod
+    def _uses(cls, v: object) -> int:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError("must be a whole number of uses, at least 1 (e.g. max_uses: 50)")
+        return v
+
+
 class SignOff(_Strict):
     """One group under a route's ``require``: someone from it must approve.
 
@@ -213,6 +234,9 @@ class RouteSettings(_Strict):
     groups counts for one of them)."""
     require_reason: list[str] = Field(default_factory=list)
     """Action ids (e.g. ``reject``) that need a reason; the card gets a Reason field."""
+    grants: GrantSettings | None = None
+    """Standing grants: tool-approval cards offer "Approve and allow similar…" within
+    these limits (None: no grants on this route)."""
 
     @field_validator("require_reason")
     @classmethod

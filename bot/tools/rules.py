@@ -100,3 +100,19 @@ def validated(source: str) -> str:
     except RuleError as exc:
         raise ValueError(str(exc)) from None
     return source
+
+
+def scope_holds(rule: Rule, args: Any, call: Any) -> bool:
+    """A standing grant's ``grant_scope``: True only when it evaluates to a boolean
+    ``true`` for ``args`` (the new call's arguments) and ``call`` (the granted call's);
+    an error or a non-boolean is False, so a broken scope never approves a call."""
+    from celpy import celtypes
+    from celpy.adapter import json_to_cel
+
+    try:
+        value = rule._program.evaluate({"args": json_to_cel(args), "call": json_to_cel(call)})
+    except Exception as exc:  # cel-python raises CELEvalError and friends
+        log.info("grant scope failed; no match",
+                 extra={"rule": rule.source, "error": str(exc)[:200]})
+        return False
+    return isinstance(value, bool | celtypes.BoolType) and bool(value)
