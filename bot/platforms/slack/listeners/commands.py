@@ -130,8 +130,8 @@ class CommandListener:
         elif sub == "grants":
             await ack()
             locale, zone = await people(client).person(user.user_id)
-            reply = await grants_reply(self._engine, user, locale, zone)
-            await respond(**reply, response_type="ephemeral")
+            listed = await grants_reply(self._engine, user, locale, zone)
+            await respond(**listed, response_type="ephemeral")
         elif sub == "delegate":
             await ack()
             directory = self._engine.directory(user.platform)
