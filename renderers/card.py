@@ -34,6 +34,15 @@ class ToolArg:
 
 
 @dataclass(frozen=True)
+class GrantOffer:
+    """The limits a standing grant made from this card may have (the route's
+    ``grants``): the card offers presets up to them."""
+
+    max_seconds: float
+    max_uses: int
+
+
+@dataclass(frozen=True)
 class ToolApprovalView:
     """The tool call a tool-approval card asks about (``RequestCard.tool``).
 
@@ -48,6 +57,10 @@ class ToolApprovalView:
     args: tuple[ToolArg, ...]
     binding: str
     """Full hash of the tool name and canonical JSON arguments; cards show 12 chars."""
+    grant: GrantOffer | None = None
+    """The route allows standing grants: the card offers "Approve and allow similar…"."""
+    grant_scope: str | None = None
+    """The tool's ``grant_scope`` (CEL) a grant made here would match with."""
 
     @property
     def short_binding(self) -> str:

@@ -168,6 +168,14 @@ SENTENCES: dict[str, str] = {
     "grant.revoke_refused": "You may not revoke {grant}: {reason}",
     "grant.route_gone": "Route '{route}' is no longer configured; an operator can revoke "
                         "with askhuman grants revoke.",
+    "grant.made": "Approved. Standing grant {grant} approves similar calls for {span}, "
+                  "at most {uses} time(s); revoke it with /askhuman grants.",
+    "grant.not_made_mixed": "Approved, without a standing grant: not every approver chose "
+                            "to allow similar calls.",
+    "grant.not_made_off": "Approved, without a standing grant: route '{route}' no longer "
+                          "allows grants.",
+    "grant.used": "Approved by standing grant {grant} from {who} ({left} of {total} uses "
+                  "left, until {until}).",
     # -- standing grants listed in chat (``renderers.grants``, the grants listeners)
     "grants.title": "Standing grants you may revoke ({count}):",
     "grants.none": "No active standing grants on the routes you may answer.",

@@ -148,6 +148,12 @@ SENTENCES: dict[str, str] = {
     "grant.revoke_refused": "你不能撤销 {grant}：{reason}",
     "grant.route_gone": "路由 '{route}' 已不在配置中；"
                         "运维人员可在命令行撤销。",
+    "grant.made": "已批准。长期授权 {grant} 会在 {span} 内自动批准类似调用，最多 {uses} 次；"
+                  "可在长期授权列表中撤销。",
+    "grant.not_made_mixed": "已批准，但未创建长期授权：并非所有审批人都选择允许类似调用。",
+    "grant.not_made_off": "已批准，但未创建长期授权：路由 '{route}' 已不再允许长期授权。",
+    "grant.used": "已由 {who} 的长期授权 {grant} 批准"
+                  "（剩余 {left}/{total} 次，有效期至 {until}）。",
     # -- 在聊天中列出的长期授权
     "grants.title": "你可以撤销的长期授权（{count} 个）：",
     "grants.none": "你可以处理的路由上没有生效中的长期授权。",

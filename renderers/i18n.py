@@ -96,6 +96,14 @@ CATALOG: dict[str, dict[str, str]] = {
         "tool.fixed": "(fixed by admin)",
         "tool.more_chars": "(+{count} characters)",
         "tool.more_args": "{count} more argument(s) not shown",
+        "tool.grant": "Approve and allow similar…",
+        "tool.grant_question": "Approve and allow similar… also approves later calls of {tool} "
+                               "by {agent} {similar} for the time and number of uses chosen "
+                               "below, without asking.",
+        "tool.grant_exact": "with exactly these arguments",
+        "tool.grant_scope": "where {scope}",
+        "tool.grant_duration": "Allow similar calls for",
+        "tool.grant_uses": "Uses allowed",
         "hint.options": "options",
         "hint.any": "choose any",
         "hint.min": "min {value}",
@@ -221,6 +229,13 @@ CATALOG: dict[str, dict[str, str]] = {
         "tool.fixed": "（管理员固定）",
         "tool.more_chars": "（另有 {count} 个字符）",
         "tool.more_args": "另有 {count} 个参数未显示",
+        "tool.grant": "批准并允许类似调用…",
+        "tool.grant_question": "“批准并允许类似调用…”还会在下面选定的时长和次数内，"
+                               "自动批准 {agent} 之后{similar}的 {tool} 调用，不再询问。",
+        "tool.grant_exact": "参数完全相同",
+        "tool.grant_scope": "满足 {scope}",
+        "tool.grant_duration": "允许类似调用的时长",
+        "tool.grant_uses": "允许的次数",
         "hint.options": "选项",
         "hint.any": "可多选",
         "hint.min": "最小 {value}",

@@ -23,13 +23,29 @@ from typing import Any, cast
 
 from pydantic import JsonValue
 
-from bot.askhuman.schema import AskHumanAction, AskHumanToolArgs, ParagraphField
+from bot.askhuman.schema import (
+    AskHumanAction,
+    AskHumanField,
+    AskHumanToolArgs,
+    ParagraphField,
+    SelectField,
+    SelectOption,
+)
 from renderers import i18n
-from renderers.card import RequestCard, ToolApprovalView, ToolArg
+from renderers.card import GrantOffer, RequestCard, ToolApprovalView, ToolArg
 
 APPROVE = "approve"
+APPROVE_GRANT = "approve_grant"
+"""Approve, and grant similar calls for a while (``bot.engine.grant_hook``)."""
 REJECT = "reject"
 REASON_FIELD = "reason"
+GRANT_DURATION_FIELD = "grant_duration"
+"""Seconds, as a string option value."""
+GRANT_USES_FIELD = "grant_uses"
+DURATION_PRESETS = (900, 3600, 4 * 3600, 8 * 3600, 86400, 7 * 86400)
+USES_PRESETS = (1, 5, 10, 25, 50, 100)
+DEFAULT_SECONDS = 3600
+DEFAULT_USES = 10
 VALUE_CHARS = 300
 """Longest argument value shown before it is collapsed."""
 MAX_ARGS_SHOWN = 40
@@ -62,39 +78,97 @@ def tool_approval_view(
 
 
 def view_to_json(view: ToolApprovalView) -> dict[str, JsonValue]:
-    """What the engine stores in ``human_requests.tool``."""
-    return {
+    """What the engine stores in ``human_requests.tool`` (readers ignore unknown keys)."""
+    stored: dict[str, JsonValue] = {
         "tool": view.tool,
         "description": view.description,
         "args": [{"name": a.name, "value": a.value, "fixed": a.fixed, "size": a.size}
                  for a in view.args],
         "binding": view.binding,
+        "grant_scope": view.grant_scope,
     }
+    if view.grant is not None:
+        stored["grant_offer"] = {"max_seconds": view.grant.max_seconds,
+                                 "max_uses": view.grant.max_uses}
+    return stored
 
 
 def view_from_json(data: Mapping[str, Any]) -> ToolApprovalView:
     args = tuple(ToolArg(str(a.get("name", "")), a.get("value"), bool(a.get("fixed")),
                          a["size"] if isinstance(a.get("size"), int) else None)
                  for a in data.get("args") or [] if isinstance(a, dict))
+    offer = data.get("grant_offer")
+    grant = None
+    if isinstance(offer, dict):
+        grant = GrantOffer(float(offer.get("max_seconds") or 0), int(offer.get("max_uses") or 0))
+    scope = data.get("grant_scope")
     return ToolApprovalView(tool=str(data.get("tool", "")),
                             description=str(data.get("description") or ""), args=args,
-                            binding=str(data.get("binding") or ""))
+                            binding=str(data.get("binding") or ""), grant=grant,
+                            grant_scope=scope if isinstance(scope, str) else None)
 
 
 def tool_approval_args(view: ToolApprovalView, agent: str) -> AskHumanToolArgs:
-    """The engine-made request behind the card: two buttons and an optional reason, in
-    the current locale (``i18n.speaking``; the engine stores it in ``en`` and
-    ``bot.engine.cards.localized`` rebuilds it in the route's locale)."""
+    """The engine-made request behind the card: Approve, "Approve and allow similar…"
+    when the route allows grants (``view.grant``), Reject, an optional reason and the
+    grant's duration and uses selects, in the current locale (``i18n.speaking``; the
+    engine stores it in ``en`` and ``bot.engine.cards.localized`` rebuilds it in the
+    route's locale)."""
     tool = view.tool[:100]
-    return AskHumanToolArgs(
-        title=i18n.t("tool.title", tool=tool),
-        question=i18n.t("tool.question", agent=agent[:100], tool=tool),
-        fields=[ParagraphField(name=REASON_FIELD, label=i18n.t("tool.reason"),
-                               placeholder=i18n.t("tool.reason_hint"))],
-        actions=[AskHumanAction(id=APPROVE, label=i18n.t("tool.approve"), style="primary"),
-                 AskHumanAction(id=REJECT, label=i18n.t("tool.reject"), style="destructive")],
-        urgency="normal",
-    )
+    question = i18n.t("tool.question", agent=agent[:100], tool=tool)
+    fields: list[AskHumanField] = [ParagraphField(
+        name=REASON_FIELD, label=i18n.t("tool.reason"), placeholder=i18n.t("tool.reason_hint"))]
+    actions = [AskHumanAction(id=APPROVE, label=i18n.t("tool.approve"), style="primary")]
+    if view.grant is not None:
+        similar = (i18n.t("tool.grant_scope", scope=view.grant_scope[:200])
+                   if view.grant_scope else i18n.t("tool.grant_exact"))
+        question += " " + i18n.t("tool.grant_question", tool=tool, agent=agent[:100],
+                                 similar=similar)
+        fields += grant_fields(view.grant)
+        actions.append(AskHumanAction(id=APPROVE_GRANT, label=i18n.t("tool.grant")))
+    actions.append(AskHumanAction(id=REJECT, label=i18n.t("tool.reject"), style="destructive"))
+    return AskHumanToolArgs(title=i18n.t("tool.title", tool=tool), question=question,
+                            fields=fields, actions=actions, urgency="normal")
+
+
+def duration_choices(max_seconds: float) -> list[int]:
+    """The duration presets up to ``max_seconds``, plus the maximum itself."""
+    cap = int(max_seconds)
+    chosen = [p for p in DURATION_PRESETS if p <= cap]
+    return [*chosen, cap] if cap not in chosen and cap > 0 else chosen
+
+
+def uses_choices(max_uses: int) -> list[int]:
+    """The uses presets up to ``max_uses``, plus the maximum itself."""
+    chosen = [p for p in USES_PRESETS if p <= max_uses]
+    return [*chosen, max_uses] if max_uses not in chosen and max_uses > 0 else chosen
+
+
+def _default(choices: list[int], preferred: int) -> int:
+    below = [c for c in choices if c <= preferred]
+    return below[-1] if below else choices[0]
+
+
+def grant_fields(offer: GrantOffer) -> list[AskHumanField]:
+    """The two optional selects of "Approve and allow similar…" (values are strings:
+    seconds and uses; anything else is refused by the answer's value checks)."""
+    durations, uses = duration_choices(offer.max_seconds), uses_choices(offer.max_uses)
+    return [
+        SelectField(name=GRANT_DURATION_FIELD, label=i18n.t("tool.grant_duration"),
+                    options=[SelectOption(value=str(d), label=span_text(d)) for d in durations],
+                    default=str(_default(durations, DEFAULT_SECONDS))),
+        SelectField(name=GRANT_USES_FIELD, label=i18n.t("tool.grant_uses"),
+                    options=[SelectOption(value=str(u), label=str(u)) for u in uses],
+                    default=str(_default(uses, DEFAULT_USES))),
+    ]
+
+
+def span_text(seconds: float) -> str:
+    """``900`` → ``15m``, ``3600`` → ``1h``, ``604800`` → ``7d`` (the largest exact unit)."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
 
 
 def tool_approval_card(

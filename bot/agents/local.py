@@ -190,6 +190,7 @@ class LocalRuntime:
             fixed=dict(meta.get("fixed") or {}),
             binding=self._binding(part),
             route=meta.get("route"),
+            grant_scope=meta.get("grant_scope"),
         )
 
 

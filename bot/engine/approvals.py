@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
@@ -27,7 +28,7 @@ from sqlalchemy.orm import Session
 
 from bot.agents.base import Outcome
 from bot.askhuman.schema import AskHumanToolResult
-from bot.engine import outbox, policy, routing, store, waiting
+from bot.engine import grant_hook, grant_use, outbox, policy, routing, store, waiting
 from bot.logs import scrub
 from bot.tools.approval import ApprovalTicket, ToolApprovalRequest
 from bot.tools.binding import short
@@ -54,36 +55,56 @@ def ask_batch(outcomes: OutcomeRecorder, ctx: EngineContext, session: Session,
         assert request is not None
         request.batch = batch
         refs.append(ref)
-    for item in outcome.approvals:
-        refs.append(create_tool_request(ctx, session, now, run, item, batch).ref)
+    created = [(create_tool_request(ctx, session, now, run, item, batch, settle=False), item)
+               for item in outcome.approvals]
+    for request, item in created:  # every sibling exists: the last one resolved resumes
+        settle_or_deliver(ctx, session, now, run, request, item)
+        refs.append(request.ref)
     run.status = "waiting"
     return refs[0]
 
 
 def create_tool_request(ctx: EngineContext, session: Session, now: dt.datetime, run: Run,
-                        item: ToolApprovalRequest, batch: str) -> HumanRequest:
-    """One tool call → a pending, delivered request on the tool's route (or the agent's).
+                        item: ToolApprovalRequest, batch: str, *,
+                        settle: bool = True) -> HumanRequest:
+    """One tool call → a pending, delivered request on the tool's route (or the agent's),
+    or one approved at once by a standing grant it matches (``settle_or_deliver``).
 
     Public for other doors (e.g. an HTTP API asking approval for an external agent's
-    call): it writes the request, its audit row and its delivery in ``session``."""
+    call): it writes the request, its audit row and its delivery in ``session``.
+    ``settle=False`` leaves the grant check and the delivery to the caller (a model
+    step's requests must all exist before one is resolved)."""
     agent = ctx.settings.agents[run.agent]
     routed = routing.route_request(ctx.settings, agent=run.agent, tool=item.tool,
                                    args=item.args, fallback=item.route or agent.route)
     route_name, route = routed.name, routed.route  # ``rules:`` may pick another route
-    view = tool_approval_view(item.tool, item.description, item.args, item.fixed, item.binding)
+    view = replace(tool_approval_view(item.tool, item.description, item.args, item.fixed,
+                                      item.binding),
+                   grant=grant_hook.offer(route), grant_scope=item.grant_scope)
     request = store.create_request(
         session, now, run, item.tool_call_id, tool_approval_args(view, run.agent), route_name,
         route.quorum, now + dt.timedelta(seconds=route.timeout))
     policy.freeze(request, ctx.settings, route_name, route)
     request.kind, request.tool = TOOL_APPROVAL, view_to_json(view)
     request.binding, request.batch = item.binding, batch
+    grant_use.keep_call(request, grant_use.grant_call(item.args, item.fixed))
     waiting.start_clocks(request, route, now)
     store.audit(session, now, "tool_approval_requested", run_id=run.id, ref=request.ref,
                 details={"route": route_name, "tool": item.tool,
                          "tool_call_id": item.tool_call_id, "binding": short(item.binding)})
-    outbox.enqueue(session, now, ctx.outbox_hold(), "deliver_request",
-                   request_id=request.id, run_id=run.id, payload={"ref": request.ref})
+    if settle:
+        settle_or_deliver(ctx, session, now, run, request, item)
     return request
+
+
+def settle_or_deliver(ctx: EngineContext, session: Session, now: dt.datetime, run: Run,
+                      request: HumanRequest, item: ToolApprovalRequest) -> None:
+    """Approve by a standing grant the call matches, else queue the card's delivery."""
+    call = grant_use.grant_call(item.args, item.fixed)
+    if grant_use.approve_by_grant(ctx, session, now, run, request, call=call,
+                                  tell_thread=True) is None:
+        outbox.enqueue(session, now, ctx.outbox_hold(), "deliver_request",
+                       request_id=request.id, run_id=run.id, payload={"ref": request.ref})
 
 
 def resume_inputs(

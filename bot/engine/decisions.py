@@ -31,7 +31,7 @@ from bot.askhuman.schema import (
     cancelled_result,
     timeout_result,
 )
-from bot.engine import authz, expiry, inbox, policy, store, waiting
+from bot.engine import authz, expiry, grant_hook, inbox, policy, store, waiting
 from bot.engine.access import Allowed, Authorizer, Copies, copies_on
 from bot.engine.cards import already_decided_message, as_utc
 from bot.engine.committer import Committer, log
@@ -41,12 +41,16 @@ from bot.engine.request_cards import Cards
 from bot.engine.resolver import Resolver
 from bot.engine.results import NOT_FOUND, RespondResult
 from bot.engine.values import InvalidValues, check_answer, quoted
+from bot.tools.approval import APPROVE_FAMILY
 from renderers.card import RequestCard
 from renderers.words import Said, platform_name, said
 from storage import HumanRequest, Run
 
 ClickReader = Callable[[RequestCard, str, Mapping[str, Any]], tuple[str, dict[str, JsonValue]]]
 """A platform's ``read_click``: its raw click values → (action id, contract values)."""
+
+TOOL_APPROVAL = "tool_approval"
+"""``human_requests.kind`` of a tool call's approval (``bot.engine.approvals``)."""
 
 SYSTEM = Identity("system", "askhuman", "askhuman")
 """The actor of system resolutions; may always cancel."""
@@ -167,8 +171,10 @@ class Decider:
                                  person=voter.person, signoff=list(voter.signoff))
         ballots = policy.ballots_of([*votes, vote], request, rules)
         reason = ballots[-1].reason
+        tool_approval = request.kind == TOOL_APPROVAL
         verdict = "decide" if rules is None else policy.verdict(
-            rules, ballots, action.id, policy.style_of(request.args, action.id))
+            rules, ballots, action.id, policy.style_of(request.args, action.id),
+            APPROVE_FAMILY if tool_approval else frozenset())
         if verdict == "wait":
             store.bump_version(session, now, request)
             store.audit(session, now, "vote_recorded", run_id=request.run_id, ref=ref,
@@ -187,8 +193,11 @@ class Decider:
                                             "verdict": verdict, "message": result.message})
         self._cards.enqueue_update(session, request)
         log.info("request decided", extra={"ref": ref, "action_id": action.id})
-        return closed(session, now, mark, RespondResult(
-            "accepted", said("answer.recorded", label=action.label)))
+        words = said("answer.recorded", label=action.label)
+        if tool_approval and verdict == "decide" and action.id in APPROVE_FAMILY:
+            words = grant_hook.after_approval(session, self._ctx, now, request,
+                                              [*votes, vote]) or words
+        return closed(session, now, mark, RespondResult("accepted", words))
 
     def _late_in(
         self, session: Session, ref: str, who: Identity, received: dt.datetime,

@@ -20,7 +20,7 @@ import contextlib
 import datetime as dt
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from pydantic import JsonValue
@@ -29,7 +29,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from bot.askhuman.schema import AskHumanSelectedAction, AskHumanToolArgs, AskHumanToolResult
-from bot.engine import outbox, policy, routing, store, waiting, worker
+from bot.engine import grant_hook, grant_use, outbox, policy, routing, store, waiting, worker
 from bot.engine.cards import as_utc
 from bot.engine.committer import Committer, log
 from bot.engine.context import EngineContext
@@ -40,6 +40,7 @@ from bot.engine.results import RespondResult
 from bot.engine.resumes import ResumeJobs
 from bot.engine.values import InvalidValues, check_answer
 from bot.engine.waiters import Waiters
+from bot.settings import RouteSettings
 from bot.tools.binding import binding_hash
 from renderers.tool_card import tool_approval_args, tool_approval_view, view_to_json
 from renderers.words import said
@@ -232,13 +233,14 @@ class ExternalRequests:
         session.add(run)
         session.flush()
         deadline = now + dt.timedelta(seconds=route.timeout)
-        approval = _approval_card(ask, display)
+        approval = _approval_card(ask, display, route)
         request = store.create_request(session, now, run, f"api_{uuid.uuid4().hex[:16]}",
                                        approval[0] if approval else ask.args, route_name,
                                        route.quorum, deadline)
         policy.freeze(request, self._ctx.settings, route_name, route)
         if approval is not None:  # the same tool-approval card embedded agents get
             request.kind, request.tool, request.binding = "tool_approval", *approval[1:]
+            grant_use.keep_call(request, ask.tool_input or {})
         waiting.start_clocks(request, route, now)
         ext = ExternalRequest(
             request_id=request.id, client_id=ask.client.id, kind=ask.kind,
@@ -249,8 +251,11 @@ class ExternalRequests:
         session.flush()  # the unique (client, idempotency key) index decides here
         store.audit(session, now, "request_created", run_id=run.id, ref=request.ref, actor=who,
                     details={"route": route_name, "source": "api", "kind": ask.kind})
-        outbox.enqueue(session, now, self._ctx.outbox_hold(), "deliver_request",
-                       request_id=request.id, run_id=run.id, payload={"ref": request.ref})
+        if approval is None or grant_use.approve_by_grant(
+                self._ctx, session, now, run, request, call=ask.tool_input or {},
+                tell_thread=False) is None:
+            outbox.enqueue(session, now, self._ctx.outbox_hold(), "deliver_request",
+                           request_id=request.id, run_id=run.id, payload={"ref": request.ref})
         log.info("external request created", extra={"ref": request.ref, "client": who.user_id,
                                                     "route": ask.route, "kind": ask.kind})
         return _Created(view_of(request, run, ext), created=True)
@@ -383,7 +388,7 @@ class ExternalRequests:
 
 
 def _approval_card(
-    ask: ExternalAsk, agent: str
+    ask: ExternalAsk, agent: str, route: RouteSettings
 ) -> tuple[AskHumanToolArgs, dict[str, JsonValue], str] | None:
     """For ``POST /api/v1/approvals``: the tool-approval card's args, its stored view and
     the binding hash of ``tool_name(tool_input)`` (None for ordinary asks)."""
@@ -392,6 +397,7 @@ def _approval_card(
     tool_input = ask.tool_input or {}
     binding = binding_hash(ask.tool_name, tool_input, {})
     why = f"Reason given: {ask.reason[:600]}" if ask.reason else ""
-    view = tool_approval_view(ask.tool_name, why, tool_input, {}, binding)
+    view = replace(tool_approval_view(ask.tool_name, why, tool_input, {}, binding),
+                   grant=grant_hook.offer(route))
     return tool_approval_args(view, agent), view_to_json(view), binding
 

@@ -357,15 +357,18 @@ def style_of(args: Mapping[str, Any] | None, action_id: str) -> str:
     return "default"
 
 
-def verdict(policy: Policy, votes: Sequence[Ballot], action_id: str, style: str) -> Verdict:
+def verdict(policy: Policy, votes: Sequence[Ballot], action_id: str, style: str,
+            together: frozenset[str] = frozenset()) -> Verdict:
     """Whether the latest choice (``action_id``) decides the request.
 
     A destructive choice decides at once unless ``veto: false``; any other needs
     ``quorum`` distinct people choosing it and, with ``require``, one of them from
-    each group (a person in two groups counts for one)."""
+    each group (a person in two groups counts for one). Choices in ``together`` count
+    as one (a tool approval's approve family: Approve, Approve and allow similar…)."""
     if style == "destructive" and policy.veto:
         return "veto"
-    same = [b for b in votes if b.action_id == action_id]
+    family = together if action_id in together else frozenset({action_id})
+    same = [b for b in votes if b.action_id in family]
     if len({b.person for b in same}) < policy.quorum:
         return "wait"
     if policy.require and len(matching(len(policy.require), same)) < len(policy.require):

@@ -19,6 +19,10 @@ if TYPE_CHECKING:  # pydantic-ai is imported when a result is mapped, not with t
     from pydantic_ai import ToolApproved, ToolDenied
 
 APPROVE = "approve"
+APPROVE_GRANT = "approve_grant"
+"""Approve this call and grant similar ones for a while (a standing grant)."""
+APPROVE_FAMILY = frozenset({APPROVE, APPROVE_GRANT})
+"""Actions that approve the call: they run the tool and count together for a quorum."""
 REJECT = "reject"
 REASON_FIELD = "reason"
 REJECTED = "The reviewer rejected this call; the action was not run."
@@ -40,6 +44,9 @@ class ToolApprovalRequest:
     """``bot.tools.binding.binding_hash`` of the call; the resume must match it."""
     route: str | None = None
     """Where the approval goes (None: the agent's route)."""
+    grant_scope: str | None = None
+    """The tool's ``grant_scope`` (CEL over ``args`` and ``call``): which later calls a
+    standing grant made from this approval covers (None: the exact same arguments)."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +80,7 @@ def approval_result(
     from pydantic_ai import ToolApproved, ToolDenied
 
     action = result.action.id if result.action else None
-    if result.status == "submitted" and action == APPROVE:
+    if result.status == "submitted" and action in APPROVE_FAMILY:
         return ToolApproved()
     if result.status == "submitted" and action == REJECT:
         reason = result.values.get(REASON_FIELD)

@@ -80,7 +80,7 @@ def _entry_toolset(
     agent: str, entry: ToolSettings, tools: AgentTools, index: int
 ) -> AbstractToolset[Any]:
     common = {"fixed": {}, "timeout": entry.timeout, "max_output_chars": entry.max_output_chars,
-              "route": entry.route}
+              "route": entry.route, "grant_scope": entry.grant_scope}
     if isinstance(entry, PythonToolSettings):
         built = build_python_tool(entry)
         name = built.tool.name

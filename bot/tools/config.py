@@ -118,6 +118,15 @@ class _ToolBase(_Strict):
     """Longest one call may take; then the model gets a timeout error."""
     max_output_chars: int = Field(default=DEFAULT_MAX_OUTPUT_CHARS, ge=100, le=200_000)
     """Longer output is cut, with a visible marker, before the model sees it."""
+    grant_scope: str | None = None
+    """Which later calls a standing grant from this tool's approval covers: CEL over
+    ``args`` (the new call) and ``call`` (the granted one), e.g.
+    ``args.service == call.service``; default: the exact same arguments."""
+
+    @field_validator("grant_scope")
+    @classmethod
+    def _scope(cls, v: str | None) -> str | None:
+        return None if v is None else validated(v)
 
     @field_validator("timeout", mode="before")
     @classmethod

@@ -46,6 +46,9 @@ class ToolPolicy:
     max_output_chars: int = 4000
     route: str | None = None
     rule: Rule | None = None
+    grant_scope: str | None = None
+    """CEL over ``args`` and ``call``: what a standing grant from this tool's approval
+    covers (None: the exact same arguments)."""
 
     @classmethod
     def of(cls, approval: Approval, **kw: Any) -> ToolPolicy:
@@ -105,6 +108,7 @@ class GuardedToolset(ApprovalRequiredToolset[Any]):
                 "fixed": jsonable(policy.fixed),
                 "description": tool.tool_def.description or "",
                 "route": policy.route,
+                "grant_scope": policy.grant_scope,
             })
         return await self._run(name, tool_args, ctx, tool, policy)
 
