@@ -31,10 +31,12 @@ def make_grant(slack: Slack, *, args: dict[str, Any] | None = None, route: str =
 
 def add_grant(database: Database, now: Any, *, args: dict[str, Any] | None = None,
               route: str = "ops", uses: int = 10, by: Identity, agent: str = "deploy",
-              tool: str = "restart_service") -> int:
+              tool: str = "restart_service", binding: str = "0" * 64) -> int:
+    """A grant as a decision on ``route`` makes it (``binding``: the granted call's hash,
+    which a grant of the exact same arguments matches on)."""
     granted = Granted(route=route, agent=agent, tool=tool, scope=None,
                       args=args if args is not None else {"service": "web"},
-                      binding="0" * 64, request_ref="REQ-test", run_id=None)
+                      binding=binding, request_ref="REQ-test", run_id=None)
     with database.transaction() as session:
         return grant_rows.create(session, now, granted, Terms(3600, uses), [by]).id
 
