@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from sqlalchemy import select
 
 from bot.engine import grant_rows
 from bot.engine.grant_rows import Granted, Terms
 from bot.engine.ports import Identity
+from bot.settings import Settings
 from storage import AuditLog, Database
-from tests.fakes.slack_api import TEAM_ID, validate_blocks
+from tests.fakes.slack_api import TEAM_ID, FakeSlackAPI, validate_blocks
 from tests.renderers.helpers import assert_valid_slack, walk
-from tests.slack.conftest import ALICE, BOB, MALLORY, STARTER, Slack
+from tests.slack.conftest import ALICE, BOB, MALLORY, STARTER, Slack, running_system
 from tests.slack.test_app_home import check_view, open_home
 
 
@@ -180,12 +183,32 @@ async def test_model_written_arguments_stay_inert(slack: Slack) -> None:
     assert "&lt;!channel&gt;" in raw
 
 
-async def test_help_names_the_grants_command(slack: Slack) -> None:
+async def test_help_and_the_manifest_name_the_grants_command(slack: Slack) -> None:
     before = len(slack.fake.response_url_calls)
     await slack.command("help", user=ALICE)
     await slack.wait_until(lambda: len(slack.fake.response_url_calls) > before, what="help")
     assert "`/askhuman grants` — the standing grants you may revoke." in (
         slack.fake.response_url_calls[-1]["text"])
+    manifest = (Path(__file__).resolve().parents[2] / "manifest.yml").read_text()
+    assert 'usage_hint: "run <agent> <prompt> | pending | grants |' in manifest
+
+
+async def test_expiry_in_the_route_time_zone_else_the_readers(
+        fake_slack: FakeSlackAPI, settings: Settings) -> None:
+    fake_slack.users[ALICE]["tz"] = "Asia/Tokyo"
+    async with running_system(fake_slack, settings) as slack:
+        expires = make_grant(slack)
+        found = await slack.engine.grant(expires)
+        assert found is not None
+        tokyo = found.expires_at.astimezone(ZoneInfo("Asia/Tokyo"))
+        listed = json.dumps(await list_grants(slack, ALICE))
+        assert f"until {tokyo:%Y-%m-%d %H:%M} UTC+9" in listed  # the route sets no zone
+    routes = {"ops": settings.routes["ops"].model_copy(update={"timezone": "Asia/Shanghai"})}
+    async with running_system(fake_slack, settings.model_copy(update={"routes": routes})
+                              ) as slack:
+        shanghai = found.expires_at.astimezone(ZoneInfo("Asia/Shanghai"))
+        listed = json.dumps(await list_grants(slack, ALICE))
+        assert f"until {shanghai:%Y-%m-%d %H:%M} UTC+8" in listed  # the route's zone wins
 
 
 async def test_app_home_lists_grants_and_revokes_from_there(slack: Slack) -> None:
