@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "runs": ("runs_cmd", "Agent runs."),
     "audit": ("audit_cmd", "The audit log."),
     "receipt": ("receipt_cmd", "Signed receipts of decisions."),
+    "grants": ("grants_cmd", "Standing grants: list, show and revoke."),
     "route": ("route_cmd", "Routing rules: which route a request goes to (dry run)."),
     "delegate": ("delegate_cmd", "Delegations (out of office): who answers for whom, until "
                                  "when."),

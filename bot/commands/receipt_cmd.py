@@ -41,12 +41,15 @@ def verify(
             votes = session.scalars(select(Vote).where(Vote.request_id == request.id)
                                     ).all() if request else []
             current = receipts.for_request(request, votes, key) if request else None
+            data["grants"] = receipts.grant_events(session, checked.ref)
         data["matches_database"] = current == receipt.strip()
     emit(data, as_json, lambda d: (
         f"receipt valid: {d['ref']} {d['decision']} by {', '.join(d['deciders']) or '-'}"
         + ("" if "matches_database" not in d else
            "; matches the stored request" if d["matches_database"] else
-           "; DOES NOT match the stored request")))
+           "; DOES NOT match the stored request")
+        + "".join(f"\n  {g['event']} {g['grant']} at {g['at']}: {g['terms']}"
+                  for g in d.get("grants") or [])))
     if data.get("matches_database") is False:
         raise typer.Exit(1)
 

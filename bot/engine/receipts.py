@@ -20,7 +20,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from storage import HumanRequest, Vote
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from storage import AuditLog, HumanRequest, Vote
+
+GRANT_EVENTS = ("grant_created", "grant_used", "grant_revoked", "grant_expired")
 
 KEY_ENV = "ASKHUMAN_RECEIPT_KEY"
 PREFIX = "ahr1"
@@ -106,3 +111,27 @@ def verify(receipt: str, key: bytes) -> Checked:
         raise ReceiptError("the receipt is damaged (payload is not an object)")
     return Checked(str(payload.get("r")), str(payload.get("d")),
                    [str(d) for d in payload.get("by") or []], str(payload.get("a")))
+
+
+def grant_events(session: Session, ref: str) -> list[dict[str, Any]]:
+    """The standing-grant events of request ``ref`` from the audit log: the grant its
+    decision created, or the grant that approved it (and what became of that grant)."""
+    rows = list(session.scalars(select(AuditLog).where(
+        AuditLog.request_ref == ref, AuditLog.event.in_(GRANT_EVENTS)).order_by(AuditLog.id)))
+    used = {str((r.details or {}).get("granted_at")) for r in rows if r.event == "grant_used"}
+    if used - {"None"}:  # approved by a grant: show how it was made, too
+        rows += session.scalars(select(AuditLog).where(
+            AuditLog.request_ref.in_(used), AuditLog.event == "grant_created"))
+    return [{"event": r.event, "grant": (r.details or {}).get("grant"),
+             "at": r.created_at.isoformat(), "actor": r.actor_user,
+             "terms": _terms(r.details or {})} for r in rows]
+
+
+def _terms(details: dict[str, Any]) -> str:
+    if "expires_at" in details:
+        return (f"{details.get('tool')} by {details.get('agent')}, at most "
+                f"{details.get('max_uses')} uses until {details.get('expires_at')}, granted "
+                f"by {details.get('granted_by')}")
+    if "max_uses" in details:
+        return f"use {details.get('uses')} of {details.get('max_uses')}"
+    return str(details.get("why") or "")
