@@ -230,3 +230,29 @@ async def test_long_connection_revoke(feishu_ws: Feishu) -> None:
     patched = await f.wait_patch(card)
     assert revokes(patched) == []
     assert not await active(f, grant_id)
+
+
+async def test_failures_are_told_never_silent(feishu: Feishu,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    f = feishu
+    grant_id = make_grant(f)
+    card = await ask(f, BOB)
+    # Sending the list to the direct chat fails for good: the group is told so.
+    f.fake.fail_next("message.create", 3, status=400, code=230002)
+    asked = await f.send_text("@_user_1 grants", user=ALICE)
+    assert await f.wait_reply(asked) == ("I couldn't list the standing grants just now; "
+                                         "please try again shortly.")
+
+    async def broken(*_: Any) -> Any:
+        raise RuntimeError("the grants table is gone")
+
+    monkeypatch.setattr(f.engine, "revoke_grant", broken)
+    failed = await revoke(f, card, BOB, grant_id)
+    assert failed == {"type": "error", "content": "Something went wrong; please try again.",
+                      "i18n": failed["i18n"]}
+    assert card.patches == [] and await active(f, grant_id)
+    monkeypatch.setattr(f.engine, "active_grants", broken)
+    asked = await f.send_text("grants", user=BOB, chat_id=f"oc_p2p_{BOB}", chat_type="p2p",
+                              mentions=[])
+    assert await f.wait_reply(asked) == ("I couldn't list the standing grants just now; "
+                                         "please try again shortly.")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import pytest
 from sqlalchemy import select
 
 from bot.engine import grant_rows
@@ -236,3 +237,20 @@ async def test_app_home_lists_grants_and_revokes_from_there(slack: Slack) -> Non
     assert not await active(slack, grant_id)
     await slack.wait_until(lambda: f"ahg:{grant_id}" not in buttons(slack.fake.homes[BOB]),
                            what="Bob's Home refreshed after Alice's revoke")
+
+
+async def test_failures_are_told_never_silent(slack: Slack,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    grant_id = make_grant(slack)
+
+    async def broken(*_: Any) -> Any:
+        raise RuntimeError("the grants table is gone")
+
+    monkeypatch.setattr(slack.engine, "revoke_grant", broken)
+    told = await click_revoke(slack, ALICE, grant_id)
+    assert told["text"].startswith("Something went wrong; please try again.")
+    assert await active(slack, grant_id)
+    monkeypatch.setattr(slack.engine, "active_grants", broken)
+    listed = await list_grants(slack, ALICE)
+    assert listed["text"] == ("I couldn't list the standing grants just now; please try "
+                              "again shortly.")

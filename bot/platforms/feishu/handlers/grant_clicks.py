@@ -8,7 +8,8 @@ and the toast says what happened, in the card's language: success, "already
 revoked", or an error toast with the reason. The list card is then patched for the
 clicker with a fresh list (the outcome on top), after the toast has gone out, since
 Feishu rolls back a card edited before the click's reply. A refused click leaves the
-card as it is (the toast says why): the clicker may not be its owner.
+card as it is (the toast says why): the clicker may not be its owner; so does a
+failure (the toast asks to try again).
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ log = logging.getLogger("askhuman.feishu.events")
 PLATFORM = "feishu"
 _KINDS = {"accepted": "success", "already_decided": "info"}
 """Toast kind per revoke outcome; anything else (refused, not found) is an error."""
+_CHANGED_LIST = frozenset({"accepted", "already_decided", "not_found"})
+"""Outcomes after which the clicker's list is not what the card shows: patch it. A
+refusal (maybe not their card) or a failure (told in the toast) leaves it."""
 
 
 def hold_key(click: GrantClick) -> str:
@@ -121,7 +125,7 @@ class GrantClicks:
             revoking.add_done_callback(lambda done: self._patch_after(click, key, done))
             return toast("info", RECEIVED, click.locale)
         outcome, words = revoking.result()
-        if outcome != "rejected":
+        if outcome in _CHANGED_LIST:
             self._patch_after(click, key, revoking)
         log.info("feishu grant revoke answered", extra={
             "grant": click.grant_id, "operator": click.who.user_id, "outcome": outcome})
