@@ -176,4 +176,21 @@ SENTENCES: dict[str, str] = {
                           "allows grants.",
     "grant.used": "Approved by standing grant {grant} from {who} ({left} of {total} uses "
                   "left, until {until}).",
+    # -- standing grants listed in chat (``renderers.grants``, the grants listeners)
+    "grants.title": "Standing grants you may revoke ({count}):",
+    "grants.none": "No active standing grants on the routes you may answer.",
+    "grants.allows": "{label}: {agent} may run {tool} with {scope}",
+    "grants.scope_exact": "the exact same arguments",
+    "grants.scope_cel": "arguments matching {cel}",
+    "grants.args": "Granted for: {args}",
+    "grants.by": "granted by {who}",
+    "grants.uses_left": "{left} of {most} uses left",
+    "grants.until": "until {when}",
+    "grants.more": "{more} more not shown.",
+    "grants.revoke": "Revoke",
+    "grants.keep": "Keep it",
+    "grants.revoke_title": "Revoke {label}?",
+    "grants.revoke_confirm": "Calls it covers will ask for approval again, at once.",
+    "grants.failed": "I couldn't list the standing grants just now; please try again shortly.",
+    "grants.sent_direct": "I sent you the standing grants in our direct chat.",
 }

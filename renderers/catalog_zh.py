@@ -154,4 +154,21 @@ SENTENCES: dict[str, str] = {
     "grant.not_made_off": "已批准，但未创建长期授权：路由 '{route}' 已不再允许长期授权。",
     "grant.used": "已由 {who} 的长期授权 {grant} 批准"
                   "（剩余 {left}/{total} 次，有效期至 {until}）。",
+    # -- 在聊天中列出的长期授权
+    "grants.title": "你可以撤销的长期授权（{count} 个）：",
+    "grants.none": "你可以处理的路由上没有生效中的长期授权。",
+    "grants.allows": "{label}：{agent} 可以运行 {tool}，{scope}",
+    "grants.scope_exact": "参数须完全相同",
+    "grants.scope_cel": "参数须满足 {cel}",
+    "grants.args": "授权时的参数：{args}",
+    "grants.by": "授权人 {who}",
+    "grants.uses_left": "剩余 {left}/{most} 次",
+    "grants.until": "有效期至 {when}",
+    "grants.more": "另有 {more} 个未显示。",
+    "grants.revoke": "撤销",
+    "grants.keep": "保留",
+    "grants.revoke_title": "撤销 {label}？",
+    "grants.revoke_confirm": "它涵盖的调用将立即重新需要审批。",
+    "grants.failed": "暂时无法列出长期授权，请稍后再试。",
+    "grants.sent_direct": "我已在我们的私聊中把长期授权列表发给你。",
 }

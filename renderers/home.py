@@ -1,4 +1,6 @@
-"""A person's Slack App Home: what waits for their answer, and the runs they started.
+"""A person's Slack App Home: what waits for their answer, the standing grants they may
+revoke (``renderers.slack.grants``, Revoke buttons ``ahg:{id}``), and the runs they
+started.
 
 Each pending request is shown with the same blocks as its card (``render_request``):
 the same buttons, whose ``action_id`` (``ah:{ref}:{action}``) goes through the same
@@ -20,7 +22,9 @@ from typing import Any
 
 from renderers import i18n
 from renderers.card import RequestCard, RunLine
+from renderers.grants import GrantLine
 from renderers.markdown import check_slack, slack_escape, truncate
+from renderers.slack.grants import grant_blocks
 from renderers.slack.ids import FILE_ACTION_PREFIX
 from renderers.slack.kit import Block, plain_text
 from renderers.slack.message import render_request
@@ -31,6 +35,9 @@ RESERVED = 12
 """Blocks kept for the header, the notice and the runs list's heading and footer."""
 MAX_TEXT_CHARS = 60000
 """Stay well inside what Slack accepts for one view."""
+HOME_GRANTS = 10
+"""Standing grants shown on Home (a note counts the rest; ``/askhuman grants`` lists
+them all)."""
 CALLBACK_ID = "askhuman_home"
 SEPARATOR = "|"
 
@@ -54,22 +61,30 @@ def home_view(
     timezone: str | None = None,
     notice: str | None = None,
     now: dt.datetime | None = None,
+    notice_ok: bool = False,
+    grants: Sequence[GrantLine] = (),
 ) -> dict[str, Any]:
-    """The ``home`` view for one person: ``cards`` (of ``total`` they may answer),
-    their ``runs``, and an optional ``notice`` (a refusal told on Home, where Slack
-    offers no ephemeral message; already safe mrkdwn)."""
+    """The ``home`` view for one person: ``cards`` (of ``total`` they may answer), the
+    standing ``grants`` they may revoke (a section only when there are some), their
+    ``runs``, and an optional ``notice`` (what a click on Home did, told there because
+    Slack offers no ephemeral message on Home; already safe mrkdwn; ``notice_ok``: a
+    success rather than a refusal)."""
     with i18n.speaking(locale, timezone):
         blocks: list[Block] = [{"type": "header", "text": plain_text(i18n.t("home.title"), 150)}]
         if notice:
-            blocks.append(_mrkdwn(":warning: " + notice))
+            blocks.append(_mrkdwn((":white_check_mark: " if notice_ok else ":warning: ")
+                                  + notice))
         if now is not None:
             blocks.append(_context(i18n.t("home.updated", when=i18n.format_when(now))))
-        request_blocks, shown = _requests(cards, locale, timezone)
+        granted = ([{"type": "divider"}, *grant_blocks(grants, locale, HOME_GRANTS)]
+                   if grants else [])
+        request_blocks, shown = _requests(cards, locale, timezone, len(granted))
         blocks += request_blocks
         if not total:
             blocks.append(_mrkdwn(i18n.t("home.nothing")))
         elif shown < total:
             blocks.append(_context(i18n.t("home.more", more=total - shown)))
+        blocks += granted
         blocks += _runs(runs)
     view = {"type": "home", "callback_id": CALLBACK_ID, "private_metadata": "",
             "blocks": blocks[:MAX_BLOCKS]}
@@ -78,10 +93,11 @@ def home_view(
 
 
 def _requests(
-    cards: Sequence[RequestCard], locale: str | None, timezone: str | None
+    cards: Sequence[RequestCard], locale: str | None, timezone: str | None, taken: int = 0
 ) -> tuple[list[Block], int]:
-    """As many whole cards as fit in the view, with prefixed block ids."""
-    budget = MAX_BLOCKS - RESERVED
+    """As many whole cards as fit in the view (``taken`` blocks are spoken for), with
+    prefixed block ids."""
+    budget = MAX_BLOCKS - RESERVED - taken
     out: list[Block] = []
     shown = 0
     chars = 0

@@ -132,6 +132,7 @@ CATALOG: dict[str, dict[str, str]] = {
                       "• `@askhuman <agent>: <prompt>` — the same, by mentioning me in a "
                       "channel I'm in.\n"
                       "• `/askhuman pending [page]` — the open requests you may answer.\n"
+                      "• `/askhuman grants` — the standing grants you may revoke.\n"
                       "• `/askhuman help` — this message.",
         "help.no_agents": "You may not start any agent yet; an admin can add you to an "
                           "agent's `starters`.",
@@ -155,7 +156,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "run_status.failed": "failed",
         "click.received": "Received — recording your answer. The card will show the outcome.",
         "feishu.help": "To start a run, write `<agent>: <what to do>`, for example "
-                       "`deploy: ship v1.2.3`. Away? `delegate @someone until 2026-12-24`.",
+                       "`deploy: ship v1.2.3`. Away? `delegate @someone until 2026-12-24`. "
+                       "`grants` lists the standing grants you may revoke.",
         "feishu.help_none": "You may not start any agent yet; an admin can add you to an "
                             "agent's starters.",
         "feishu.help_agents": "Agents you may start: {agents}.",
@@ -261,6 +263,7 @@ CATALOG: dict[str, dict[str, str]] = {
                       "最终结果会在此处的话题中回复。\n"
                       "• `@askhuman <agent>: <prompt>` — 同上，在我所在的频道中提及我。\n"
                       "• `/askhuman pending [page]` — 列出你可以处理的请求。\n"
+                      "• `/askhuman grants` — 列出你可以撤销的长期授权。\n"
                       "• `/askhuman help` — 显示此帮助。",
         "help.no_agents": "你还不能发起任何智能体；管理员可以把你加入智能体的 `starters`。",
         "help.agents": "*你可以发起的智能体：* {names}",
@@ -282,7 +285,8 @@ CATALOG: dict[str, dict[str, str]] = {
         "run_status.failed": "失败",
         "click.received": "已收到，正在记录你的回复。卡片会显示结果。",
         "feishu.help": "要发起运行，请发送 `<智能体>: <要做的事>`，例如 `deploy: ship v1.2.3`。"
-                       "不在？发送 `delegate @某人 until 2026-12-24`。",
+                       "不在？发送 `delegate @某人 until 2026-12-24`。"
+                       "发送 `grants` 查看你可以撤销的长期授权。",
         "feishu.help_none": "你还不能发起任何智能体；"
                             "请管理员把你加入某个智能体的发起人（starters）。",
         "feishu.help_agents": "你可以发起的智能体：{agents}。",

@@ -193,6 +193,11 @@ async def test_home_refresh_is_bounded_debounced_and_skips_unchanged_views() -> 
         async def runs_started_by(self, identity: Any, limit: int = 10) -> list[Any]:
             return []
 
+        async def active_grants(self, who: Any) -> list[Any]:
+            return []
+
+        settings = None
+
     now = [0.0]
     with FakeSlackAPI(token=BOT_TOKEN) as fake:
         users = [f"U{i:04d}" for i in range(home_module.MAX_WATCHERS + 5)]

@@ -78,3 +78,20 @@ async def test_the_latest_open_wins_so_one_change_publishes_once(
                            what="Alice's Home shows the new request")
         await asyncio.sleep(QUIET)
         assert publishes(a, ALICE) == before + 1  # not once per replica
+
+
+async def test_a_grant_revoked_on_a_leaves_the_home_b_watches(
+    fake_slack: FakeSlackAPI, postgres_url: str
+) -> None:
+    from tests.slack.test_grants_chat import click_revoke, make_grant
+
+    settings = make_settings(postgres_url)
+    async with running_system(fake_slack, settings) as a, \
+            running_system(fake_slack, settings) as b:
+        grant_id = make_grant(a)
+        home = await open_home(b, ALICE, "EvHomeR5")  # only B watches Alice
+        assert f"ahg:{grant_id}" in json.dumps(home)
+        told = await click_revoke(a, ALICE, grant_id)  # revoked from the list, on A
+        assert told["text"].startswith(f"Revoked standing grant G-{grant_id}")
+        await b.wait_until(lambda: f"ahg:{grant_id}" not in json.dumps(
+            fake_slack.homes[ALICE]), what="Alice's Home (watched by B) drops the grant")

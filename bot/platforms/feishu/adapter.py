@@ -164,14 +164,20 @@ class FeishuAdapter:
         update in the background); otherwise the reply would wait for the hold's
         timeout.
         """
-        hold = self._holds.get(card.ref)
+        await self.replied(card.ref)
+        await self._patch(card, ref)
+
+    async def replied(self, key: str) -> None:
+        """Until the callback reply held under ``key`` (a request ref, or any key a
+        handler ``hold``s) has been sent, or the hold's safety timeout passed: Feishu
+        rolls back a card edited before the click's reply went out."""
+        hold = self._holds.get(key)
         if hold is not None and not hold.released.is_set():
             try:
                 await asyncio.wait_for(hold.released.wait(), self._hold_timeout)
             except TimeoutError:
                 log.warning("feishu reply hold timed out; patching anyway",
-                            extra={"ref": card.ref})
-        await self._patch(card, ref)
+                            extra={"ref": key})
 
     async def post_run_result(
         self, origin: Origin, text: str, key: PostKey | None = None

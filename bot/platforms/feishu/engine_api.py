@@ -15,9 +15,10 @@ from bot.engine.click_check import Checked
 from bot.engine.delegation_chat import Delegations
 from bot.engine.inbox import Click, Recorded
 from bot.engine.ports import Directory, Identity, Origin, PlatformAdapter
-from bot.engine.results import PendingPage, RespondResult
+from bot.engine.results import GrantView, PendingPage, RespondResult
 from bot.engine.run_starts import Started
 from bot.engine.start_rows import Start, StoredStart
+from bot.settings import Settings
 from renderers.card import RequestCard
 from renderers.words import Said
 
@@ -31,6 +32,15 @@ class EngineApi(Protocol):
         ...
 
     def directory(self, platform: str) -> Directory | None: ...
+
+    @property
+    def settings(self) -> Settings:
+        """The admin configuration now (a grant's route time zone)."""
+        ...
+
+    async def active_grants(self, who: Identity) -> list[GrantView]: ...
+
+    async def revoke_grant(self, grant_id: int, who: Identity) -> RespondResult: ...
 
     def register_adapter(self, adapter: PlatformAdapter,
                          directory: Directory | None = None) -> None: ...

@@ -33,11 +33,13 @@ from bot.platforms.slack.listeners.actions import (
     ignore_other_actions,
 )
 from bot.platforms.slack.listeners.commands import CommandListener
+from bot.platforms.slack.listeners.grants import GrantRevokeListener
 from bot.platforms.slack.listeners.home import HomeOpenedListener
 from bot.platforms.slack.listeners.mentions import MentionListener
 from bot.platforms.slack.listeners.views import FileSubmissionListener
 from bot.platforms.slack.replies import audit_refusal
 from renderers import slack as render
+from renderers.slack.grants import REVOKE_ACTION_ID_PATTERN
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +155,7 @@ def build_app(
     app.action(render.FILE_ACTION_ID_PATTERN)(FileButtonListener(engine))
     app.action(render.WITHDRAW_ACTION_ID_PATTERN)(WithdrawListener(engine, home=home,
                                                                    acks_first=acks_first))
+    app.action(REVOKE_ACTION_ID_PATTERN)(GrantRevokeListener(engine, home=home))
     if home is not None:
         app.event("app_home_opened")(HomeOpenedListener(home))
     app.action({"type": "block_actions"})(ignore_other_actions)

@@ -14,9 +14,10 @@ from pydantic import JsonValue
 from bot.engine.delegation_chat import Delegations
 from bot.engine.inbox import Click, Recorded
 from bot.engine.ports import Directory, Identity, Origin
-from bot.engine.results import PendingPage, RespondResult
+from bot.engine.results import GrantView, PendingPage, RespondResult
 from bot.engine.run_starts import Started
 from bot.engine.start_rows import Start, StoredStart
+from bot.settings import Settings
 from renderers.card import RequestCard
 from renderers.words import Said
 
@@ -32,6 +33,15 @@ class SlackEngine(Protocol):
     def directory(self, platform: str) -> Directory | None:
         """Membership and email lookups of ``platform``."""
         ...
+
+    @property
+    def settings(self) -> Settings:
+        """The admin configuration now (a grant's route time zone)."""
+        ...
+
+    async def active_grants(self, who: Identity) -> list[GrantView]: ...
+
+    async def revoke_grant(self, grant_id: int, who: Identity) -> RespondResult: ...
 
     async def start_run(
         self, agent: str, prompt: str, started_by: Identity, origin: Origin

@@ -1,4 +1,5 @@
-"""Slack App Home: each person's pending requests (with working buttons) and their runs.
+"""Slack App Home: each person's pending requests (with working buttons), the standing
+grants they may revoke, and their runs.
 
 ``app_home_opened`` publishes the view (``views.publish``) for that person and
 remembers them as a *watcher* for ``WATCH_SECONDS``. Any card change this process
@@ -36,10 +37,12 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.engine.home_signals import HomeSignals, Watch
 from bot.engine.ports import Identity
-from bot.engine.results import PendingPage
+from bot.engine.results import GrantView, PendingPage
+from bot.platforms.grant_lines import grant_lines
 from bot.platforms.slack.client import error_code
 from bot.platforms.slack.people import people
 from bot.platforms.slack.replies import safe_text
+from bot.settings import Settings
 from renderers.card import RunLine
 from renderers.home import home_view
 from renderers.words import Said
@@ -62,6 +65,11 @@ class HomeEngine(Protocol):
     ) -> PendingPage: ...
 
     async def runs_started_by(self, identity: Identity, limit: int = 10) -> list[RunLine]: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+    async def active_grants(self, who: Identity) -> list[GrantView]: ...
 
 
 class HomeTab:
@@ -126,6 +134,14 @@ class HomeTab:
         if self._pending is None or self._pending.done():
             self._pending = loop.create_task(self._refresh_loop())
 
+    def announce_change(self) -> None:
+        """A change made here that watchers on every replica may see (a grant revoked
+        from a list): through ``HomeSignals`` when there are replicas to tell."""
+        if self._signals is not None:
+            self._signals.changed()
+        else:
+            self.changed()
+
     def watching(self, user_id: str) -> bool:
         opened = self._watchers.get(user_id)
         return opened is not None and self._clock() - opened < WATCH_SECONDS
@@ -138,17 +154,20 @@ class HomeTab:
     # ---------------------------------------------------------------- publishing
 
     async def publish(self, user_id: str, *, notice: Said | None = None,
-                      force: bool = False) -> bool:
+                      force: bool = False, ok: bool = False) -> bool:
         """Render and publish one person's Home; False if Slack or the database failed.
-        ``notice`` (a refusal of a click on Home) goes on top, in their locale."""
+        ``notice`` (a refusal of a click on Home; with ``ok``, a click's success) goes
+        on top, in their locale."""
         who = Identity("slack", user_id)
         try:
             page = await self._engine.pending_page(who, 1, PER_HOME)
             runs = await self._engine.runs_started_by(who)
             locale, zone = await self._people.person(user_id)
+            grants = grant_lines(await self._engine.active_grants(who),
+                                 self._engine.settings, zone)
             shown = safe_text(notice.text(locale)) if notice is not None else None
             view = home_view(page.cards, page.total, runs, locale=locale, timezone=zone,
-                             notice=shown)
+                             notice=shown, notice_ok=ok, grants=grants)
         except Exception:
             log.exception("could not build the app home", extra={"platform": "slack"})
             return False

@@ -31,8 +31,10 @@ Layout (small modules, one concern each; ``dispatch`` wires them):
 - ``decisions``   — deciding stored clicks inline or after the burst; telling the
   clicker what their toast did not.
 - ``toasts``      — the toast replies, true when sent.
+- ``grant_clicks`` — Revoke clicks on the standing-grants card: revoke, a true toast,
+  the list card patched after it.
 - ``messages``    — ``im.message.receive_v1``: dedupe, then ``commands`` or ``files``.
-- ``commands``    — runs, ``/pending``, ``delegate``, help.
+- ``commands``    — runs, ``/pending``, ``grants``, ``delegate``, help.
 - ``files``       — a file replying to a card, attached to the request.
 - ``replies``     — message replies, open_ids turned into names.
 - ``dedupe`` / ``audit`` — shared dedupe and refusal audit (also used by ``http``).

@@ -1,5 +1,7 @@
 """Card clicks (``card.action.trigger``): a toast within the reply budget, first.
 
+A Revoke click on the standing-grants card goes to ``grant_clicks`` instead.
+
 The HTTP endpoint calls ``answer_click`` on the main loop (no thread, no second
 decryption). The long connection's SDK calls ``on_card_action`` synchronously on its
 own thread, which hands the click to the main loop with ``run_coroutine_threadsafe``
@@ -24,6 +26,7 @@ from bot.engine.clicks import NOT_RECORDED
 from bot.platforms.feishu.adapter import FeishuAdapter
 from bot.platforms.feishu.handlers.admission import Admitted, ClickAdmission
 from bot.platforms.feishu.handlers.click_store import DUPLICATE, ClickStore, Handoff, Reply
+from bot.platforms.feishu.handlers.grant_clicks import GrantClick, GrantClicks, hold_key
 from bot.platforms.feishu.handlers.loop import MainLoop
 from bot.platforms.feishu.handlers.toasts import RECEIVED, toast
 from bot.platforms.feishu.reply_context import current_reply
@@ -44,7 +47,9 @@ class ClickListener:
         *,
         reply_budget: float = 2.5,
         ws_release_delay: float = 0.3,
+        grants: GrantClicks | None = None,
     ) -> None:
+        self._grants = grants
         self._admission = admission
         self._store = store
         self._adapter = adapter
@@ -66,6 +71,8 @@ class ClickListener:
         checked the signature, decrypted once and recorded nonce and event id. Answers
         as soon as the click is stored; never raises."""
         try:
+            if self._grants is not None and self._grants.claims(data):
+                return await self._grant_click(data)
             admitted = self._admission.admit(data)
             if not isinstance(admitted, Admitted):
                 return admitted
@@ -80,7 +87,36 @@ class ClickListener:
             log.exception("feishu card callback failed")
             return toast("error", said("click.failed"))
 
+    async def _grant_click(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
+        """An HTTP Revoke click on the standing-grants card, on the main loop."""
+        assert self._grants is not None
+        checked = self._grants.check(data)
+        if not isinstance(checked, GrantClick):
+            return checked
+        ctx = current_reply.get()
+        started = ctx.started if ctx is not None else time.monotonic()
+        return await self._grants.answer(checked, started + self._budget)
+
+    def _grant_card_action(self, grants: GrantClicks, data: P2CardActionTrigger
+                           ) -> P2CardActionTriggerResponse:
+        """A long-connection Revoke click (on the SDK's thread)."""
+        checked = grants.check(data)
+        if not isinstance(checked, GrantClick):
+            return checked
+        loop = self._loop.require()
+        future = asyncio.run_coroutine_threadsafe(
+            grants.answer(checked, time.monotonic() + self._budget), loop)
+        try:
+            return future.result(timeout=self._budget + 0.5)
+        except concurrent.futures.TimeoutError:
+            return toast("info", RECEIVED, checked.locale)  # the card will say the outcome
+        finally:
+            loop.call_soon_threadsafe(loop.call_later, self._ws_release_delay,
+                                      self._adapter.release, hold_key(checked))
+
     def _card_action(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
+        if self._grants is not None and self._grants.claims(data):
+            return self._grant_card_action(self._grants, data)
         admitted = self._admission.admit(data)
         if not isinstance(admitted, Admitted):
             return admitted

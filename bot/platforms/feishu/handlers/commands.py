@@ -1,5 +1,7 @@
 """Text commands sent to the bot: ``<agent>: <prompt>`` starts a run, ``/pending``
-lists open requests, ``delegate …`` manages delegations; anything else gets help.
+lists open requests, ``grants`` the standing grants the sender may revoke
+(``bot.platforms.feishu.grants``), ``delegate …`` manages delegations; anything else
+gets help.
 
 A run start is checked (a refusal is replied at once, nothing stored), stored in the
 engine's run-start inbox, and only then may the message be acknowledged (Feishu never
@@ -18,6 +20,7 @@ from bot.engine.start_rows import Start
 from bot.platforms.feishu.adapter import FeishuAdapter
 from bot.platforms.feishu.delegate import delegate_command, delegate_rest
 from bot.platforms.feishu.engine_api import EngineApi
+from bot.platforms.feishu.grants import GrantLists, grants_command
 from bot.platforms.feishu.handlers.replies import Replies
 from bot.platforms.feishu.message import Incoming, message_text
 from bot.platforms.feishu.pending import PENDING_PER_PAGE, pending_command, pending_reply
@@ -44,10 +47,12 @@ def help_text(agents: list[str], locale: str | None = None) -> str:
 class CommandListener:
     """Answers a text message addressed to the bot (a direct chat, or an @-mention)."""
 
-    def __init__(self, engine: EngineApi, adapter: FeishuAdapter, replies: Replies) -> None:
+    def __init__(self, engine: EngineApi, adapter: FeishuAdapter, replies: Replies,
+                 grants: GrantLists | None = None) -> None:
         self._engine = engine
         self._adapter = adapter
         self._replies = replies
+        self._grants = grants
 
     async def command(self, msg: Incoming, stored: Gate = lambda: None) -> None:
         """``stored()`` is called once a run start is durable, or once the message is
@@ -61,6 +66,11 @@ class CommandListener:
             return  # in groups we only act when @-mentioned
         if (wanted := pending_command(text)) is not None:
             await self._pending(msg, wanted)
+            return
+        if grants_command(text) and self._grants is not None:
+            words = await self._grants.send(msg)
+            if words is not None:
+                await self._replies.say(msg.message_id, words)
             return
         if (rest := delegate_rest(text)) is not None:
             await self._replies.reply(msg.message_id, await delegate_command(

@@ -12,6 +12,7 @@ import lark_oapi as lark
 from bot.platforms.feishu.adapter import FeishuAdapter
 from bot.platforms.feishu.client import FeishuApi
 from bot.platforms.feishu.engine_api import EngineApi
+from bot.platforms.feishu.grants import GrantLists
 from bot.platforms.feishu.handlers.admission import ClickAdmission
 from bot.platforms.feishu.handlers.audit import Auditor
 from bot.platforms.feishu.handlers.click_store import ClickStore
@@ -20,6 +21,7 @@ from bot.platforms.feishu.handlers.commands import CommandListener
 from bot.platforms.feishu.handlers.decisions import AnswersFirst, ClickDecider
 from bot.platforms.feishu.handlers.dedupe import SharedDedupe
 from bot.platforms.feishu.handlers.files import FileListener
+from bot.platforms.feishu.handlers.grant_clicks import GrantClicks
 from bot.platforms.feishu.handlers.loop import MainLoop
 from bot.platforms.feishu.handlers.messages import MessageListener
 from bot.platforms.feishu.handlers.replies import Replies
@@ -58,12 +60,15 @@ class FeishuEventHandlers:
                                       self.loop, names)
         store = ClickStore(engine, self.dedupe, self.auditor, answers, self.decisions,
                            replies.humanize_now)
+        lists = GrantLists(engine, api, adapter.default_locale)
+        grants = GrantClicks(engine, adapter, lists, guard, self.dedupe, self.auditor,
+                             self.loop)
         self.clicks = ClickListener(
             ClickAdmission(guard, adapter, self.auditor), store, adapter, self.loop,
-            reply_budget=reply_budget, ws_release_delay=ws_release_delay)
+            reply_budget=reply_budget, ws_release_delay=ws_release_delay, grants=grants)
         self.messages = MessageListener(
             guard, self.loop, self.dedupe, self.auditor,
-            CommandListener(engine, adapter, replies), FileListener(engine, replies))
+            CommandListener(engine, adapter, replies, lists), FileListener(engine, replies))
 
     def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         """The application's loop: engine calls and adapter holds run there."""

@@ -1,11 +1,12 @@
-"""``/askhuman run | pending | delegate | help``.
+"""``/askhuman run | pending | grants | delegate | help``.
 
-Every branch acks within Slack's 3 s: usage errors answer in the ack itself; ``pending``
-and ``help`` ack empty and then do their (slower) work, replying through the Web API or
-the command's ``response_url``. ``run`` first asks the engine whether the person is one
-of the agent's ``starters`` (a refusal is told to them alone and nothing is posted),
-then stores the start before the ack (``bot.platforms.slack.runs``) and runs it after:
-its "started" message (the run's thread) is posted by ``SlackAdapter.open_thread``.
+Every branch acks within Slack's 3 s: usage errors answer in the ack itself;
+``pending``, ``grants`` and ``help`` ack empty and then do their (slower) work,
+replying through the Web API or the command's ``response_url``. ``run`` first asks the
+engine whether the person is one of the agent's ``starters`` (a refusal is told to them
+alone and nothing is posted), then stores the start before the ack
+(``bot.platforms.slack.runs``) and runs it after: its "started" message (the run's
+thread) is posted by ``SlackAdapter.open_thread``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from bot.engine.results import PendingPage
 from bot.engine.start_rows import Start
 from bot.platforms.slack.delegate import delegate_command
 from bot.platforms.slack.engine_api import SlackEngine
+from bot.platforms.slack.grants import grants_reply
 from bot.platforms.slack.identity import from_command
 from bot.platforms.slack.people import in_their_words, people
 from bot.platforms.slack.replies import safe_text
@@ -39,6 +41,7 @@ HELP = """*askhuman* lets AI agents ask people for approvals.
 • `/askhuman run <agent> <prompt>` — start a run; its final answer appears here, in a thread.
 • `@askhuman <agent>: <prompt>` — the same, by mentioning me in a channel I'm in.
 • `/askhuman pending [page]` — the open requests you may answer.
+• `/askhuman grants` — the standing grants you may revoke.
 • `/askhuman delegate @someone until 2026-12-24` — out of office: they answer for you \
 (`delegate revoke`, `delegate list`).
 • `/askhuman help` — this message."""
@@ -124,6 +127,11 @@ class CommandListener:
             await ack()
             locale, zone = await people(client).person(user.user_id)
             await self._pending(respond, user, page_number(rest), locale, zone)
+        elif sub == "grants":
+            await ack()
+            locale, zone = await people(client).person(user.user_id)
+            listed = await grants_reply(self._engine, user, locale, zone)
+            await respond(**listed, response_type="ephemeral")
         elif sub == "delegate":
             await ack()
             directory = self._engine.directory(user.platform)
