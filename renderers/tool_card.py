@@ -25,9 +25,11 @@ from pydantic import JsonValue
 
 from bot.askhuman.schema import AskHumanAction, AskHumanToolArgs, ParagraphField
 from renderers import i18n
-from renderers.card import RequestCard, ToolApprovalView, ToolArg
+from renderers.card import RequestCard, ToolApprovalView, ToolArg, ToolEdit
 
 APPROVE = "approve"
+APPROVE_EDIT = "approve_edit"
+"""Edit and approve: offered when the tool has editable arguments (``renderers.tool_edits``)."""
 REJECT = "reject"
 REASON_FIELD = "reason"
 VALUE_CHARS = 300
@@ -52,49 +54,91 @@ class ArgLine:
 
 def tool_approval_view(
     tool: str, description: str, args: Mapping[str, Any], fixed: Mapping[str, Any],
-    binding: str,
+    binding: str, *, editable: tuple[str, ...] = (), schema: Mapping[str, Any] | None = None,
 ) -> ToolApprovalView:
     """The model's arguments first, then the admin's ``fixed`` ones (marked)."""
     items = [_arg(str(k), v, False) for k, v in args.items() if k not in fixed]
     items += [_arg(str(k), v, True) for k, v in fixed.items()]
     return ToolApprovalView(tool=tool, description=description, args=tuple(items),
-                            binding=binding)
+                            binding=binding, editable=editable,
+                            schema=cast(Mapping[str, JsonValue], dict(schema or {})))
 
 
 def view_to_json(view: ToolApprovalView) -> dict[str, JsonValue]:
-    """What the engine stores in ``human_requests.tool``."""
-    return {
+    """What the engine stores in ``human_requests.tool`` (readers ignore unknown keys)."""
+    data: dict[str, JsonValue] = {
         "tool": view.tool,
         "description": view.description,
         "args": [{"name": a.name, "value": a.value, "fixed": a.fixed, "size": a.size}
                  for a in view.args],
         "binding": view.binding,
     }
+    if view.editable:
+        data["editable"] = list(view.editable)
+        data["schema"] = dict(view.schema)
+    if view.edit is not None:
+        data["edit"] = {"before": dict(view.edit.before), "after": dict(view.edit.after),
+                        "by": view.edit.by}
+    return data
 
 
 def view_from_json(data: Mapping[str, Any]) -> ToolApprovalView:
     args = tuple(ToolArg(str(a.get("name", "")), a.get("value"), bool(a.get("fixed")),
                          a["size"] if isinstance(a.get("size"), int) else None)
                  for a in data.get("args") or [] if isinstance(a, dict))
+    editable = data.get("editable")
+    schema = data.get("schema")
     return ToolApprovalView(tool=str(data.get("tool", "")),
                             description=str(data.get("description") or ""), args=args,
-                            binding=str(data.get("binding") or ""))
+                            binding=str(data.get("binding") or ""),
+                            editable=tuple(str(n) for n in editable)
+                            if isinstance(editable, list) else (),
+                            schema=schema if isinstance(schema, dict) else {},
+                            edit=_edit_from_json(data.get("edit")))
+
+
+def _edit_from_json(data: object) -> ToolEdit | None:
+    if not isinstance(data, dict):
+        return None
+    before, after = data.get("before"), data.get("after")
+    return ToolEdit(before if isinstance(before, dict) else {},
+                    after if isinstance(after, dict) else {}, str(data.get("by") or ""))
 
 
 def tool_approval_args(view: ToolApprovalView, agent: str) -> AskHumanToolArgs:
-    """The engine-made request behind the card: two buttons and an optional reason, in
-    the current locale (``i18n.speaking``; the engine stores it in ``en`` and
+    """The engine-made request behind the card: Approve, "Edit and approve" (when the
+    tool has editable arguments), Reject and an optional reason, in the current locale
+    (``i18n.speaking``; the engine stores it in ``en`` and
     ``bot.engine.cards.localized`` rebuilds it in the route's locale)."""
     tool = view.tool[:100]
+    actions = [AskHumanAction(id=APPROVE, label=i18n.t("tool.approve"), style="primary")]
+    if view.editable:
+        actions.append(AskHumanAction(id=APPROVE_EDIT, label=i18n.t("tool.approve_edit")))
+    actions.append(AskHumanAction(id=REJECT, label=i18n.t("tool.reject"), style="destructive"))
     return AskHumanToolArgs(
         title=i18n.t("tool.title", tool=tool),
         question=i18n.t("tool.question", agent=agent[:100], tool=tool),
         fields=[ParagraphField(name=REASON_FIELD, label=i18n.t("tool.reason"),
                                placeholder=i18n.t("tool.reason_hint"))],
-        actions=[AskHumanAction(id=APPROVE, label=i18n.t("tool.approve"), style="primary"),
-                 AskHumanAction(id=REJECT, label=i18n.t("tool.reject"), style="destructive")],
+        actions=actions,
         urgency="normal",
     )
+
+
+def edit_line(view: ToolApprovalView, value_chars: int = 100) -> str | None:
+    """``replicas: 10 → 5, edited by Alice`` once the call was edited (raw text: each
+    renderer escapes it its own way), else None."""
+    edit = view.edit
+    if edit is None:
+        return None
+    changes = [f"{name[:100]}: {_short(edit.before.get(name), value_chars)} → "
+               f"{_short(value, value_chars)}" for name, value in edit.after.items()]
+    return i18n.t("tool.edited", changes="; ".join(changes), who=edit.by[:100])
+
+
+def _short(value: Any, chars: int) -> str:
+    text = " ".join(_text(value).split())
+    return text if len(text) <= chars else text[:chars] + "…"
 
 
 def tool_approval_card(

@@ -17,6 +17,7 @@ from bot.askhuman.schema import AskHumanToolArgs
 from bot.askhuman.tool import validate_and_normalize_args
 
 APPROVE = "approve"
+APPROVE_EDIT = "approve_edit"
 REJECT = "reject"
 REASON_FIELD = "reason"
 MAX_VALUE_CHARS = 600
@@ -68,7 +69,7 @@ def approval_decision(status: str, result: dict[str, Any] | None) -> dict[str, A
     note = values.get(REASON_FIELD) if isinstance(values, dict) else None
     note = note.strip() if isinstance(note, str) and note.strip() else None
     if status == "submitted":
-        approved = (result.get("action") or {}).get("id") == APPROVE
+        approved = (result.get("action") or {}).get("id") in (APPROVE, APPROVE_EDIT)
         return {"approved": approved, "reason": note or ("Approved." if approved else "Rejected.")}
     message = result.get("message") or {
         "timeout": "Nobody decided before the deadline.",

@@ -357,6 +357,15 @@ def style_of(args: Mapping[str, Any] | None, action_id: str) -> str:
     return "default"
 
 
+APPROVALS = frozenset({"approve", "approve_edit", "approve_grant"})
+"""A tool approval's approve-family choices: on a quorum they count together."""
+
+
+def approval_family(action_id: str) -> str:
+    """``approve`` for any approve-family choice, else the choice itself."""
+    return "approve" if action_id in APPROVALS else action_id
+
+
 def verdict(policy: Policy, votes: Sequence[Ballot], action_id: str, style: str) -> Verdict:
     """Whether the latest choice (``action_id``) decides the request.
 
@@ -365,7 +374,7 @@ def verdict(policy: Policy, votes: Sequence[Ballot], action_id: str, style: str)
     each group (a person in two groups counts for one)."""
     if style == "destructive" and policy.veto:
         return "veto"
-    same = [b for b in votes if b.action_id == action_id]
+    same = [b for b in votes if approval_family(b.action_id) == approval_family(action_id)]
     if len({b.person for b in same}) < policy.quorum:
         return "wait"
     if policy.require and len(matching(len(policy.require), same)) < len(policy.require):
