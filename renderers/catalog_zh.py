@@ -92,7 +92,7 @@ SENTENCES: dict[str, str] = {
     "files.attached": "{items}；提交表单即可发送。",
     "edit.unreadable": "无法读取修改后的参数；未记录任何内容。",
     "edit.not_editable": "此请求不允许修改 {label}",
-    "edit.json": "{label} 必须是 JSON 值（例如 [1, 2] 或 {{\"key\": \"value\"}}）",
+    "edit.json": "{label} 必须是合法的结构化值（例如数字列表或对象）",
     "edit.min_length": "{label} 太短：至少 {least} 个字符",
     "edit.type": "{label} 的类型必须是 {type}",
     "edit.invalid": "{label} 无效：{reason}",

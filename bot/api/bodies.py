@@ -64,7 +64,8 @@ class ApprovalBody(_Create):
     reason: str | None = Field(default=None, max_length=2000,
                                description="Why the agent wants to run it.")
     editable: list[str] = Field(default_factory=list, max_length=20, description=(
-        "Arguments approvers may change (\"Edit and approve\"); the decision then "
+        "Arguments approvers may change (\"Edit and approve\"), each one of args (or "
+        "of input_schema's properties); the decision then "
         "carries the edited input in updated_input."))
     input_schema: dict[str, Any] | None = Field(default=None, description=(
         "JSON Schema of args (its properties type the edit inputs and validate edits); "
