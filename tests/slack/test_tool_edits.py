@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from bot.engine import audit_chain
+from bot.engine import audit_chain, receipts
+from bot.engine.inbox import Click
+from bot.engine.ports import Identity
 from bot.settings import Settings
 from storage import Vote
 from tests.fakes.slack_api import FakeSlackAPI, validate_blocks
@@ -156,6 +158,14 @@ async def test_edit_in_the_modal_runs_the_edited_call_once_and_tells_the_model(
     started = next(d for e, _o, d, _r in audit_rows(ops.database) if e == "tool_started")
     assert started["binding"] == edited["binding_after"][:12] != original[:12]
     _chain_ok(ops)
+    with ops.database.transaction() as session:  # the receipt states both calls
+        decided = requests(ops.database)[0]
+        signed = receipts.for_request(decided, session.query(Vote).all(), b"k")
+    assert signed is not None
+    stated = receipts.verify(signed, b"k")
+    assert stated.args_hash == original[:32]
+    assert stated.edited_args_hash == edited["binding_after"][:32]
+    assert stated.deciders == [f"slack:{ALICE}"]
 
 
 @pytest.mark.parametrize(("typed", "words"), [("50", "at most 20"), ("0", "at least 1"),
@@ -218,3 +228,22 @@ async def test_a_veto_after_an_edit_ends_it(quorum: Slack) -> None:
     assert row.status == "submitted" and row.result["action"]["id"] == "reject"
     assert sample_tools.CALLS == []
     _chain_ok(quorum)
+
+
+async def test_an_approval_clicked_before_an_edit_does_not_count_for_the_edited_call(
+    quorum: Slack
+) -> None:
+    await quorum.command("run ops scale api")
+    ts = await quorum.wait_for_card()
+    ref = requests(quorum.database)[0].ref
+    carol = Identity("slack", CAROL, "carol")
+    stale = await quorum.engine.record_click(Click("slack", ref, carol, "approve", {}))
+    assert stale is not None  # stored before the edit, decided after it
+    view = await _open_modal(quorum, ts, BOB)
+    assert (await quorum.interact(_submission(view, BOB, "4"))).status_code == 200
+    await quorum.wait_until(lambda: "tool_call_edited" in events(quorum.database), what="edit")
+    result = await quorum.engine.decide_click(stale)
+    assert result.outcome == "rejected" and "edited after you clicked" in str(result.words)
+    with quorum.database.transaction() as session:
+        assert [v.user_id for v in session.query(Vote)] == [BOB]
+    assert requests(quorum.database)[0].status == "pending"
