@@ -112,6 +112,9 @@ SENTENCES: dict[str, str] = {
     "edit.invalid": "{label} is not valid: {reason}",
     "edit.changed_since": "The call was edited after you clicked; nothing was recorded. "
                           "Look at the edited call on the card and choose again.",
+    "edit.not_sent": "You changed {names} but chose {label}, which runs the call as the "
+                     "agent wrote it; nothing was recorded. Choose {edit} to run the changed "
+                     "call, or undo the change.",
     # -- delegation (``bot.engine.delegation``, ``delegation_chat``, the chat commands)
     "delegation.usage": "Usage: `delegate @someone until 2026-12-24` (hand over your "
                         "approvals), `delegate revoke [@someone]`, or `delegate list`.",

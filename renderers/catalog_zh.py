@@ -98,6 +98,8 @@ SENTENCES: dict[str, str] = {
     "edit.invalid": "{label} 无效：{reason}",
     "edit.changed_since": "你点击之后该调用已被修改；未记录任何内容。"
                           "请查看卡片上修改后的调用再选择。",
+    "edit.not_sent": "你修改了 {names}，却选择了 {label}（会按智能体原样执行）；未记录任何内容。"
+                     "请选择 {edit} 执行修改后的调用，或撤销修改。",
     # -- delegation
     "delegation.usage": "用法：`delegate @某人 until 2026-12-24`（移交你的审批）、"
                         "`delegate revoke [@某人]` 或 `delegate list`。",

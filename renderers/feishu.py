@@ -423,8 +423,6 @@ def read_edits(form_value: Mapping[str, Any] | None, card: RequestCard) -> dict[
     for field in fields:
         raw = (form_value or {}).get(field_key(field))
         value = _read(field, raw) if raw is not None else None
-        if value is None and isinstance(field, CheckboxField):
-            value = False  # an unticked checker may be left out of form_value
         if value is not None:
             values[field.name] = value
     return named_edits(card.tool, values)

@@ -66,7 +66,7 @@ def take_edit(card: RequestCard, action_id: str, values: Mapping[str, Any]
     it changes nothing). Anything else is left alone, so ``check_answer`` refuses an
     ``edited`` value where none belongs."""
     view = card.tool
-    if view is None or not view.editable or action_id != APPROVE_EDIT:
+    if view is None or not view.editable:
         return dict(values), None
     rest = dict(values)
     raw = rest.pop(EDITED, None)
@@ -74,8 +74,30 @@ def take_edit(card: RequestCard, action_id: str, values: Mapping[str, Any]
         return rest, None
     if not isinstance(raw, Mapping):
         raise InvalidValues(said("edit.unreadable"))
+    if action_id != APPROVE_EDIT:
+        _refuse_unsent_edit(card, view, action_id, raw)
+        return rest, None
     checked = check_edit(view, raw)
     return rest, checked or None
+
+
+def _refuse_unsent_edit(card: RequestCard, view: ToolApprovalView, action_id: str,
+                        raw: Mapping[str, Any]) -> None:
+    """A plain Approve from a form whose edit inputs were changed (Feishu sends every
+    input with any button) would run the call the person just changed: refuse it and
+    point at "Edit and approve". Other choices (Reject) ignore the inputs."""
+    if action_id not in APPROVALS:
+        return
+    try:
+        changed = sorted(check_edit(view, raw))
+    except InvalidEdit as exc:
+        changed = [exc.argument]
+    if changed:
+        action = card.args.action(action_id)
+        edit = card.args.action(APPROVE_EDIT)
+        raise InvalidValues(said("edit.not_sent", names=", ".join(changed)[:200],
+                                 label=quoted(action.label if action else action_id),
+                                 edit=quoted(edit.label if edit else APPROVE_EDIT)))
 
 
 def check_edit(view: ToolApprovalView, raw: Mapping[str, Any]) -> dict[str, JsonValue]:

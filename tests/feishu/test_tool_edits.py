@@ -95,3 +95,17 @@ async def test_an_invalid_edit_is_refused_in_the_toast_and_nothing_is_recorded(
         assert session.query(Vote).count() == 0
     assert "tool_call_edited" not in events(ops.database)
     assert sample_tools.CALLS == []
+
+
+async def test_a_plain_approve_with_changed_inputs_is_refused(ops: Feishu) -> None:
+    await ops.send_text("@_user_1 ops: scale api")
+    card = await ops.wait_card(APPROVALS)
+    response = await ops.click(card, operator=ALICE, action="approve",
+                               form_value={"f_edit_0": "5"})
+    toast = response.json()["toast"]
+    assert toast["type"] == "error" and "You changed replicas" in toast["content"], toast
+    assert "“Edit and approve”" in toast["content"]
+    assert requests(ops.database)[0].status == "pending" and sample_tools.CALLS == []
+    # unchanged inputs (Feishu sends them with every button) approve as asked
+    await ops.click(card, operator=ALICE, action="approve", form_value={"f_edit_0": "10"})
+    assert requests(ops.database)[0].status == "submitted"

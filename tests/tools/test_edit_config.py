@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
 from bot.tools.build import build_agent_tools
 from bot.tools.config import McpToolSettings, PythonToolSettings
 from bot.tools.python import ToolConfigError
+from tests.tools.test_config_check import check, write
+from tests.tools.test_config_check_names import stdio
 
 
 def test_an_argument_cannot_be_fixed_and_editable() -> None:
@@ -32,3 +36,15 @@ def test_editable_names_an_exposed_tool_and_a_real_parameter() -> None:
         build_agent_tools("ops", [entry])
     assert caught.value.key == "tools.0.editable.replica"
     assert "has no parameter 'replica'" in str(caught.value)
+
+
+def test_config_check_holds_mcp_editable_names_to_the_servers_schema(tmp_path: Path) -> None:
+    code, output = check(write(tmp_path, [stdio(include=["scale", "status"],
+                                                editable={"scale": ["replicas", "replica"]})]))
+    assert code == 1, output
+    assert ("agents.ops.tools.0.editable.scale.replica: the tool has no parameter 'replica'; "
+            "its parameters are: service, replicas") in output
+    assert "editable.scale.replicas:" not in output
+    code, output = check(write(tmp_path, [stdio(include=["scale"],
+                                                editable={"scale": ["replicas"]})]))
+    assert code == 0, output

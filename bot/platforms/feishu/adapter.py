@@ -32,7 +32,6 @@ from renderers.card import RequestCard
 from renderers.feishu import read_edits, read_values, render_card
 from renderers.i18n import normalize, say
 from renderers.markdown import message_text
-from renderers.tool_card import APPROVE_EDIT
 from renderers.tool_edits import EDITED
 from renderers.words import Said
 
@@ -265,8 +264,8 @@ class FeishuAdapter:
         (the handlers store clicks before the toast, without reading the card). "Edit and
         approve" adds the edited arguments as ``edited`` (the engine checks them)."""
         read = read_values(values, card)
-        if action_id == APPROVE_EDIT and card.tool is not None and card.tool.editable:
-            read[EDITED] = dict(read_edits(values, card))
+        if card.tool is not None and card.tool.editable:  # checked by the engine: a plain
+            read[EDITED] = dict(read_edits(values, card))  # Approve must not drop an edit
         return action_id, read
 
     def locale_of(self, request_ref: str) -> str:
