@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +29,7 @@ from tests.slack.conftest import (
 from tests.tools import sample_tools
 from tests.tools.harness import audit_rows, events, requests, runs, scripted_runtimes
 from tests.tools.harness import with_ops_agent as with_agent
+from tests.tools.mcp_server import STDIO_COMMAND, journal_lines
 from tests.tools.scripts import Scripted
 
 EDITABLE_SCALE = {"python": "tests.tools.sample_tools:scale_within", "name": "scale",
@@ -42,9 +44,13 @@ def _fresh_calls() -> Iterator[None]:
     sample_tools.CALLS.clear()
 
 
-async def _system(fake: FakeSlackAPI, settings: Settings, script: Scripted
-                  ) -> AsyncIterator[Slack]:
-    configured = with_agent(settings, [EDITABLE_SCALE], route="ops")
+MCP_SCALE = {"mcp": {"command": STDIO_COMMAND, "env": ["OPS_JOURNAL"]}, "include": ["scale"],
+             "approval": "always", "editable": {"scale": ["replicas"]}}
+
+
+async def _system(fake: FakeSlackAPI, settings: Settings, script: Scripted,
+                  tool: dict[str, Any] = EDITABLE_SCALE) -> AsyncIterator[Slack]:
+    configured = with_agent(settings, [tool], route="ops")
     async with running_system(fake, configured, scripted_runtimes(configured, script)) as s:
         yield s
         await s.engine.close_runtimes()
@@ -247,3 +253,19 @@ async def test_an_approval_clicked_before_an_edit_does_not_count_for_the_edited_
     with quorum.database.transaction() as session:
         assert [v.user_id for v in session.query(Vote)] == [BOB]
     assert requests(quorum.database)[0].status == "pending"
+
+
+async def test_an_mcp_tool_runs_with_the_edited_arguments(
+    fake_slack: FakeSlackAPI, settings: Settings, script: Scripted, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPS_JOURNAL", str(tmp_path / "journal.txt"))
+    async for slack in _system(fake_slack, settings, script, MCP_SCALE):
+        await slack.command("run ops scale api")
+        ts = await slack.wait_for_card()
+        view = await _open_modal(slack, ts)
+        assert (await slack.interact(_submission(view, ALICE, "3"))).status_code == 200
+        final = await _finished(slack)
+        assert "api now runs 3 replica(s)" in final and "replicas 10 → 3" in final
+        lines = journal_lines(tmp_path / "journal.txt")
+        assert [line.split(" pid=")[0] for line in lines] == ["scale api 3"]

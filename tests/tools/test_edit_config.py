@@ -48,3 +48,14 @@ def test_config_check_holds_mcp_editable_names_to_the_servers_schema(tmp_path: P
     code, output = check(write(tmp_path, [stdio(include=["scale"],
                                                 editable={"scale": ["replicas"]})]))
     assert code == 0, output
+
+
+def test_the_note_follows_the_tools_return_whatever_its_type() -> None:
+    from bot.tools.edits import note_for, with_note
+
+    note = note_for({"replicas": 10}, {"replicas": 5}, "Alice")
+    assert note == ("Note: a reviewer edited the arguments before approving (Alice): "
+                    "replicas 10 → 5. The call ran with the edited arguments.")
+    assert with_note("done", note) == f"done\n\n{note}"
+    assert with_note({"ok": True}, note) == f'{{"ok": true}}\n\n{note}'
+    assert with_note("done", None) == "done"
