@@ -83,7 +83,7 @@ def take_edit(card: RequestCard, action_id: str, values: Mapping[str, Any]
 
 def _refuse_unsent_edit(card: RequestCard, view: ToolApprovalView, action_id: str,
                         raw: Mapping[str, Any]) -> None:
-    """A plain Approve from a form whose edit inputs were changed (Feishu sends every
+    """A plain Approve from a form whose edit inputs were changed (a form that sends every
     input with any button) would run the call the person just changed: refuse it and
     point at "Edit and approve". Other choices (Reject) ignore the inputs."""
     if action_id not in APPROVALS:
