@@ -43,6 +43,16 @@ class GrantOffer:
 
 
 @dataclass(frozen=True)
+class ToolEdit:
+    """An approver's edit of a tool call: the edited arguments before and after."""
+
+    before: Mapping[str, JsonValue]
+    after: Mapping[str, JsonValue]
+    by: str
+    """The editor's display name (platform-vouched, shown as untrusted text)."""
+
+
+@dataclass(frozen=True)
 class ToolApprovalView:
     """The tool call a tool-approval card asks about (``RequestCard.tool``).
 
@@ -61,6 +71,12 @@ class ToolApprovalView:
     """The route allows standing grants: the card offers "Approve and allow similar…"."""
     grant_scope: str | None = None
     """The tool's ``grant_scope`` (CEL) a grant made here would match with."""
+    editable: tuple[str, ...] = ()
+    """Arguments an approver may change ("Edit and approve"); admin config."""
+    schema: Mapping[str, JsonValue] = field(default_factory=dict)
+    """JSON Schema of the ``editable`` arguments (the tool's own, cut to them)."""
+    edit: ToolEdit | None = None
+    """The last edit, once an approver changed the call (``args`` show the edited call)."""
 
     @property
     def short_binding(self) -> str:

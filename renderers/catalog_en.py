@@ -104,6 +104,17 @@ SENTENCES: dict[str, str] = {
     "value.unreadable_files": "Unreadable files for {label}",
     "files.attached_to": "Attached {count} file(s) to {label}",
     "files.attached": "{items}; submit the form to send them.",
+    "edit.unreadable": "The edited arguments could not be read; nothing was recorded.",
+    "edit.not_editable": "{label} cannot be edited on this request",
+    "edit.json": "{label} must be a JSON value (e.g. [1, 2] or {{\"key\": \"value\"}})",
+    "edit.min_length": "{label} is too short: at least {least} characters",
+    "edit.type": "{label} must be of type {type}",
+    "edit.invalid": "{label} is not valid: {reason}",
+    "edit.changed_since": "The call was edited after you clicked; nothing was recorded. "
+                          "Look at the edited call on the card and choose again.",
+    "edit.not_sent": "You changed {names} but chose {label}, which runs the call as the "
+                     "agent wrote it; nothing was recorded. Choose {edit} to run the changed "
+                     "call, or undo the change.",
     # -- delegation (``bot.engine.delegation``, ``delegation_chat``, the chat commands)
     "delegation.usage": "Usage: `delegate @someone until 2026-12-24` (hand over your "
                         "approvals), `delegate revoke [@someone]`, or `delegate list`.",

@@ -90,6 +90,16 @@ SENTENCES: dict[str, str] = {
     "value.unreadable_files": "无法读取 {label} 的文件",
     "files.attached_to": "已向 {label} 附加 {count} 个文件",
     "files.attached": "{items}；提交表单即可发送。",
+    "edit.unreadable": "无法读取修改后的参数；未记录任何内容。",
+    "edit.not_editable": "此请求不允许修改 {label}",
+    "edit.json": "{label} 必须是合法的结构化值（例如数字列表或对象）",
+    "edit.min_length": "{label} 太短：至少 {least} 个字符",
+    "edit.type": "{label} 的类型必须是 {type}",
+    "edit.invalid": "{label} 无效：{reason}",
+    "edit.changed_since": "你点击之后该调用已被修改；未记录任何内容。"
+                          "请查看卡片上修改后的调用再选择。",
+    "edit.not_sent": "你修改了 {names}，却选择了 {label}（会按智能体原样执行）；未记录任何内容。"
+                     "请选择 {edit} 执行修改后的调用，或撤销修改。",
     # -- delegation
     "delegation.usage": "用法：`delegate @某人 until 2026-12-24`（移交你的审批）、"
                         "`delegate revoke [@某人]` 或 `delegate list`。",

@@ -61,7 +61,8 @@ from renderers.text import (
     value_lines,
     waiting_notes,
 )
-from renderers.tool_card import arg_lines, arg_text
+from renderers.tool_card import arg_lines, arg_text, edit_line
+from renderers.tool_edits import edit_fields, named_edits
 
 Element = dict[str, Any]
 
@@ -211,6 +212,9 @@ def _tool_elements(card: RequestCard, budget: Budget) -> list[Element]:
     if view.description:
         intro += "\n" + view.description
     lines = [arg_text(line) for line in arg_lines(view, max(40, min(300, budget.default)))]
+    edited = edit_line(view)
+    if edited:
+        lines.append("✎ " + edited)
     return [
         _div(intro, min(budget.question, 1200)),
         _div("\n".join(f"• {line}" for line in lines) or i18n.t("no_arguments"), budget.body),
@@ -223,6 +227,9 @@ def _tool_elements(card: RequestCard, budget: Budget) -> list[Element]:
 def _form(card: RequestCard, budget: Budget) -> Element:
     """All inputs and one submit button per action, so one click sends every value."""
     elements: list[Element] = []
+    if card.tool is not None and card.tool.editable and card.status == "pending":
+        for field in edit_fields(card.tool):  # "Edit and approve" sends them, prefilled
+            elements += _field_elements(field, budget)
     for field in card.args.fields:
         elements += _field_elements(field, budget)
     columns = [
@@ -405,6 +412,20 @@ def read_values(
         if value is not None:
             values[field.name] = value
     return values
+
+
+def read_edits(form_value: Mapping[str, Any] | None, card: RequestCard) -> dict[str, JsonValue]:
+    """The "Edit and approve" inputs of a tool card's form → ``{argument: typed}``."""
+    if card.tool is None or not card.tool.editable:
+        return {}
+    fields = edit_fields(card.tool)
+    values: dict[str, JsonValue] = {}
+    for field in fields:
+        raw = (form_value or {}).get(field_key(field))
+        value = _read(field, raw) if raw is not None else None
+        if value is not None:
+            values[field.name] = value
+    return named_edits(card.tool, values)
 
 
 def _read(field: AskHumanField, raw: object) -> JsonValue:

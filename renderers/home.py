@@ -24,6 +24,7 @@ from renderers import i18n
 from renderers.card import RequestCard, RunLine
 from renderers.grants import GrantLine
 from renderers.markdown import check_slack, slack_escape, truncate
+from renderers.slack.edit_modal import EDIT_ACTION_PREFIX
 from renderers.slack.grants import grant_blocks
 from renderers.slack.ids import FILE_ACTION_PREFIX
 from renderers.slack.kit import Block, plain_text
@@ -126,6 +127,9 @@ def _for_home(card: RequestCard, block: Block) -> Block:
         text = dict(block["text"])
         text["text"] = truncate(text["text"] + "\n_" + i18n.t("home.files_on_card") + "_", 3000)
         block["text"] = text
+    if block.get("type") == "actions":  # "Edit and approve" opens its modal from the card
+        block["elements"] = [e for e in block.get("elements") or [] if not str(
+            e.get("action_id", "")).startswith(EDIT_ACTION_PREFIX)]
     if "block_id" in block:
         block["block_id"] = home_block_id(card.ref, str(block["block_id"]))
     return block

@@ -24,7 +24,7 @@ from renderers import i18n
 from renderers.card import RequestCard, progress_text
 from renderers.links import honest_source
 from renderers.markdown import check_plain, plain, truncate
-from renderers.tool_card import arg_lines, arg_text
+from renderers.tool_card import arg_lines, arg_text, edit_line
 from renderers.words import platform_name
 
 STATUS_WORDS = {
@@ -221,6 +221,9 @@ def _tool_lines(card: RequestCard) -> list[str]:
     lines += ["", i18n.t("tool.arguments")]
     lines += [f"  {arg_text(line)}" for line in arg_lines(view)] or [
         "  " + i18n.t("no_arguments")]
+    edited = edit_line(view)
+    if edited:
+        lines.append("  ✎ " + edited)
     meta = (i18n.t("from_colon", agent=card.agent_name) + " · "
             + i18n.t("call_hash_colon", hash=view.short_binding))
     return [*lines, "", meta + meta_tail(card)]

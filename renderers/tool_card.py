@@ -32,11 +32,13 @@ from bot.askhuman.schema import (
     SelectOption,
 )
 from renderers import i18n
-from renderers.card import GrantOffer, RequestCard, ToolApprovalView, ToolArg
+from renderers.card import GrantOffer, RequestCard, ToolApprovalView, ToolArg, ToolEdit
 
 APPROVE = "approve"
 APPROVE_GRANT = "approve_grant"
 """Approve, and grant similar calls for a while (``bot.engine.grant_hook``)."""
+APPROVE_EDIT = "approve_edit"
+"""Edit and approve: offered when the tool has editable arguments (``renderers.tool_edits``)."""
 REJECT = "reject"
 REASON_FIELD = "reason"
 GRANT_DURATION_FIELD = "grant_duration"
@@ -68,13 +70,14 @@ class ArgLine:
 
 def tool_approval_view(
     tool: str, description: str, args: Mapping[str, Any], fixed: Mapping[str, Any],
-    binding: str,
+    binding: str, *, editable: tuple[str, ...] = (), schema: Mapping[str, Any] | None = None,
 ) -> ToolApprovalView:
     """The model's arguments first, then the admin's ``fixed`` ones (marked)."""
     items = [_arg(str(k), v, False) for k, v in args.items() if k not in fixed]
     items += [_arg(str(k), v, True) for k, v in fixed.items()]
     return ToolApprovalView(tool=tool, description=description, args=tuple(items),
-                            binding=binding)
+                            binding=binding, editable=editable,
+                            schema=cast(Mapping[str, JsonValue], dict(schema or {})))
 
 
 def view_to_json(view: ToolApprovalView) -> dict[str, JsonValue]:
@@ -90,6 +93,12 @@ def view_to_json(view: ToolApprovalView) -> dict[str, JsonValue]:
     if view.grant is not None:
         stored["grant_offer"] = {"max_seconds": view.grant.max_seconds,
                                  "max_uses": view.grant.max_uses}
+    if view.editable:
+        stored["editable"] = list(view.editable)
+        stored["schema"] = dict(view.schema)
+    if view.edit is not None:
+        stored["edit"] = {"before": dict(view.edit.before), "after": dict(view.edit.after),
+                          "by": view.edit.by}
     return stored
 
 
@@ -102,15 +111,30 @@ def view_from_json(data: Mapping[str, Any]) -> ToolApprovalView:
     if isinstance(offer, dict):
         grant = GrantOffer(float(offer.get("max_seconds") or 0), int(offer.get("max_uses") or 0))
     scope = data.get("grant_scope")
+    editable = data.get("editable")
+    schema = data.get("schema")
     return ToolApprovalView(tool=str(data.get("tool", "")),
                             description=str(data.get("description") or ""), args=args,
                             binding=str(data.get("binding") or ""), grant=grant,
-                            grant_scope=scope if isinstance(scope, str) else None)
+                            grant_scope=scope if isinstance(scope, str) else None,
+                            editable=tuple(str(n) for n in editable)
+                            if isinstance(editable, list) else (),
+                            schema=schema if isinstance(schema, dict) else {},
+                            edit=_edit_from_json(data.get("edit")))
+
+
+def _edit_from_json(data: object) -> ToolEdit | None:
+    if not isinstance(data, dict):
+        return None
+    before, after = data.get("before"), data.get("after")
+    return ToolEdit(before if isinstance(before, dict) else {},
+                    after if isinstance(after, dict) else {}, str(data.get("by") or ""))
 
 
 def tool_approval_args(view: ToolApprovalView, agent: str) -> AskHumanToolArgs:
     """The engine-made request behind the card: Approve, "Approve and allow similar…"
-    when the route allows grants (``view.grant``), Reject, an optional reason and the
+    when the route allows grants (``view.grant``), "Edit and approve" when the tool
+    has editable arguments, Reject, an optional reason and the
     grant's duration and uses selects, in the current locale (``i18n.speaking``; the
     engine stores it in ``en`` and ``bot.engine.cards.localized`` rebuilds it in the
     route's locale)."""
@@ -126,6 +150,8 @@ def tool_approval_args(view: ToolApprovalView, agent: str) -> AskHumanToolArgs:
                                  similar=similar)
         fields += grant_fields(view.grant)
         actions.append(AskHumanAction(id=APPROVE_GRANT, label=i18n.t("tool.grant")))
+    if view.editable:
+        actions.append(AskHumanAction(id=APPROVE_EDIT, label=i18n.t("tool.approve_edit")))
     actions.append(AskHumanAction(id=REJECT, label=i18n.t("tool.reject"), style="destructive"))
     return AskHumanToolArgs(title=i18n.t("tool.title", tool=tool), question=question,
                             fields=fields, actions=actions, urgency="normal")
@@ -169,6 +195,22 @@ def span_text(seconds: float) -> str:
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
     return f"{seconds:g}s"
+
+
+def edit_line(view: ToolApprovalView, value_chars: int = 100) -> str | None:
+    """``replicas: 10 → 5, edited by Alice`` once the call was edited (raw text: each
+    renderer escapes it its own way), else None."""
+    edit = view.edit
+    if edit is None:
+        return None
+    changes = [f"{name[:100]}: {_short(edit.before.get(name), value_chars)} → "
+               f"{_short(value, value_chars)}" for name, value in edit.after.items()]
+    return i18n.t("tool.edited", changes="; ".join(changes), who=edit.by[:100])
+
+
+def _short(value: Any, chars: int) -> str:
+    text = " ".join(_text(value).split())
+    return text if len(text) <= chars else text[:chars] + "…"
 
 
 def tool_approval_card(

@@ -41,6 +41,7 @@ from bot.askhuman.tool import (
 )
 from bot.tools.approval import ApprovalTicket, ToolApprovalRequest, approval_result
 from bot.tools.binding import binding_hash
+from bot.tools.edits import EDIT_NOTE
 from bot.tools.observer import ToolDeps, ToolObserver
 
 PENDING_APPROVALS = "pending_approvals"
@@ -109,21 +110,23 @@ class LocalRuntime:
             if closed is not None:
                 return await self._run(None, history=closed, results=None, observer=observer)
         tickets = tickets or {}
-        self._check_bindings(history, approvals, tickets)
+        calls = self._check_bindings(history, approvals, tickets)
+        edited = {c: self._edited(calls[c], tickets[c]) for c in approvals}
         deferred = DeferredToolResults(
             calls={str(pending): results[str(pending)].model_dump(mode="json")}
             if pending is not None else {},
-            approvals={c: approval_result(results[c], tickets[c].waited_seconds)
-                       for c in approvals},
-            metadata={c: {"binding": tickets[c].binding} for c in approvals},
+            approvals={c: approval_result(results[c], tickets[c].waited_seconds,
+                                          edited[c][0]) for c in approvals},
+            metadata={c: edited[c][1] for c in approvals},
         )
         return await self._run(None, history=history, results=deferred, observer=observer)
 
     def _check_bindings(
         self, history: list[ModelMessage], approvals: list[str],
         tickets: Mapping[str, ApprovalTicket],
-    ) -> None:
-        """Every pending approval must still be exactly the call that was approved."""
+    ) -> dict[str, ToolCallPart]:
+        """Every pending approval must still be exactly the call that was approved (the
+        call as the model wrote it, before any approver's edit)."""
         calls = _pending_calls(history)
         for call_id in approvals:
             ticket = tickets.get(call_id)
@@ -134,6 +137,19 @@ class LocalRuntime:
             if actual != ticket.binding:
                 tool = part.tool_name if part is not None else "(missing call)"
                 raise ToolBindingError(call_id, tool, ticket.binding, actual)
+        return calls
+
+    def _edited(
+        self, part: ToolCallPart, ticket: ApprovalTicket
+    ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        """``(override_args, metadata)`` of one approval: with an edit, the call's
+        arguments with the edited values, hashed again for the ``tool_started`` audit,
+        and the note the model reads; else ``(None, {"binding": …})``."""
+        if not ticket.edited:
+            return None, {"binding": ticket.binding}
+        args = {**part.args_as_dict(), **ticket.edited}
+        binding = binding_hash(part.tool_name, args, self.tools.fixed_for(part.tool_name))
+        return args, {"binding": binding, EDIT_NOTE: ticket.edit_note or ""}
 
     def _binding(self, part: ToolCallPart) -> str:
         try:
@@ -191,6 +207,9 @@ class LocalRuntime:
             binding=self._binding(part),
             route=meta.get("route"),
             grant_scope=meta.get("grant_scope"),
+            editable=tuple(str(n) for n in meta.get("editable") or ()),
+            schema=dict(meta.get("schema") or {}),
+            call_args=part.args_as_dict() if meta.get("editable") else None,
         )
 
 

@@ -17,7 +17,8 @@ from bot.askhuman.schema import AskHumanToolArgs
 from bot.askhuman.tool import validate_and_normalize_args
 
 APPROVE = "approve"
-APPROVES = frozenset({APPROVE, "approve_grant"})
+APPROVE_EDIT = "approve_edit"
+APPROVES = frozenset({APPROVE, "approve_grant", APPROVE_EDIT})
 """Answers that approve (``bot.tools.approval.APPROVE_FAMILY``)."""
 REJECT = "reject"
 REASON_FIELD = "reason"

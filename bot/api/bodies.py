@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bot.api.problems import Problem
 
@@ -63,6 +63,22 @@ class ApprovalBody(_Create):
     args: dict[str, Any] = Field(default_factory=dict, description="The tool's arguments.")
     reason: str | None = Field(default=None, max_length=2000,
                                description="Why the agent wants to run it.")
+    editable: list[str] = Field(default_factory=list, max_length=20, description=(
+        "Arguments approvers may change (\"Edit and approve\"), each one of args (or "
+        "of input_schema's properties); the decision then "
+        "carries the edited input in updated_input."))
+    input_schema: dict[str, Any] | None = Field(default=None, description=(
+        "JSON Schema of args (its properties type the edit inputs and validate edits); "
+        "default: types inferred from the values."))
+
+    @model_validator(mode="after")
+    def _editable_known(self) -> ApprovalBody:
+        known = set(self.args) | set((self.input_schema or {}).get("properties") or {})
+        unknown = [name for name in self.editable if name not in known]
+        if unknown:
+            raise ValueError(f"editable: {', '.join(unknown)} is not one of the args; name "
+                             "arguments of the call")
+        return self
 
 
 class CancelBody(_Body):

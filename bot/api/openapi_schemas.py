@@ -86,8 +86,11 @@ def response_schemas() -> dict[str, Any]:
         "tool_name": _nullable(_STRING),
         "decision": _nullable(_object({"approved": {"type": "boolean"}, "reason": _STRING},
                                       description="Approvals, once decided.")),
+        "updated_input": {"type": "object", "description": (
+            "Approved approvals: the input to run, as an approver edited it (\"Edit and "
+            "approve\", for the arguments the request made editable) or as asked.")},
         "links": _object({"self": _LINK, "wait": _LINK, "cancel": _LINK})},
-        optional=("tool_name", "decision"))
+        optional=("tool_name", "decision", "updated_input"))
     run_request = _object({"ref": _STRING, "status": {"enum": REQUEST_STATUSES},
                            "links": _object({"self": _LINK})})
     schemas.update({

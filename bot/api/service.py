@@ -160,7 +160,8 @@ class Door:
                           fingerprint=fingerprint(data), agent_name=body.agent_name,
                           idempotency_key=key, callback_url=body.callback_url,
                           context=body.context, tool_name=body.tool_name, tool_input=body.args,
-                          reason=body.reason)
+                          reason=body.reason, editable=tuple(body.editable),
+                          input_schema=body.input_schema)
         return await self._create(ask)
 
     async def _create(self, ask: ExternalAsk) -> tuple[ExternalView, bool]:

@@ -39,6 +39,8 @@ def request_json(view: ExternalView) -> dict[str, Any]:
     if view.kind == "approval":
         body["tool_name"] = view.tool_name
         body["decision"] = approval_decision(view.status, view.result)
+        if body["decision"] is not None and body["decision"]["approved"]:
+            body["updated_input"] = view.updated_input or view.tool_input
     return body
 
 

@@ -45,6 +45,8 @@ def verify(
         data["matches_database"] = current == receipt.strip()
     emit(data, as_json, lambda d: (
         f"receipt valid: {d['ref']} {d['decision']} by {', '.join(d['deciders']) or '-'}"
+        + (f"; the call ran as edited ({d['edited_args_hash']})"
+           if d.get("edited_args_hash") else "")
         + ("" if "matches_database" not in d else
            "; matches the stored request" if d["matches_database"] else
            "; DOES NOT match the stored request")

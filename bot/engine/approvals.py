@@ -29,9 +29,11 @@ from sqlalchemy.orm import Session
 from bot.agents.base import Outcome
 from bot.askhuman.schema import AskHumanToolResult
 from bot.engine import grant_hook, grant_use, outbox, policy, routing, store, waiting
+from bot.engine.edits import CALL, resume_edit
 from bot.logs import scrub
 from bot.tools.approval import ApprovalTicket, ToolApprovalRequest
 from bot.tools.binding import short
+from bot.tools.guard import jsonable
 from bot.tools.observer import ToolCall, ToolDone, call_args
 from renderers.tool_card import tool_approval_args, tool_approval_view, view_to_json
 from storage import HumanRequest, Run
@@ -79,13 +81,14 @@ def create_tool_request(ctx: EngineContext, session: Session, now: dt.datetime, 
                                    args=item.args, fallback=item.route or agent.route)
     route_name, route = routed.name, routed.route  # ``rules:`` may pick another route
     view = replace(tool_approval_view(item.tool, item.description, item.args, item.fixed,
-                                      item.binding),
+                                      item.binding, editable=item.editable,
+                                      schema=item.schema),
                    grant=grant_hook.offer(route), grant_scope=item.grant_scope)
     request = store.create_request(
         session, now, run, item.tool_call_id, tool_approval_args(view, run.agent), route_name,
         route.quorum, now + dt.timedelta(seconds=route.timeout))
     policy.freeze(request, ctx.settings, route_name, route)
-    request.kind, request.tool = TOOL_APPROVAL, view_to_json(view)
+    request.kind, request.tool = TOOL_APPROVAL, with_call(view_to_json(view), item)
     request.binding, request.batch = item.binding, batch
     grant_use.keep_call(request, grant_use.grant_call(item.args, item.fixed))
     waiting.start_clocks(request, route, now)
@@ -120,10 +123,19 @@ def resume_inputs(
             .order_by(HumanRequest.id)))
     results = {r.tool_call_id: AskHumanToolResult.model_validate(r.result) for r in batch}
     tickets = {
-        r.tool_call_id: ApprovalTicket(r.binding or "", _waited(r))
+        r.tool_call_id: ApprovalTicket(r.binding or "", _waited(r), *resume_edit(r.tool))
         for r in batch if r.kind == TOOL_APPROVAL
     }
     return results, tickets
+
+
+def with_call(tool: dict[str, Any], item: ToolApprovalRequest) -> dict[str, Any]:
+    """The stored view, plus (for a tool with editable arguments) the call exactly as
+    hashed, so an edit can be hashed the way the runtime will (``bot.engine.edits``)."""
+    if item.editable:
+        tool[CALL] = {"args": jsonable(item.call_args if item.call_args is not None
+                                       else item.args), "fixed": jsonable(item.fixed)}
+    return tool
 
 
 def _waited(request: HumanRequest) -> float:

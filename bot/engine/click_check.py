@@ -37,6 +37,7 @@ from bot.engine.clicks import UNKNOWN_MESSAGE, WRONG_MESSAGE
 from bot.engine.committer import Committer, log
 from bot.engine.context import EngineContext
 from bot.engine.decisions import reason_needed
+from bot.engine.edits import take_edit
 from bot.engine.inbox import AlreadySeen, Click
 from bot.engine.platforms import Platforms
 from bot.engine.ports import Identity
@@ -224,6 +225,7 @@ class ClickCheck:
             for name, files in staged.items():
                 if not merged.get(name):
                     merged[name] = files
+            merged, _edit = take_edit(card, action_id, merged)
             action, clean = check_answer(card.args, action_id, merged)
         except InvalidValues as exc:
             return _Refusal("rejected", exc.words, "respond_invalid", details)

@@ -36,6 +36,7 @@ from bot.engine.access import Allowed, Authorizer, Copies, copies_on
 from bot.engine.cards import already_decided_message, as_utc
 from bot.engine.committer import Committer, log
 from bot.engine.context import EngineContext
+from bot.engine.edits import apply_edit, edited_since, take_edit
 from bot.engine.ports import DirectoryUnavailable, Identity
 from bot.engine.request_cards import Cards
 from bot.engine.resolver import Resolver
@@ -43,6 +44,7 @@ from bot.engine.results import NOT_FOUND, RespondResult
 from bot.engine.values import InvalidValues, check_answer, quoted
 from bot.tools.approval import APPROVE_FAMILY
 from renderers.card import RequestCard
+from renderers.tool_edits import EDITED
 from renderers.words import Said, platform_name, said
 from storage import HumanRequest, Run
 
@@ -111,7 +113,10 @@ class Decider:
             if not merged.get(name):
                 merged[name] = files
         try:
+            merged, edit = take_edit(card, action_id, merged)
             action, clean = check_answer(args, action_id, merged)
+            if edit:
+                clean[EDITED] = edit
         except InvalidValues as exc:
             return await self._authorizer.refuse("rejected", exc.words, ref, responder,
                                                  "respond_invalid", card, run.id,
@@ -155,8 +160,14 @@ class Decider:
             store.audit(session, now, "respond_already_decided", outcome="refused",
                         run_id=request.run_id, ref=ref, actor=who, reason=str(message))
             return closed(session, now, mark, RespondResult("already_decided", message))
+        if edited_since(request, received, action.id):
+            message = said("edit.changed_since")
+            store.audit(session, now, "respond_after_edit", outcome="refused",
+                        run_id=request.run_id, ref=ref, actor=who, reason=str(message))
+            return closed(session, now, mark, RespondResult("rejected", message))
         voter = voter or policy.Voter(f"{who.platform}:{who.user_id}")
-        votes = store.votes_of(session, request.id)
+        votes = apply_edit(session, now, request, who, result,  # an edit replaces the call
+                           store.votes_of(session, request.id))
         previous = store.earlier_vote(votes, who, voter.person)
         if previous is not None:
             message = said("vote.duplicate", action=previous.action_id)

@@ -34,6 +34,7 @@ from bot.engine.cards import as_utc
 from bot.engine.committer import Committer, log
 from bot.engine.context import EngineContext
 from bot.engine.decisions import Decider
+from bot.engine.edits import CALL, edited_input, inferred_schema
 from bot.engine.ports import Identity
 from bot.engine.resolver import Resolver
 from bot.engine.results import RespondResult
@@ -42,6 +43,7 @@ from bot.engine.values import InvalidValues, check_answer
 from bot.engine.waiters import Waiters
 from bot.settings import RouteSettings
 from bot.tools.binding import binding_hash
+from bot.tools.edits import editable_schema
 from renderers.tool_card import tool_approval_args, tool_approval_view, view_to_json
 from renderers.words import said
 from storage import ApiClient, ExternalRequest, HumanRequest, Run
@@ -87,6 +89,10 @@ class ExternalAsk:
     tool_input: dict[str, Any] | None = None
     reason: str | None = None
     """Why the caller asks approval (``POST /api/v1/approvals``), shown on the card."""
+    editable: tuple[str, ...] = ()
+    """Arguments approvers may change ("Edit and approve")."""
+    input_schema: dict[str, Any] | None = None
+    """JSON Schema of ``tool_input`` (None: types inferred from the values)."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +117,8 @@ class ExternalView:
     callback_url: str | None
     tool_name: str | None
     tool_input: dict[str, Any] | None
+    updated_input: dict[str, Any] | None = None
+    """The input as an approver edited it ("Edit and approve"), else None."""
 
 
 class IdempotencyConflict(Exception):
@@ -144,6 +152,7 @@ def view_of(request: HumanRequest, run: Run, ext: ExternalRequest) -> ExternalVi
         idempotency_key=ext.idempotency_key, callback_url=ext.callback_url,
         tool_name=ext.tool_name,
         tool_input=dict(ext.tool_input) if ext.tool_input is not None else None,
+        updated_input=edited_input(request.tool) if request.kind == "tool_approval" else None,
     )
 
 
@@ -397,7 +406,13 @@ def _approval_card(
     tool_input = ask.tool_input or {}
     binding = binding_hash(ask.tool_name, tool_input, {})
     why = f"Reason given: {ask.reason[:600]}" if ask.reason else ""
-    view = replace(tool_approval_view(ask.tool_name, why, tool_input, {}, binding),
+    schema = editable_schema(ask.editable, ask.input_schema or inferred_schema(tool_input))
+    view = replace(tool_approval_view(ask.tool_name, why, tool_input, {}, binding,
+                                      editable=ask.editable,
+                                      schema=schema if ask.editable else None),
                    grant=grant_hook.offer(route))
-    return tool_approval_args(view, agent), view_to_json(view), binding
+    stored = view_to_json(view)
+    if ask.editable:
+        stored[CALL] = {"args": tool_input, "fixed": {}}
+    return tool_approval_args(view, agent), stored, binding
 

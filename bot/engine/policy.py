@@ -357,6 +357,15 @@ def style_of(args: Mapping[str, Any] | None, action_id: str) -> str:
     return "default"
 
 
+APPROVALS = frozenset({"approve", "approve_edit", "approve_grant"})
+"""A tool approval's approve-family choices: on a quorum they count together."""
+
+
+def approval_family(action_id: str) -> str:
+    """``approve`` for any approve-family choice, else the choice itself."""
+    return "approve" if action_id in APPROVALS else action_id
+
+
 def verdict(policy: Policy, votes: Sequence[Ballot], action_id: str, style: str,
             together: frozenset[str] = frozenset()) -> Verdict:
     """Whether the latest choice (``action_id``) decides the request.
@@ -364,7 +373,8 @@ def verdict(policy: Policy, votes: Sequence[Ballot], action_id: str, style: str,
     A destructive choice decides at once unless ``veto: false``; any other needs
     ``quorum`` distinct people choosing it and, with ``require``, one of them from
     each group (a person in two groups counts for one). Choices in ``together`` count
-    as one (a tool approval's approve family: Approve, Approve and allow similar…)."""
+    as one (a tool approval's approve family: Approve, Approve and allow similar…,
+    Edit and approve)."""
     if style == "destructive" and policy.veto:
         return "veto"
     family = together if action_id in together else frozenset({action_id})

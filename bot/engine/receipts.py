@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from bot.engine.policy import approval_family
 from storage import AuditLog, HumanRequest, Vote
 
 GRANT_EVENTS = ("grant_created", "grant_used", "grant_revoked", "grant_expired")
@@ -64,11 +65,16 @@ def contents(request: HumanRequest, votes: Sequence[Vote]) -> dict[str, Any]:
         action = (request.result or {}).get("action") or {}
         decision = f"submitted:{action.get('id') or request.action_id}"
     deciders = sorted({f"{v.platform}:{v.user_id}" for v in votes
-                       if request.action_id is None or v.action_id == request.action_id})
+                       if request.action_id is None or approval_family(v.action_id)
+                       == approval_family(request.action_id)})
     if not deciders and request.decided_by_user:
         deciders = [f"{request.decided_by_platform}:{request.decided_by_user}"]
-    return {"r": request.ref, "d": decision, "by": deciders,
-            "a": args_hash(request)[:32]}
+    stated: dict[str, Any] = {"r": request.ref, "d": decision, "by": deciders,
+                              "a": args_hash(request)[:32]}
+    edit = (request.tool or {}).get("edit") if request.kind == "tool_approval" else None
+    if isinstance(edit, dict) and edit.get("binding"):
+        stated["e"] = str(edit["binding"])[:32]  # the call as an approver edited it
+    return stated
 
 
 def sign(payload: dict[str, Any], key: bytes) -> str:
@@ -91,6 +97,8 @@ class Checked:
     decision: str
     deciders: list[str]
     args_hash: str
+    edited_args_hash: str | None = None
+    """The hash of the call as an approver edited it (None: not edited)."""
 
 
 def verify(receipt: str, key: bytes) -> Checked:
@@ -110,7 +118,8 @@ def verify(receipt: str, key: bytes) -> Checked:
     if not isinstance(payload, dict):
         raise ReceiptError("the receipt is damaged (payload is not an object)")
     return Checked(str(payload.get("r")), str(payload.get("d")),
-                   [str(d) for d in payload.get("by") or []], str(payload.get("a")))
+                   [str(d) for d in payload.get("by") or []], str(payload.get("a")),
+                   str(payload["e"]) if payload.get("e") else None)
 
 
 def grant_events(session: Session, ref: str) -> list[dict[str, Any]]:

@@ -37,6 +37,9 @@ APPROVAL_SCHEMA: dict[str, Any] = {
         "input": {"type": "object", "description": "The tool's arguments, as they would run."},
         "reason": {"type": "string", "description": "Why the agent wants to run it."},
         "tool_use_id": {"type": "string", "description": "Sent by Claude Code; ignored."},
+        "editable": {"type": "array", "items": {"type": "string"},
+                     "description": "Arguments the approver may change before approving; "
+                                    "updatedInput then holds the edited input."},
     },
     "required": ["tool_name", "input"],
 }
@@ -268,6 +271,9 @@ async def _request_approval(ctx: ServerRequestContext[Any, Any], backend: Backen
     if not isinstance(tool_name, str) or not isinstance(tool_input, dict):
         return _error("request_approval needs tool_name (a string) and input (an object).")
     data: dict[str, Any] = {"route": route, "tool_name": tool_name, "args": tool_input}
+    editable = arguments.get("editable")
+    if isinstance(editable, list) and all(isinstance(n, str) for n in editable):
+        data["editable"] = editable  # approvers may change these ("Edit and approve")
     if isinstance(reason, str) and reason.strip():
         data["reason"] = reason
     try:
@@ -280,5 +286,7 @@ async def _request_approval(ctx: ServerRequestContext[Any, Any], backend: Backen
     decision = final.get("decision") or {"approved": False,
                                          "reason": "Nobody decided before the deadline."}
     if decision.get("approved"):
-        return _result({"behavior": "allow", "updatedInput": tool_input})
+        edited = final.get("updated_input")  # an approver's edit, or the input as asked
+        return _result({"behavior": "allow",
+                        "updatedInput": edited if isinstance(edited, dict) else tool_input})
     return _result({"behavior": "deny", "message": str(decision.get("reason") or "Denied.")})

@@ -10,7 +10,7 @@ unknown action) is a denial with a message for the model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bot.askhuman.schema import AskHumanToolResult
@@ -21,7 +21,9 @@ if TYPE_CHECKING:  # pydantic-ai is imported when a result is mapped, not with t
 APPROVE = "approve"
 APPROVE_GRANT = "approve_grant"
 """Approve this call and grant similar ones for a while (a standing grant)."""
-APPROVE_FAMILY = frozenset({APPROVE, APPROVE_GRANT})
+APPROVE_EDIT = "approve_edit"
+"""Edit and approve: an approval whose arguments an approver changed first."""
+APPROVE_FAMILY = frozenset({APPROVE, APPROVE_GRANT, APPROVE_EDIT})
 """Actions that approve the call: they run the tool and count together for a quorum."""
 REJECT = "reject"
 REASON_FIELD = "reason"
@@ -47,6 +49,13 @@ class ToolApprovalRequest:
     grant_scope: str | None = None
     """The tool's ``grant_scope`` (CEL over ``args`` and ``call``): which later calls a
     standing grant made from this approval covers (None: the exact same arguments)."""
+    editable: tuple[str, ...] = ()
+    """Arguments an approver may change (admin ``editable``); empty: no "Edit and approve"."""
+    schema: dict[str, Any] = field(default_factory=dict)
+    """JSON Schema of the ``editable`` arguments (from the tool's own schema)."""
+    call_args: dict[str, Any] | None = None
+    """The call's arguments exactly as hashed in ``binding`` (kept when editable, so the
+    engine can hash an edited call the way the runtime will)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,11 @@ class ApprovalTicket:
     binding: str
     waited_seconds: float = 0.0
     """From the request's creation to its resolution (for timeout/cancel messages)."""
+    edited: dict[str, Any] | None = None
+    """The arguments an approver changed (name → new value), if any: the call runs with
+    them (``override_args``) after it was checked against ``binding``."""
+    edit_note: str | None = None
+    """What the model is told about the edit (added to the tool's return)."""
 
 
 def format_wait(seconds: float) -> str:
@@ -72,16 +86,18 @@ def format_wait(seconds: float) -> str:
 
 
 def approval_result(
-    result: AskHumanToolResult, waited_seconds: float
+    result: AskHumanToolResult, waited_seconds: float,
+    override_args: dict[str, Any] | None = None,
 ) -> ToolApproved | ToolDenied:
-    """approve → ``ToolApproved``; reject → ``ToolDenied(reason or default)``;
+    """approve (or approve_edit) → ``ToolApproved`` (with ``override_args`` when an
+    approver edited the call); reject → ``ToolDenied(reason or default)``;
     timeout / cancel → ``ToolDenied("No approval within 30m; the action was not run.")``
     with the real wait. A timeout never runs the tool."""
     from pydantic_ai import ToolApproved, ToolDenied
 
     action = result.action.id if result.action else None
     if result.status == "submitted" and action in APPROVE_FAMILY:
-        return ToolApproved()
+        return ToolApproved(override_args=override_args)
     if result.status == "submitted" and action == REJECT:
         reason = result.values.get(REASON_FIELD)
         if isinstance(reason, str) and reason.strip():

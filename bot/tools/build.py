@@ -89,7 +89,8 @@ def _entry_toolset(
                                   " set name: to tell them apart")
         tools.python_names.append(name)
         tools.fixed[name] = built.fixed
-        fixed_policy = ToolPolicy.of(entry.approval, **{**common, "fixed": built.fixed})
+        fixed_policy = ToolPolicy.of(entry.approval, **{**common, "fixed": built.fixed,
+                                                        "editable": tuple(entry.editable)})
         return GuardedToolset(FunctionToolset([built.tool]), agent=agent,
                               policy=lambda _name: fixed_policy)
     assert isinstance(entry, McpToolSettings)
@@ -105,7 +106,8 @@ def _entry_toolset(
         if name not in policies:
             own = entry.server_name(name)
             policies[name] = ToolPolicy.of(entry.approval_for(own), **{
-                **common, "fixed": dict(entry.fixed.get(own, {}))})
+                **common, "fixed": dict(entry.fixed.get(own, {})),
+                "editable": tuple(entry.editable.get(own, []))})
         return policies[name]
 
     inner = server.prefixed(f"{entry.prefix}_") if entry.prefix else server

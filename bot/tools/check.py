@@ -20,6 +20,7 @@ import asyncio
 import os
 import shutil
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from bot.tools.config import HttpServer, McpToolSettings, PythonToolSettings, ToolSettings
 from bot.tools.mcp_fixed import fixed_problems
@@ -87,7 +88,25 @@ async def _reach(
                                 f"tools are: {', '.join(sorted(schemas)) or 'none'}")
             else:
                 problems += fixed_problems(schemas[name], values, f"{key}.fixed.{name}")
+        problems += _editable_problems(key, tool, schemas)
     return problems + book.problems, notes
+
+
+def _editable_problems(key: str, tool: McpToolSettings,
+                       schemas: dict[str, dict[str, Any]]) -> list[str]:
+    """``editable`` must name tools the server has, and parameters those tools take."""
+    problems: list[str] = []
+    for name, editable in tool.editable.items():
+        if name not in schemas:
+            problems.append(f"{key}.editable.{name}: the server has no tool {name!r}; its "
+                            f"tools are: {', '.join(sorted(schemas)) or 'none'}")
+            continue
+        params = schemas[name].get("properties") or {}
+        for arg in editable:
+            if arg not in params:
+                problems.append(f"{key}.editable.{name}.{arg}: the tool has no parameter "
+                                f"{arg!r}; its parameters are: {', '.join(params) or 'none'}")
+    return problems
 
 
 def _check_python(

@@ -11,12 +11,14 @@ Example::
       - python: mypkg.ops:restart_service
         approval: always                 # never | always | {when: "<CEL over args>"}
         fixed: {cluster: prod-eu}        # hidden from the model, injected at call time
+        editable: [replicas]             # approvers may change these before approving
       - mcp: {command: [python, -m, mypkg.mcp_server], env: [OPS_TOKEN]}
         include: [scale, status]
         approval: {when: "args.replicas > 3"}
       - mcp: {url: "http://127.0.0.1:9000/mcp", headers_env: {Authorization: OPS_MCP_AUTH}}
         prefix: sec                      # the model sees sec__scale, sec__status, …
         fixed: {scale: {cluster: prod-eu}}   # per tool, by the server's own tool name
+        editable: {scale: [replicas]}        # per tool, like fixed
         approval: always
         route: security
 """
@@ -145,6 +147,16 @@ class PythonToolSettings(_ToolBase):
     description: str | None = None
     """The description the model and approvers see (default: the docstring)."""
 
+    editable: list[str] = Field(default_factory=list)
+    """Arguments an approver may change before approving ("Edit and approve")."""
+
+    @model_validator(mode="after")
+    def _editable(self) -> PythonToolSettings:
+        problem = _editable_problem(self.editable, self.fixed, "editable")
+        if problem:
+            raise ValueError(problem)
+        return self
+
     @field_validator("python")
     @classmethod
     def _import_path(cls, v: str) -> str:
@@ -225,6 +237,8 @@ class McpToolSettings(_ToolBase):
     ``include``, ``exclude`` and ``fixed`` keep using the server's own names."""
     fixed: dict[str, dict[str, JsonValue]] = Field(default_factory=dict)
     """Tool → admin-set arguments: left out of the model's schema and sent on every call."""
+    editable: dict[str, list[str]] = Field(default_factory=dict)
+    """Tool → arguments an approver may change before approving ("Edit and approve")."""
 
     @field_validator("prefix")
     @classmethod
@@ -265,6 +279,18 @@ class McpToolSettings(_ToolBase):
                              "add it to include (or remove it from exclude), or drop it here")
         return self
 
+    @model_validator(mode="after")
+    def _editable_tools(self) -> McpToolSettings:
+        hidden = [tool for tool in self.editable if not self.exposes(tool)]
+        if hidden:
+            raise ValueError(f"editable: {', '.join(hidden)} is not exposed by include/exclude; "
+                             "add it to include (or remove it from exclude), or drop it here")
+        for tool, names in self.editable.items():
+            problem = _editable_problem(names, self.fixed.get(tool, {}), f"editable.{tool}")
+            if problem:
+                raise ValueError(problem)
+        return self
+
     def visible_name(self, tool: str) -> str:
         """The name the model calls ``tool`` by (with the ``prefix``, if any)."""
         return f"{self.prefix}__{tool}" if self.prefix else tool
@@ -281,6 +307,18 @@ class McpToolSettings(_ToolBase):
         if self.include is not None:
             return tool in self.include
         return tool not in self.exclude
+
+
+def _editable_problem(names: list[str], fixed: dict[str, JsonValue], key: str) -> str | None:
+    """An argument cannot be both set by the admin and changed by an approver."""
+    both = [name for name in names if name in fixed]
+    if both:
+        return (f"{key}: {', '.join(both)} is also in fixed; an admin-fixed argument cannot "
+                "be edited by approvers: remove it from one of the two")
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        return f"{key}: {', '.join(twice)} is listed twice; list each argument once"
+    return None
 
 
 _PYTHON, _MCP = "function-python", "function-mcp"

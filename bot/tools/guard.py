@@ -30,6 +30,7 @@ from pydantic_core import to_jsonable_python
 
 from bot.tools.approval import format_wait
 from bot.tools.config import Approval, WhenRule
+from bot.tools.edits import EDIT_NOTE, editable_metadata, with_note
 from bot.tools.observer import ToolCall, ToolDeps, ToolDone, ToolObserver
 from bot.tools.rules import Rule
 
@@ -42,6 +43,8 @@ class ToolPolicy:
 
     approval: Approval = "always"
     fixed: dict[str, Any] = field(default_factory=dict)
+    editable: tuple[str, ...] = ()
+    """Arguments an approver may change ("Edit and approve")."""
     timeout: float = 60.0
     max_output_chars: int = 4000
     route: str | None = None
@@ -109,6 +112,7 @@ class GuardedToolset(ApprovalRequiredToolset[Any]):
                 "description": tool.tool_def.description or "",
                 "route": policy.route,
                 "grant_scope": policy.grant_scope,
+                **editable_metadata(policy.editable, tool.tool_def.parameters_json_schema),
             })
         return await self._run(name, tool_args, ctx, tool, policy)
 
@@ -116,9 +120,11 @@ class GuardedToolset(ApprovalRequiredToolset[Any]):
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any],
         tool: ToolsetTool[Any], policy: ToolPolicy,
     ) -> Any:
-        """Run one call under the observer, the timeout and the output cap."""
+        """Run one call under the observer, the timeout and the output cap; a call an
+        approver edited tells the model so in its return (``edit_note``)."""
         meta = ctx.tool_call_metadata if ctx.tool_call_approved else None
         binding = meta.get("binding") if isinstance(meta, dict) else None
+        note = meta.get(EDIT_NOTE) if isinstance(meta, dict) else None
         call = ToolCall(name, ctx.tool_call_id or "", jsonable(tool_args), binding)
         observer = ctx.deps.observer if isinstance(ctx.deps, ToolDeps) else None
         if observer is not None:
@@ -143,7 +149,7 @@ class GuardedToolset(ApprovalRequiredToolset[Any]):
             await _finish(observer, call, start, error)
             raise ToolFailed(f"{name} failed: {error}") from None
         await _finish(observer, call, start, None)
-        return cap_output(result, policy.max_output_chars)
+        return with_note(cap_output(result, policy.max_output_chars), note)
 
 
 async def _finish(

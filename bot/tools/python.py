@@ -76,6 +76,11 @@ def build_python_tool(settings: PythonToolSettings) -> PythonTool:
             raise ToolConfigError("python", f"parameter {name!r} of {settings.python!r} is "
                                   "positional-only or variadic; tools need named parameters")
     fixed = _check_fixed(settings, signature, hints)
+    for key in settings.editable:
+        if key not in signature.parameters:
+            known = ", ".join(n for n in signature.parameters if n not in fixed) or "none"
+            raise ToolConfigError(f"editable.{key}", f"{settings.python} has no parameter "
+                                  f"{key!r}; its parameters are: {known}")
     kept = [p for n, p in signature.parameters.items() if n not in fixed]
     call = _visible_function(func, fixed, settings.name or func.__name__)
     call.__signature__ = signature.replace(parameters=kept)  # type: ignore[attr-defined]

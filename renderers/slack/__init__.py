@@ -12,6 +12,14 @@ each name lives in the module that does its job:
 
 from __future__ import annotations
 
+from renderers.slack.edit_modal import (
+    EDIT_ACTION_ID_PATTERN,
+    EDIT_MODAL_CALLBACK_ID,
+    edit_block_id,
+    edit_modal,
+    parse_edit_action_id,
+    read_edit_state,
+)
 from renderers.slack.ids import (
     ACTION_ID_PATTERN,
     ACTION_PREFIX,
@@ -41,6 +49,8 @@ from renderers.slack.values import read_values
 __all__ = [
     "ACTION_ID_PATTERN",
     "ACTION_PREFIX",
+    "EDIT_ACTION_ID_PATTERN",
+    "EDIT_MODAL_CALLBACK_ID",
     "FILE_ACTION_ID_PATTERN",
     "FILE_ACTION_PREFIX",
     "FILE_MODAL_CALLBACK_ID",
@@ -55,11 +65,15 @@ __all__ = [
     "ModalContext",
     "action_id_for",
     "block_id",
+    "edit_block_id",
+    "edit_modal",
     "file_modal",
     "parse_action_id",
+    "parse_edit_action_id",
     "parse_file_action_id",
     "parse_private_metadata",
     "parse_withdraw_action_id",
+    "read_edit_state",
     "read_values",
     "render_request",
     "resolve_action",

@@ -35,6 +35,7 @@ from renderers.markdown import (
     split_units,
     truncate,
 )
+from renderers.slack.edit_modal import edit_action_id
 from renderers.slack.ids import (
     INPUT_ACTION_ID,
     action_id_for,
@@ -51,7 +52,7 @@ from renderers.text import (
     value_lines,
     waiting_notes,
 )
-from renderers.tool_card import arg_lines
+from renderers.tool_card import APPROVE_EDIT, arg_lines, edit_line
 
 MAX_BLOCKS = 50
 TOTAL_TEXT_CHARS = 11000
@@ -165,6 +166,9 @@ def _tool_head_blocks(card: RequestCard, budget: Budget) -> list[Block]:
         + (f" _{i18n.t('tool.fixed')}_" if line.fixed else "")
         for line in arg_lines(view, max(40, min(300, budget.default)))
     ] or [f"_{i18n.t('no_arguments')}_"]
+    edited = edit_line(view)
+    if edited:
+        units.append(f"✎ _{slack_escape(edited)}_")
     chunks = fit_chunks(split_units(units, SECTION_CHARS), budget.body)
     return [
         {"type": "header", "text": plain_text(card.args.title or card.args.question, 150)},
@@ -262,6 +266,8 @@ def _actions_block(card: RequestCard, budget: Budget) -> Block:
     buttons = []
     for action in card.args.actions:
         aid = action_id_for(card.ref, card.args, action)
+        if action.id == APPROVE_EDIT and card.tool is not None and card.tool.editable:
+            aid = edit_action_id(card.ref)  # opens the edit modal (its own listener)
         button: dict[str, Any] = {
             "type": "button",
             "text": plain_text(action.label, 75),

@@ -72,6 +72,11 @@ def _file_input(card: RequestCard, field: AskHumanField) -> Block:
     }
 
 
+def modal_metadata(ref: str, channel: str, ts: str, action: str | None = None) -> str:
+    """``private_metadata`` of one of our modals (ref, channel, ts; optional action)."""
+    return _metadata(ref, channel, ts, None, action)
+
+
 def _metadata(ref: str, channel: str, ts: str, field: str | None, action: str | None) -> str:
     data = {"r": ref, "c": channel, "t": ts}
     if field is not None:

@@ -51,6 +51,12 @@ def read_values(
     return values
 
 
+def read_input(field: AskHumanField, actions: object) -> JsonValue:
+    """One input block's state (``state.values[block_id]``) → the field's value."""
+    state = _element_state(actions)
+    return _read_state(field, state) if state is not None else None
+
+
 def _element_state(actions: object) -> Mapping[str, Any] | None:
     if not isinstance(actions, Mapping) or not actions:
         return None

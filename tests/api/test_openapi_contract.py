@@ -36,7 +36,7 @@ ROUTES, AGENTS = ["ops"], ["deploy"]
 DOCUMENT = openapi_document(CONFIG, ROUTES, AGENTS)
 SCHEMA = schemathesis.openapi.from_dict(DOCUMENT)
 CROSS_FIELD = ("must be unique", "duplicate option value", "default must match",
-               "default must only contain", "min_value must be <=")
+               "default must only contain", "min_value must be <=", "is not one of the args")
 OPERATIONS = {("/api/v1/requests", "POST"): "CreateRequest",
               ("/api/v1/approvals", "POST"): "CreateApproval",
               ("/api/v1/runs", "POST"): "CreateRun",

@@ -6,6 +6,9 @@ import asyncio
 import datetime as dt
 import os
 from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field
 
 CALLS: list[tuple[str, dict[str, object]]] = []
 """In-process record of every call (tests in the same process read it)."""
@@ -72,3 +75,16 @@ def slow_write(marker: str) -> str:
 
 
 not_callable = 42
+
+
+def scale_within(service: str, replicas: Annotated[int, Field(ge=1, le=20)],
+                 cluster: str = "dev") -> str:
+    """Scale a service to between 1 and 20 replicas (for "Edit and approve" tests).
+
+    Args:
+        service: Service name.
+        replicas: How many replicas to run.
+        cluster: Where it runs.
+    """
+    CALLS.append(("scale", {"service": service, "replicas": replicas, "cluster": cluster}))
+    return f"scaled {service} to {replicas} on {cluster}"

@@ -29,9 +29,10 @@ from bot.engine.ports import (
 from bot.platforms.feishu.client import FeishuApi, FeishuApiError, dumps
 from bot.platforms.feishu.errors import feishu_words
 from renderers.card import RequestCard
-from renderers.feishu import read_values, render_card
+from renderers.feishu import read_edits, read_values, render_card
 from renderers.i18n import normalize, say
 from renderers.markdown import message_text
+from renderers.tool_edits import EDITED
 from renderers.words import Said
 
 log = logging.getLogger("askhuman.feishu.adapter")
@@ -266,8 +267,12 @@ class FeishuAdapter:
         card: RequestCard, action_id: str, values: Mapping[str, Any]
     ) -> tuple[str, dict[str, JsonValue]]:
         """A stored click's button action and raw ``form_value`` → ``(action id, values)``
-        (the handlers store clicks before the toast, without reading the card)."""
-        return action_id, read_values(values, card)
+        (the handlers store clicks before the toast, without reading the card). "Edit and
+        approve" adds the edited arguments as ``edited`` (the engine checks them)."""
+        read = read_values(values, card)
+        if card.tool is not None and card.tool.editable:  # checked by the engine: a plain
+            read[EDITED] = dict(read_edits(values, card))  # Approve must not drop an edit
+        return action_id, read
 
     def locale_of(self, request_ref: str) -> str:
         """The locale of ``request_ref``'s card as last sent or patched by this process

@@ -39,7 +39,9 @@ from bot.platforms.slack.people import people
 from bot.platforms.slack.runs import thread_root
 from renderers.card import RequestCard
 from renderers.markdown import slack_escape, truncate
-from renderers.slack import read_values, render_request, resolve_action
+from renderers.slack import read_edit_state, read_values, render_request, resolve_action
+from renderers.tool_card import APPROVE_EDIT
+from renderers.tool_edits import EDITED
 from renderers.words import Said, verbatim
 
 log = logging.getLogger(__name__)
@@ -254,7 +256,11 @@ class SlackAdapter:
         """A stored click's button token and raw ``state.values`` → ``(action id, values)``
         (the listener stores clicks before the ack, without reading the card)."""
         action = resolve_action(card.args, action_id)
-        return (action.id if action is not None else action_id), read_values(values, card)
+        chosen = action.id if action is not None else action_id
+        read = read_values(values, card)
+        if chosen == APPROVE_EDIT and card.tool is not None and card.tool.editable:
+            read[EDITED] = dict(read_edit_state(values, card))  # the edit modal's inputs
+        return chosen, read
 
     async def tell_clicker(self, who: Identity, reply_to: Mapping[str, str],
                            words: Said) -> None:

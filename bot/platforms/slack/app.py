@@ -33,6 +33,7 @@ from bot.platforms.slack.listeners.actions import (
     ignore_other_actions,
 )
 from bot.platforms.slack.listeners.commands import CommandListener
+from bot.platforms.slack.listeners.edits import EditButtonListener, EditSubmissionListener
 from bot.platforms.slack.listeners.grants import GrantRevokeListener
 from bot.platforms.slack.listeners.home import HomeOpenedListener
 from bot.platforms.slack.listeners.mentions import MentionListener
@@ -153,6 +154,7 @@ def build_app(
     mentions = MentionListener(engine, directory)
     app.event("app_mention", middleware=[mentions.before_ack])(mentions)
     app.action(render.FILE_ACTION_ID_PATTERN)(FileButtonListener(engine))
+    app.action(render.EDIT_ACTION_ID_PATTERN)(EditButtonListener(engine))
     app.action(render.WITHDRAW_ACTION_ID_PATTERN)(WithdrawListener(engine, home=home,
                                                                    acks_first=acks_first))
     app.action(REVOKE_ACTION_ID_PATTERN)(GrantRevokeListener(engine, home=home))
@@ -160,6 +162,7 @@ def build_app(
         app.event("app_home_opened")(HomeOpenedListener(home))
     app.action({"type": "block_actions"})(ignore_other_actions)
     app.view(render.FILE_MODAL_CALLBACK_ID)(FileSubmissionListener(engine))
+    app.view(render.EDIT_MODAL_CALLBACK_ID)(EditSubmissionListener(engine))
     return app
 
 
