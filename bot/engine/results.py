@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 from renderers.card import RequestCard
@@ -50,6 +51,8 @@ class PendingPage:
     page: int
     """1-based; a page past the end is clamped to the last one."""
     per_page: int
+    routes: Mapping[str, str] = field(default_factory=dict)
+    """Each card's route (ref → route name), for lists grouped by route."""
 
     @property
     def pages(self) -> int:
