@@ -187,5 +187,4 @@ SENTENCES: dict[str, str] = {
     "batch.reason": "Reason (optional; applies to every selected request)",
     "batch.reason_hint": "Why?",
     "batch.confirm": "Reject every selected request?",
-    "batch.more": "Showing {shown} of {total}. Decide these, then list again for the rest.",
 }

@@ -164,5 +164,4 @@ SENTENCES: dict[str, str] = {
     "batch.reason": "理由（可选，适用于所有所选请求）",
     "batch.reason_hint": "为什么？",
     "batch.confirm": "确定拒绝所有所选请求吗？",
-    "batch.more": "显示 {total} 个中的 {shown} 个。处理完这些后再列出其余的。",
 }

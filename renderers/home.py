@@ -21,9 +21,11 @@ from typing import Any
 from renderers import i18n
 from renderers.card import RequestCard, RunLine
 from renderers.markdown import check_slack, slack_escape, truncate
+from renderers.slack.batch_list import batch_blocks
 from renderers.slack.ids import FILE_ACTION_PREFIX
 from renderers.slack.kit import Block, plain_text
 from renderers.slack.message import render_request
+from renderers.words import said
 
 MAX_BLOCKS = 100
 """Slack's limit for a Home tab view."""
@@ -54,17 +56,25 @@ def home_view(
     timezone: str | None = None,
     notice: str | None = None,
     now: dt.datetime | None = None,
+    routes: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The ``home`` view for one person: ``cards`` (of ``total`` they may answer),
     their ``runs``, and an optional ``notice`` (a refusal told on Home, where Slack
-    offers no ephemeral message; already safe mrkdwn)."""
+    offers no ephemeral message; already safe mrkdwn). With ``routes`` (ref → route),
+    the requests that may be decided together are offered first with checkboxes
+    (``renderers.slack.batch_list``), then each card in full."""
     with i18n.speaking(locale, timezone):
         blocks: list[Block] = [{"type": "header", "text": plain_text(i18n.t("home.title"), 150)}]
         if notice:
             blocks.append(_mrkdwn(":warning: " + notice))
         if now is not None:
             blocks.append(_context(i18n.t("home.updated", when=i18n.format_when(now))))
-        request_blocks, shown = _requests(cards, locale, timezone)
+        batch = batch_blocks(cards, routes, locale, timezone) if routes is not None else []
+        if any(b.get("type") == "actions" for b in batch):
+            blocks += [_mrkdwn("*" + slack_escape(said("batch.heading").text(
+                i18n.current_locale())) + "*"), *batch]
+        request_blocks, shown = _requests(cards, locale, timezone,
+                                          MAX_BLOCKS - RESERVED - len(blocks))
         blocks += request_blocks
         if not total:
             blocks.append(_mrkdwn(i18n.t("home.nothing")))
@@ -78,10 +88,10 @@ def home_view(
 
 
 def _requests(
-    cards: Sequence[RequestCard], locale: str | None, timezone: str | None
+    cards: Sequence[RequestCard], locale: str | None, timezone: str | None,
+    budget: int = MAX_BLOCKS - RESERVED,
 ) -> tuple[list[Block], int]:
-    """As many whole cards as fit in the view, with prefixed block ids."""
-    budget = MAX_BLOCKS - RESERVED
+    """As many whole cards as fit in ``budget`` blocks, with prefixed block ids."""
     out: list[Block] = []
     shown = 0
     chars = 0

@@ -265,3 +265,26 @@ async def test_nothing_selected_is_told_and_nothing_is_stored(system: Slack) -> 
 
 def test_batch_settings_validate(tmp_path: Path) -> None:
     assert batch_settings(f"sqlite:///{tmp_path / 'x.db'}").routes["strict"].require_reason
+
+
+async def test_app_home_offers_checkboxes_and_answers_on_home(system: Slack) -> None:
+    from tests.slack.test_app_home import check_view, open_home
+
+    slack, engine = system, system.engine
+    client = api_client(engine, ["ops"])
+    refs = [await ask_tool(engine, client, "ops", f"home_{i}") for i in range(3)]
+    await cards_posted(slack, refs)
+    view = await open_home(slack, ALICE, "Ev-home-1")
+    check_view(view)
+    assert offered(view) == refs and "Decide several at once" in json.dumps(view)
+    published = len(slack.fake.calls_to("views.publish"))
+
+    response = await slack.interact(batch_payload(slack, ALICE, "approve", refs[:2], home=True))
+    assert response.status_code == 200
+    await slack.wait_until(lambda: len(slack.fake.calls_to("views.publish")) > published
+                           and "Approved 2." in json.dumps(slack.fake.homes[ALICE]),
+                           timeout=20, what="Home republished with the answer")
+    view = slack.fake.homes[ALICE]
+    check_view(view)
+    assert offered(view) == refs[2:]
+    assert [status(slack, r).status for r in refs] == ["submitted", "submitted", "pending"]

@@ -148,7 +148,7 @@ class HomeTab:
             locale, zone = await self._people.person(user_id)
             shown = safe_text(notice.text(locale)) if notice is not None else None
             view = home_view(page.cards, page.total, runs, locale=locale, timezone=zone,
-                             notice=shown)
+                             notice=shown, routes=page.routes)
         except Exception:
             log.exception("could not build the app home", extra={"platform": "slack"})
             return False

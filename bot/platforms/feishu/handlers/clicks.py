@@ -23,10 +23,12 @@ from lark_oapi.event.callback.model.p2_card_action_trigger import (
 from bot.engine.clicks import NOT_RECORDED
 from bot.platforms.feishu.adapter import FeishuAdapter
 from bot.platforms.feishu.handlers.admission import Admitted, ClickAdmission
+from bot.platforms.feishu.handlers.batch import BatchClicks
 from bot.platforms.feishu.handlers.click_store import DUPLICATE, ClickStore, Handoff, Reply
 from bot.platforms.feishu.handlers.loop import MainLoop
 from bot.platforms.feishu.handlers.toasts import RECEIVED, toast
 from bot.platforms.feishu.reply_context import current_reply
+from renderers.feishu_batch import is_batch_value
 from renderers.words import Said, said
 
 log = logging.getLogger("askhuman.feishu.events")
@@ -44,6 +46,7 @@ class ClickListener:
         *,
         reply_budget: float = 2.5,
         ws_release_delay: float = 0.3,
+        batches: BatchClicks | None = None,
     ) -> None:
         self._admission = admission
         self._store = store
@@ -51,6 +54,7 @@ class ClickListener:
         self._loop = loop
         self._budget = reply_budget
         self._ws_release_delay = ws_release_delay
+        self._batches = batches
 
     def on_card_action(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
         """The long connection's click (on the SDK's thread): answer within the budget;
@@ -66,6 +70,8 @@ class ClickListener:
         checked the signature, decrypted once and recorded nonce and event id. Answers
         as soon as the click is stored; never raises."""
         try:
+            if self._batches is not None and _from_list(data):
+                return await self._batches.answer(data)
             admitted = self._admission.admit(data)
             if not isinstance(admitted, Admitted):
                 return admitted
@@ -81,6 +87,9 @@ class ClickListener:
             return toast("error", said("click.failed"))
 
     def _card_action(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
+        if self._batches is not None and _from_list(data):
+            return asyncio.run_coroutine_threadsafe(
+                self._batches.answer(data), self._loop.require()).result(self._budget + 1)
         admitted = self._admission.admit(data)
         if not isinstance(admitted, Admitted):
             return admitted
@@ -128,3 +137,8 @@ class ClickListener:
         loop.call_soon_threadsafe(
             loop.call_later, self._ws_release_delay, self._adapter.release, ref
         )
+
+
+def _from_list(data: P2CardActionTrigger) -> bool:
+    """A pending list's button (``renderers.feishu_batch``), not a request card's."""
+    return is_batch_value(getattr(getattr(data.event, "action", None), "value", None))

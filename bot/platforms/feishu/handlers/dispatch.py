@@ -14,6 +14,7 @@ from bot.platforms.feishu.client import FeishuApi
 from bot.platforms.feishu.engine_api import EngineApi
 from bot.platforms.feishu.handlers.admission import ClickAdmission
 from bot.platforms.feishu.handlers.audit import Auditor
+from bot.platforms.feishu.handlers.batch import BatchClicks
 from bot.platforms.feishu.handlers.click_store import ClickStore
 from bot.platforms.feishu.handlers.clicks import ClickListener
 from bot.platforms.feishu.handlers.commands import CommandListener
@@ -58,12 +59,18 @@ class FeishuEventHandlers:
                                       self.loop, names)
         store = ClickStore(engine, self.dedupe, self.auditor, answers, self.decisions,
                            replies.humanize_now)
+        self.batches = BatchClicks(engine, adapter, api, guard, self.loop,
+                                   reply_budget=reply_budget,
+                                   humanize_now=replies.humanize_now,
+                                   humanize=replies.humanize_words)
         self.clicks = ClickListener(
             ClickAdmission(guard, adapter, self.auditor), store, adapter, self.loop,
-            reply_budget=reply_budget, ws_release_delay=ws_release_delay)
+            reply_budget=reply_budget, ws_release_delay=ws_release_delay,
+            batches=self.batches)
         self.messages = MessageListener(
             guard, self.loop, self.dedupe, self.auditor,
-            CommandListener(engine, adapter, replies), FileListener(engine, replies))
+            CommandListener(engine, adapter, replies, self.batches),
+            FileListener(engine, replies))
 
     def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         """The application's loop: engine calls and adapter holds run there."""
