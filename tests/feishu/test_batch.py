@@ -164,7 +164,8 @@ async def test_reject_selected_with_a_reason_and_without(feishu: Feishu) -> None
         await f.wait_card()
     listed = await list_card(f)
     toast = await batch(f, listed, "reject", refs, refs)
-    assert toast["content"].startswith("已拒绝 0 个。未记录：") and "需要填写理由" in toast["content"]
+    assert toast["content"].startswith("已拒绝 0 个。未记录：")
+    assert "需要填写理由" in toast["content"]
     toast = await batch(f, listed, "reject", refs, refs, reason="冻结期")
     assert toast == {**toast, "type": "success"} and toast["content"] == "已拒绝 2 个。"
     for ref in refs:
