@@ -180,3 +180,37 @@ async def test_nothing_ticked_is_refused_in_the_toast(feishu: Feishu) -> None:
     toast = await batch(f, listed, "approve", [ref], [])
     assert toast["type"] == "error" and "请先勾选" in toast["content"]
     assert row(f.database, ref).status == "pending"
+
+
+async def test_a_batch_not_decided_inline_says_received_and_the_list_tells_after(
+        feishu: Feishu, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.platforms.feishu.handlers import batch as handler
+
+    monkeypatch.setattr(handler, "INLINE_SECONDS", 0.0)  # the decisions miss the toast
+    f, engine = feishu, feishu.engine
+    client = api_client(engine, ["ops"])
+    refs = [await ask_tool(engine, client, "ops", f"slow_{i}") for i in range(2)]
+    for _ in refs:
+        await f.wait_card()
+    listed = await list_card(f)
+    toast = await batch(f, listed, "approve", refs, refs)
+    assert toast["type"] == "info" and toast["content"].startswith("已收到 2 个")  # no claim
+    assert "已批准 2 个" in json.dumps(await f.wait_patch(listed), ensure_ascii=False)
+    assert [row(f.database, r).status for r in refs] == ["submitted", "submitted"]
+
+
+async def test_the_long_connection_answers_a_batch_too(feishu_ws: Feishu) -> None:
+    from tests.feishu.test_ws import feed, toast_of
+
+    f, engine = feishu_ws, feishu_ws.engine
+    ref = await ask_tool(engine, api_client(engine, ["ops"]), "ops", "over_ws")
+    card = await f.wait_card()
+    event = card_action_event(token=VERIFICATION_TOKEN, operator=ALICE,
+                              value={"batch": "approve", "refs": [ref]},
+                              form_value={"c_0": True}, message_id="om_list",
+                              chat_id=P2P, app_id=f.fake.app_id, button_name="batch_approve")
+    toast = toast_of(await feed(f, event))
+    assert (toast["type"], toast["content"][:10]) in (
+        ("success", "Approved 1"), ("info", "Received 1")), toast  # a busy machine: honest
+    await f.wait_patch(card)
+    assert row(f.database, ref).decided_by_user == ALICE

@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 HELP = """*askhuman* lets AI agents ask people for approvals.
 • `/askhuman run <agent> <prompt>` — start a run; its final answer appears here, in a thread.
 • `@askhuman <agent>: <prompt>` — the same, by mentioning me in a channel I'm in.
-• `/askhuman pending [page]` — the open requests you may answer.
+• `/askhuman pending [page]` — the open requests you may answer; tick several to approve \
+or reject them at once.
 • `/askhuman delegate @someone until 2026-12-24` — out of office: they answer for you \
 (`delegate revoke`, `delegate list`).
 • `/askhuman help` — this message."""
