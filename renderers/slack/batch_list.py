@@ -45,10 +45,12 @@ def batch_blocks(cards: Sequence[RequestCard], routes: Mapping[str, str],
         blocks: list[Block] = []
         groups = 0
         for route, members in by_route(cards, routes):
-            blocks.append(_mrkdwn("*" + slack_escape(
-                said("batch.route", route=truncate(route, 100)).text(words)) + "*"))
-            for chunk in split([c for c in members if batchable(c)]):
-                blocks.append(_checkboxes(chunk, f"{prefix}{SELECT_BLOCK}{groups}"))
+            heading = said("batch.route", route=truncate(route, 100)).text(words)
+            chunks = split([c for c in members if batchable(c)])
+            if not chunks:
+                blocks.append(_mrkdwn("*" + slack_escape(heading) + "*"))
+            for chunk in chunks:  # the route is the label of its checkbox groups
+                blocks.append(_checkboxes(chunk, f"{prefix}{SELECT_BLOCK}{groups}", heading))
                 groups += 1
             on_card = [c for c in members if not batchable(c)]
             if on_card:
@@ -97,7 +99,7 @@ def _title(card: RequestCard, limit: int) -> str:
     return plain(" ".join((card.args.title or card.args.question).split()), limit)
 
 
-def _checkboxes(cards: Sequence[RequestCard], block_id: str) -> Block:
+def _checkboxes(cards: Sequence[RequestCard], block_id: str, label: str) -> Block:
     options = []
     for card in cards:
         due = i18n.t("pending.due", when=format_when(card.deadline)).lstrip(", ") \
@@ -107,7 +109,7 @@ def _checkboxes(cards: Sequence[RequestCard], block_id: str) -> Block:
                         "description": plain_text(plain(about, OPTION_CHARS), OPTION_CHARS),
                         "value": card.ref})
     return {"type": "input", "block_id": block_id, "optional": True,
-            "label": plain_text(" ", 10),
+            "label": plain_text(label, 150),
             "element": {"type": "checkboxes", "action_id": "in", "options": options}}
 
 

@@ -90,3 +90,39 @@ def test_the_answer_names_what_happened_in_both_languages() -> None:
     assert english.endswith("2 more were not processed (at most 20 at a time).")
     chinese = result.words.text("zh-CN")
     assert chinese.startswith("已批准 2 个。") and "（需要填写理由）" in chinese
+
+
+def test_model_written_titles_are_escaped_in_both_lists() -> None:
+    import json
+
+    from renderers.feishu_batch import batch_card
+    from renderers.slack.batch_list import batch_blocks
+
+    hostile = "<!channel> <@U1> *boom* <at id=all></at>"
+    needs_form = RequestCard(ref="r9", agent_name="a", args=AskHumanToolArgs.model_validate(
+        {"title": hostile, "question": "Q?", "actions": [GO]}))
+    box = RequestCard(ref="r8", agent_name="a", args=AskHumanToolArgs.model_validate(
+        {"title": hostile, "question": "Q?", "actions": [GO, STOP]}))
+    routes = {"r9": "ops", "r8": "ops"}
+    slack = batch_blocks([box, needs_form], routes)
+    mrkdwn = [e["text"] for b in slack if b["type"] == "context" for e in b["elements"]]
+    assert mrkdwn and all("<!channel>" not in t and "<@U1>" not in t and "&lt;" in t
+                          for t in mrkdwn)
+    [checkboxes] = [b for b in slack if b.get("block_id", "").startswith("ahb_sel:")]
+    assert checkboxes["element"]["options"][0]["text"]["type"] == "plain_text"
+    feishu = batch_card([box, needs_form], routes, 2)
+    texts = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if "content" in node:
+                assert node.get("tag") == "plain_text", node  # never parsed by Feishu
+                texts.append(node["content"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(feishu["body"])
+    assert any("boom" in t for t in texts) and json.dumps(feishu)
