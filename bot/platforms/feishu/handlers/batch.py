@@ -76,9 +76,11 @@ class BatchClicks:
                           pages=listed.pages, locale=self._adapter.default_locale,
                           answer=answer)
 
-    async def answer(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
-        """The toast for a list button (on the main loop); never raises."""
-        arrived = time.monotonic()
+    async def answer(self, data: P2CardActionTrigger, deadline: float | None = None
+                     ) -> P2CardActionTriggerResponse:
+        """The toast for a list button (on the main loop), due by ``deadline``
+        (``time.monotonic``; default: the reply budget from now); never raises."""
+        due = deadline if deadline is not None else time.monotonic() + self._budget
         locale = self._adapter.default_locale
         try:
             header, event = data.header, data.event
@@ -103,22 +105,21 @@ class BatchClicks:
             who = Identity(PLATFORM, str(operator))
             reply_to = {k: v for k, v in (("message", message_id), ("chat", chat_id),
                                           ("locale", locale)) if v}
-            left = arrived + self._budget - time.monotonic()
-            stored = await self._engine.record_batch(who, verb, refs, reason, reply_to,
-                                                     max(0.1, left - 0.3))
+            stored = await self._engine.record_batch(
+                who, verb, refs, reason, reply_to, max(0.1, due - time.monotonic() - 0.3))
             if not stored.stored_any:
                 return toast("error", NOT_RECORDED, locale)
             task = asyncio.ensure_future(self._engine.decide_batch(stored))
             self._loop.track(task)
             done, _ = await asyncio.wait({task}, timeout=min(
-                INLINE_SECONDS, max(0.0, arrived + self._budget - 0.2 - time.monotonic())))
+                INLINE_SECONDS, max(0.0, due - 0.2 - time.monotonic())))
             self._loop.track(asyncio.ensure_future(self._patch_after(task, who, message_id)))
             if not done:
                 return toast("info", said("batch.received", count=len(stored.recorded)),
                              locale)
             result = task.result()
-            return toast("success" if not result.refused else "error",
-                         await self._humanize_now(result.words), locale)
+            kind = "error" if result.refused else "info" if result.deferred else "success"
+            return toast(kind, await self._humanize_now(result.words), locale)
         except Exception:
             log.exception("feishu batch callback failed")
             return toast("error", said("click.failed"), locale)

@@ -71,7 +71,9 @@ class ClickListener:
         as soon as the click is stored; never raises."""
         try:
             if self._batches is not None and _from_list(data):
-                return await self._batches.answer(data)
+                reply = current_reply.get()  # the budget runs from the request's arrival
+                began = reply.started if reply is not None else time.monotonic()
+                return await self._batches.answer(data, began + self._budget)
             admitted = self._admission.admit(data)
             if not isinstance(admitted, Admitted):
                 return admitted
@@ -88,8 +90,10 @@ class ClickListener:
 
     def _card_action(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
         if self._batches is not None and _from_list(data):
+            due = time.monotonic() + self._budget  # the toast's deadline, from here
             return asyncio.run_coroutine_threadsafe(
-                self._batches.answer(data), self._loop.require()).result(self._budget + 1)
+                self._batches.answer(data, due), self._loop.require()).result(
+                    self._budget + 0.5)
         admitted = self._admission.admit(data)
         if not isinstance(admitted, Admitted):
             return admitted
