@@ -204,4 +204,30 @@ SENTENCES: dict[str, str] = {
     "grants.revoke_confirm": "Calls it covers will ask for approval again, at once.",
     "grants.failed": "I couldn't list the standing grants just now; please try again shortly.",
     "grants.sent_direct": "I sent you the standing grants in our direct chat.",
+    # -- batch decisions from a pending list (``bot.engine.batch``, ``renderers.batch``)
+    "batch.approved": "Approved {count}.",
+    "batch.rejected": "Rejected {count}.",
+    "batch.voted": "Your vote was counted on {count}, still waiting for other approvers: "
+                   "{items}.",
+    "batch.deferred": "{count} received and still being processed (you will be told the "
+                      "outcome): {items}.",
+    "batch.not_recorded": "Not recorded: {items}.",
+    "batch.too_many": "{count} more were not processed (at most {most} at a time).",
+    "batch.item": "\u201c{title}\u201d ({why})",
+    "batch.item_bare": "\u201c{title}\u201d",
+    "batch.and": "{a}, {b}",
+    "batch.then": "{a} {b}",
+    "batch.why_reason": "needs a reason",
+    "batch.needs_card": "This request can't be decided from a list; answer it on its card.",
+    "batch.none_selected": "Select at least one request first, then click again.",
+    "batch.received": "Received {count}; deciding them now. This list will show what became "
+                      "of each.",
+    "batch.heading": "Decide several at once",
+    "batch.route": "Route {route}",
+    "batch.on_card": "{title} (answer it on its card)",
+    "batch.approve_selected": "Approve selected",
+    "batch.reject_selected": "Reject selected",
+    "batch.reason": "Reason (optional; applies to every selected request)",
+    "batch.reason_hint": "Why?",
+    "batch.confirm": "Reject every selected request?",
 }

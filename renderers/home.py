@@ -24,11 +24,13 @@ from renderers import i18n
 from renderers.card import RequestCard, RunLine
 from renderers.grants import GrantLine
 from renderers.markdown import check_slack, slack_escape, truncate
+from renderers.slack.batch_list import batch_blocks
 from renderers.slack.edit_modal import EDIT_ACTION_PREFIX
 from renderers.slack.grants import grant_blocks
 from renderers.slack.ids import FILE_ACTION_PREFIX
 from renderers.slack.kit import Block, plain_text
 from renderers.slack.message import render_request
+from renderers.words import said
 
 MAX_BLOCKS = 100
 """Slack's limit for a Home tab view."""
@@ -64,12 +66,15 @@ def home_view(
     now: dt.datetime | None = None,
     notice_ok: bool = False,
     grants: Sequence[GrantLine] = (),
+    routes: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The ``home`` view for one person: ``cards`` (of ``total`` they may answer), the
     standing ``grants`` they may revoke (a section only when there are some), their
     ``runs``, and an optional ``notice`` (what a click on Home did, told there because
     Slack offers no ephemeral message on Home; already safe mrkdwn; ``notice_ok``: a
-    success rather than a refusal)."""
+    success rather than a refusal). With ``routes`` (ref → route), the requests that
+    may be decided together are offered first with checkboxes
+    (``renderers.slack.batch_list``), then each card in full."""
     with i18n.speaking(locale, timezone):
         blocks: list[Block] = [{"type": "header", "text": plain_text(i18n.t("home.title"), 150)}]
         if notice:
@@ -79,7 +84,12 @@ def home_view(
             blocks.append(_context(i18n.t("home.updated", when=i18n.format_when(now))))
         granted = ([{"type": "divider"}, *grant_blocks(grants, locale, HOME_GRANTS)]
                    if grants else [])
-        request_blocks, shown = _requests(cards, locale, timezone, len(granted))
+        batch = batch_blocks(cards, routes, locale, timezone) if routes is not None else []
+        if any(b.get("type") == "actions" for b in batch):
+            blocks += [_mrkdwn("*" + slack_escape(said("batch.heading").text(
+                i18n.current_locale())) + "*"), *batch]
+        request_blocks, shown = _requests(cards, locale, timezone,
+                                          MAX_BLOCKS - RESERVED - len(blocks) - len(granted))
         blocks += request_blocks
         if not total:
             blocks.append(_mrkdwn(i18n.t("home.nothing")))
@@ -94,11 +104,10 @@ def home_view(
 
 
 def _requests(
-    cards: Sequence[RequestCard], locale: str | None, timezone: str | None, taken: int = 0
+    cards: Sequence[RequestCard], locale: str | None, timezone: str | None,
+    budget: int = MAX_BLOCKS - RESERVED,
 ) -> tuple[list[Block], int]:
-    """As many whole cards as fit in the view (``taken`` blocks are spoken for), with
-    prefixed block ids."""
-    budget = MAX_BLOCKS - RESERVED - taken
+    """As many whole cards as fit in ``budget`` blocks, with prefixed block ids."""
     out: list[Block] = []
     shown = 0
     chars = 0

@@ -137,7 +137,8 @@ CATALOG: dict[str, dict[str, str]] = {
                       "appears here, in a thread.\n"
                       "• `@askhuman <agent>: <prompt>` — the same, by mentioning me in a "
                       "channel I'm in.\n"
-                      "• `/askhuman pending [page]` — the open requests you may answer.\n"
+                      "• `/askhuman pending [page]` — the open requests you may answer; "
+                      "tick several to approve or reject them at once.\n"
                       "• `/askhuman grants` — the standing grants you may revoke.\n"
                       "• `/askhuman help` — this message.",
         "help.no_agents": "You may not start any agent yet; an admin can add you to an "
@@ -274,7 +275,8 @@ CATALOG: dict[str, dict[str, str]] = {
                       "• `/askhuman run <agent> <prompt>` — 发起运行；"
                       "最终结果会在此处的话题中回复。\n"
                       "• `@askhuman <agent>: <prompt>` — 同上，在我所在的频道中提及我。\n"
-                      "• `/askhuman pending [page]` — 列出你可以处理的请求。\n"
+                      "• `/askhuman pending [page]` — 列出你可以处理的请求，"
+                      "可勾选多个一次批准或拒绝。\n"
                       "• `/askhuman grants` — 列出你可以撤销的长期授权。\n"
                       "• `/askhuman help` — 显示此帮助。",
         "help.no_agents": "你还不能发起任何智能体；管理员可以把你加入智能体的 `starters`。",

@@ -11,7 +11,7 @@ import contextlib
 import dataclasses
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -49,9 +49,18 @@ class ClickWriter:
         """Queue ``row``; the future answers its id. ``orphan(row_id)`` is called (on the
         loop) if the row was stored after the future had been cancelled: nobody acked
         that click, so the caller closes the row unused."""
-        future: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+        return self.submit_many([((row, cutoff, seen), orphan)])[0]
+
+    def submit_many(self, items: Sequence[tuple[Item, Orphan | None]]
+                    ) -> list[asyncio.Future[int | None]]:
+        """``submit`` for several rows (each with its ``orphan``) queued together, under
+        one lock, so a batch of clicks goes in one group commit unless a commit is
+        already under way."""
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[int | None]] = [loop.create_future() for _ in items]
         with self._lock:
-            self._queue.append(((row, cutoff, seen), Waiter(future, orphan)))
+            self._queue += [(item, Waiter(future, orphan))
+                            for (item, orphan), future in zip(items, futures, strict=True)]
             start, self._draining = not self._draining, True
         if start:
             try:
@@ -60,7 +69,7 @@ class ClickWriter:
                 with self._lock:
                     self._draining = False
                 raise
-        return future
+        return futures
 
     def _drain(self) -> None:
         """(committer thread) Commit batch after batch until the queue is empty."""

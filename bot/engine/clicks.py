@@ -16,7 +16,7 @@ import asyncio
 import dataclasses
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import select
@@ -26,6 +26,7 @@ from bot import metrics
 from bot.engine import inbox, store, worker
 from bot.engine.access import Authorizer
 from bot.engine.attachments import Attachments
+from bot.engine.batch_reader import read_batch_click
 from bot.engine.click_writer import ClickWriter
 from bot.engine.committer import Committer, log
 from bot.engine.context import EngineContext
@@ -37,6 +38,7 @@ from bot.engine.reply_order import deciding_for
 from bot.engine.results import RespondResult
 from bot.engine.wakeups import Background
 from bot.engine.withdraw import Withdrawals
+from renderers.batch import is_batch_token
 from renderers.words import Said, said, verbatim
 from storage import Delivery, HumanRequest
 
@@ -112,6 +114,41 @@ class ClickInbox:
         metrics.observe_click_stored(click.platform, time.monotonic() - started)
         return Recorded(click, inbox.Mark(row_id, token, received))
 
+    async def record_clicks(self, clicks: Sequence[Click], budget: float = RECORD_BUDGET
+                            ) -> list[Recorded | None]:
+        """``record_click`` for several clicks queued together, so they share one group
+        commit (a batch decision's items); each answer is its click's, None when that
+        one was not stored (the others may be)."""
+        for click in clicks:
+            inbox.check_size(click)
+        received = self._ctx.now()
+        cutoff = time.monotonic() + max(0.0, budget - RECORD_MARGIN)
+        marks = [inbox.Mark(0, uuid.uuid4().hex, received) for _ in clicks]
+        rows = [((inbox.new_row(click, received, self._ctx.click_hold(), mark.token), cutoff,
+                  ()), self._orphan(mark)) for click, mark in zip(clicks, marks, strict=True)]
+        futures = self._click_writer().submit_many(rows)
+        try:
+            async with asyncio.timeout(max(budget, 0.0)):
+                ids = await asyncio.gather(*futures, return_exceptions=True)
+        except TimeoutError:
+            log.warning("batch clicks not recorded within their budget",
+                        extra={"count": len(clicks), "budget_seconds": budget})
+            return [None] * len(clicks)
+        out: list[Recorded | None] = []
+        for click, mark, row_id in zip(clicks, marks, ids, strict=True):
+            if isinstance(row_id, BaseException) or row_id is None:
+                if isinstance(row_id, BaseException):
+                    log.error("recording a batch click failed", exc_info=row_id,
+                              extra={"ref": click.ref[:64]})
+                out.append(None)
+                continue
+            out.append(Recorded(click, dataclasses.replace(mark, id=row_id)))
+        return out
+
+    def _orphan(self, mark: inbox.Mark) -> Callable[[int], object]:
+        return lambda row_id: self._background.start(
+            self._close_unused(dataclasses.replace(mark, id=row_id)))
+
     def _click_writer(self) -> ClickWriter:
         if self._writer is None:  # one writer (one commit thread) per process
             self._writer = ClickWriter(self._ctx.db)
@@ -175,6 +212,10 @@ class ClickInbox:
         if click.kind == "attach":
             return await self._attachments.attach(click.ref, click.responder, click.values,
                                                   mark)
+        if is_batch_token(click.action_id):  # from a list, not a card: read it so
+            return await self._decider.respond_stored(
+                click.ref, click.responder, click.action_id, click.values, mark,
+                read_batch_click, show=False)
         refused = await self._wrong_message(click, mark)
         if refused is not None:
             return refused

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from bot.engine import heap, home_signals, waiters
 from bot.engine.access import Authorizer
 from bot.engine.attachments import Attachments
+from bot.engine.batch import Batches
 from bot.engine.click_check import ClickCheck
 from bot.engine.clicks import ClickInbox
 from bot.engine.committer import Committed, Committer, log
@@ -140,6 +141,7 @@ class Engine:
         self.clicks = ClickInbox(ctx, self.committer, self.decider, self.attachments,
                                  self.withdrawals, self.authorizer, self.platforms,
                                  self.background)
+        self.batches = Batches(ctx, self.committer, self.clicks)
         self.click_check = ClickCheck(ctx, self.committer, self.authorizer, self.cards,
                                       self.platforms)
         self.webhooks = Webhooks(ctx, self.committer)
@@ -196,6 +198,8 @@ class Engine:
         self.told_clicker = self.clicks.told
         self.tell_failed = self.clicks.tell_failed
         self.recover_clicks = self.clicks.recover_clicks
+        self.record_batch = self.batches.record
+        self.decide_batch = self.batches.decide
         # what people see
         self.card = self.cards.card
         self.pending_page = self.pending.page

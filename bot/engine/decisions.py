@@ -103,6 +103,10 @@ class Decider:
         if read is not None:
             try:
                 action_id, values = read(card, action_id, values)
+            except InvalidValues as exc:  # the reader's own words (a batch click)
+                return await self._authorizer.refuse(
+                    "rejected", exc.words, ref, responder, "respond_invalid", card, run.id,
+                    {"action_id": action_id[:200]}, mark=mark)
             except ValueError as exc:
                 return await self._authorizer.refuse(
                     "rejected", said("refused.unreadable", reason=str(exc)), ref, responder,

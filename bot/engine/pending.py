@@ -83,7 +83,9 @@ class Pending:
         page = min(max(1, page), pages)
         shown = allowed[(page - 1) * per_page: page * per_page]
         cards = await self._committer.read(lambda s: _cards(s, shown))
-        return PendingPage(cards, len(allowed), page, per_page)
+        routes = {request.ref: request.escalation_route or request.route
+                  for request, _ in shown}
+        return PendingPage(cards, len(allowed), page, per_page, routes)
 
     async def all_for(self, identity: Identity) -> list[RequestCard]:
         """Every open request ``identity`` may answer (oldest first)."""

@@ -204,9 +204,12 @@ def _with_reason_field(args: dict[str, Any], route: RouteSettings
 
 def reason_missing(policy: Policy | None, action_id: str, values: Mapping[str, Any]) -> bool:
     """Whether ``action_id`` needs a reason and ``values`` carry none. A card without a
-    reason field (raised before the rule existed) never asks for one it cannot take."""
-    if policy is None or policy.reason_field is None or \
-            action_id not in policy.require_reason:
+    reason field (raised before the rule existed) never asks for one it cannot take.
+    ``require_reason: [approve]`` covers the whole approve family (Approve and allow
+    similar…, Edit and approve): another button is no way around the rule."""
+    if policy is None or policy.reason_field is None or (
+            action_id not in policy.require_reason
+            and approval_family(action_id) not in policy.require_reason):
         return False
     text = values.get(policy.reason_field)
     return not (isinstance(text, str) and text.strip())

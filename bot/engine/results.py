@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from renderers.card import RequestCard
@@ -51,6 +52,8 @@ class PendingPage:
     page: int
     """1-based; a page past the end is clamped to the last one."""
     per_page: int
+    routes: Mapping[str, str] = field(default_factory=dict)
+    """Each card's route (ref → route name), for lists grouped by route."""
 
     @property
     def pages(self) -> int:

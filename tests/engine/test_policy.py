@@ -265,3 +265,15 @@ def test_the_reason_goes_in_the_forms_own_reason_paragraph_or_a_new_field() -> N
     assert policy.reason_missing(frozen, "reject", {"askhuman_reason": " "})
     assert not policy.reason_missing(frozen, "reject", {"askhuman_reason": "why"})
     assert not policy.reason_missing(frozen, "approve", {})
+
+
+def test_a_reason_required_for_approve_is_required_for_the_whole_approve_family() -> None:
+    """Approve and allow similar… and Edit and approve are approvals too: a route that
+    wants a reason for Approve gets one whichever approve button is used."""
+    rules = settings(route(require_reason=["approve"])).routes["ops"]
+    row = HumanRequest(args={**ARGS, "fields": []}, route="ops")
+    frozen = policy.freeze(row, settings(route(require_reason=["approve"])), "ops", rules)
+    for action in ("approve", "approve_grant", "approve_edit"):
+        assert policy.reason_missing(frozen, action, {"reason": ""}), action
+        assert not policy.reason_missing(frozen, action, {"reason": "checked the diff"})
+    assert not policy.reason_missing(frozen, "reject", {})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from bot.platforms.feishu.pending import pending_command
 from tests.feishu.conftest import BOB, Feishu
 
@@ -16,7 +18,10 @@ async def test_pending_lists_what_the_sender_may_answer(
     await f.wait_card()
     asked = await f.send_text("/pending", user=BOB, chat_id="oc_p2p_bob", chat_type="p2p",
                               mentions=[])
-    reply = await f.wait_reply(asked)
+    await f.settle()
+    [listed] = [m for m in list(f.fake.messages.values())
+                if m.parent_id == asked and m.msg_type == "interactive"]
+    reply = json.dumps(listed.card(), ensure_ascii=False)  # the list card (docs/batch.md)
     assert "1 open request(s) you may answer" in reply and "v3.1.0" in reply
     assert "agent deploy" in reply and "due " in reply
     nobody = await f.send_text("@_user_1 /pending", user=MALLORY)

@@ -40,16 +40,16 @@ async def test_pending_lists_every_request_page_by_page(
     settings = two_routes(tmp_path)
     async with running_system(fake_slack, settings) as slack:
         add_open_requests(slack.database, "other", 205, question="Elsewhere")
-        add_open_requests(slack.database, "ops", 12, question="Yours")
+        add_open_requests(slack.database, "ops", 22, question="Yours")
 
         first = await pending(slack, "pending", ALICE)
-        assert first.startswith("*12 open request(s) you may answer:*")
-        assert first.count("• ") == 10 and "Yours 0" in first and "Elsewhere" not in first
-        assert "Showing 1–10 of 12 (page 1 of 2) — `/askhuman pending 2`" in first
+        assert first.startswith("*22 open request(s) you may answer:*")
+        assert first.count("• ") == 20 and "Yours 0" in first and "Elsewhere" not in first
+        assert "Showing 1–20 of 22 (page 1 of 2) — `/askhuman pending 2`" in first
 
         second = await pending(slack, "pending 2", ALICE)
-        assert second.count("• ") == 2 and "Yours 11" in second
-        assert "Showing 11–12 of 12 (page 2 of 2)" in second and "pending 3" not in second
+        assert second.count("• ") == 2 and "Yours 21" in second
+        assert "Showing 21–22 of 22 (page 2 of 2)" in second and "pending 3" not in second
 
         assert "Nothing is waiting" in await pending(slack, "pending", MALLORY)
-        assert "Showing 1–10 of 12" in await pending(slack, "pending junk", ALICE)
+        assert "Showing 1–20 of 22" in await pending(slack, "pending junk", ALICE)

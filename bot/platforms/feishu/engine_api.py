@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from pydantic import JsonValue
 
+from bot.engine.batch import BatchResult, StoredBatch
 from bot.engine.click_check import Checked
 from bot.engine.delegation_chat import Delegations
 from bot.engine.inbox import Click, Recorded
@@ -78,6 +79,13 @@ class EngineApi(Protocol):
     async def tell_failed(self, recorded: Recorded, exc: BaseException) -> None: ...
 
     async def abandon_click(self, recorded: Recorded) -> None: ...
+
+    async def record_batch(
+        self, who: Identity, verb: str, refs: Sequence[str], reason: str | None = None,
+        reply_to: Mapping[str, str] | None = None, budget: float = ...,
+    ) -> StoredBatch: ...
+
+    async def decide_batch(self, batch: StoredBatch) -> BatchResult: ...
 
     async def card(self, ref: str) -> RequestCard | None: ...
 

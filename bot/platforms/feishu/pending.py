@@ -7,9 +7,10 @@ import re
 
 from bot.engine.results import PendingPage
 from renderers import i18n
+from renderers.batch import MAX_ITEMS
 from renderers.text import format_when, summary
 
-PENDING_PER_PAGE = 10
+PENDING_PER_PAGE = MAX_ITEMS
 _PENDING = re.compile(r"^\s*/?pending(?:\s+(\d{1,6}))?\s*$", re.IGNORECASE)
 
 

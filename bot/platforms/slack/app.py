@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from bot.engine.ports import Identity
+from bot.platforms.slack.batch import BatchListener
 from bot.platforms.slack.dedupe import RecentIds
 from bot.platforms.slack.directory import SlackDirectory
 from bot.platforms.slack.engine_api import SlackEngine
@@ -40,6 +41,7 @@ from bot.platforms.slack.listeners.mentions import MentionListener
 from bot.platforms.slack.listeners.views import FileSubmissionListener
 from bot.platforms.slack.replies import audit_refusal
 from renderers import slack as render
+from renderers.slack.batch_list import BATCH_ACTION_ID_PATTERN
 from renderers.slack.grants import REVOKE_ACTION_ID_PATTERN
 
 log = logging.getLogger(__name__)
@@ -158,6 +160,7 @@ def build_app(
     app.action(render.WITHDRAW_ACTION_ID_PATTERN)(WithdrawListener(engine, home=home,
                                                                    acks_first=acks_first))
     app.action(REVOKE_ACTION_ID_PATTERN)(GrantRevokeListener(engine, home=home))
+    app.action(BATCH_ACTION_ID_PATTERN)(BatchListener(engine, home=home, acks_first=acks_first))
     if home is not None:
         app.event("app_home_opened")(HomeOpenedListener(home))
     app.action({"type": "block_actions"})(ignore_other_actions)

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from pydantic import JsonValue
 
+from bot.engine.batch import BatchResult, StoredBatch
 from bot.engine.delegation_chat import Delegations
 from bot.engine.inbox import Click, Recorded
 from bot.engine.ports import Directory, Identity, Origin
@@ -66,6 +67,13 @@ class SlackEngine(Protocol):
     async def record_click(self, click: Click, budget: float = ...) -> Recorded | None: ...
 
     async def decide_click(self, recorded: Recorded) -> RespondResult: ...
+
+    async def record_batch(
+        self, who: Identity, verb: str, refs: Sequence[str], reason: str | None = None,
+        reply_to: Mapping[str, str] | None = None, budget: float = ...,
+    ) -> StoredBatch: ...
+
+    async def decide_batch(self, batch: StoredBatch) -> BatchResult: ...
 
     async def card(self, ref: str) -> RequestCard | None: ...
 

@@ -167,7 +167,8 @@ class HomeTab:
                                  self._engine.settings, zone)
             shown = safe_text(notice.text(locale)) if notice is not None else None
             view = home_view(page.cards, page.total, runs, locale=locale, timezone=zone,
-                             notice=shown, notice_ok=ok, grants=grants)
+                             notice=shown, notice_ok=ok, grants=grants,
+                             routes=page.routes)
         except Exception:
             log.exception("could not build the app home", extra={"platform": "slack"})
             return False

@@ -25,11 +25,13 @@ from lark_oapi.event.callback.model.p2_card_action_trigger import (
 from bot.engine.clicks import NOT_RECORDED
 from bot.platforms.feishu.adapter import FeishuAdapter
 from bot.platforms.feishu.handlers.admission import Admitted, ClickAdmission
+from bot.platforms.feishu.handlers.batch import BatchClicks
 from bot.platforms.feishu.handlers.click_store import DUPLICATE, ClickStore, Handoff, Reply
 from bot.platforms.feishu.handlers.grant_clicks import GrantClick, GrantClicks, hold_key
 from bot.platforms.feishu.handlers.loop import MainLoop
 from bot.platforms.feishu.handlers.toasts import RECEIVED, toast
 from bot.platforms.feishu.reply_context import current_reply
+from renderers.feishu_batch import is_batch_value
 from renderers.words import Said, said
 
 log = logging.getLogger("askhuman.feishu.events")
@@ -48,6 +50,7 @@ class ClickListener:
         reply_budget: float = 2.5,
         ws_release_delay: float = 0.3,
         grants: GrantClicks | None = None,
+        batches: BatchClicks | None = None,
     ) -> None:
         self._grants = grants
         self._admission = admission
@@ -56,6 +59,7 @@ class ClickListener:
         self._loop = loop
         self._budget = reply_budget
         self._ws_release_delay = ws_release_delay
+        self._batches = batches
 
     def on_card_action(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
         """The long connection's click (on the SDK's thread): answer within the budget;
@@ -73,6 +77,10 @@ class ClickListener:
         try:
             if self._grants is not None and self._grants.claims(data):
                 return await self._grant_click(data)
+            if self._batches is not None and _from_list(data):
+                reply = current_reply.get()  # the budget runs from the request's arrival
+                began = reply.started if reply is not None else time.monotonic()
+                return await self._batches.answer(data, began + self._budget)
             admitted = self._admission.admit(data)
             if not isinstance(admitted, Admitted):
                 return admitted
@@ -117,6 +125,11 @@ class ClickListener:
     def _card_action(self, data: P2CardActionTrigger) -> P2CardActionTriggerResponse:
         if self._grants is not None and self._grants.claims(data):
             return self._grant_card_action(self._grants, data)
+        if self._batches is not None and _from_list(data):
+            due = time.monotonic() + self._budget  # the toast's deadline, from here
+            return asyncio.run_coroutine_threadsafe(
+                self._batches.answer(data, due), self._loop.require()).result(
+                    self._budget + 0.5)
         admitted = self._admission.admit(data)
         if not isinstance(admitted, Admitted):
             return admitted
@@ -164,3 +177,8 @@ class ClickListener:
         loop.call_soon_threadsafe(
             loop.call_later, self._ws_release_delay, self._adapter.release, ref
         )
+
+
+def _from_list(data: P2CardActionTrigger) -> bool:
+    """A pending list's button (``renderers.feishu_batch``), not a request card's."""
+    return is_batch_value(getattr(getattr(data.event, "action", None), "value", None))

@@ -21,6 +21,7 @@ from bot.platforms.feishu.adapter import FeishuAdapter
 from bot.platforms.feishu.delegate import delegate_command, delegate_rest
 from bot.platforms.feishu.engine_api import EngineApi
 from bot.platforms.feishu.grants import GrantLists, grants_command
+from bot.platforms.feishu.handlers.batch import BatchClicks
 from bot.platforms.feishu.handlers.replies import Replies
 from bot.platforms.feishu.message import Incoming, message_text
 from bot.platforms.feishu.pending import PENDING_PER_PAGE, pending_command, pending_reply
@@ -48,11 +49,13 @@ class CommandListener:
     """Answers a text message addressed to the bot (a direct chat, or an @-mention)."""
 
     def __init__(self, engine: EngineApi, adapter: FeishuAdapter, replies: Replies,
-                 grants: GrantLists | None = None) -> None:
+                 grants: GrantLists | None = None,
+                 batches: BatchClicks | None = None) -> None:
         self._engine = engine
         self._adapter = adapter
         self._replies = replies
         self._grants = grants
+        self._batches = batches
 
     async def command(self, msg: Incoming, stored: Gate = lambda: None) -> None:
         """``stored()`` is called once a run start is durable, or once the message is
@@ -122,9 +125,14 @@ class CommandListener:
                 and _COMMAND.match(text) is not None)
 
     async def _pending(self, msg: Incoming, number: int) -> None:
-        """Reply with one page of the sender's open requests (never silence)."""
+        """Reply with one page of the sender's open requests (never silence): the list
+        card with checkboxes (``handlers.batch``) when there is something to list."""
         try:
             page = await self._engine.pending_page(msg.sender, number, PENDING_PER_PAGE)
+            if page.total and self._batches is not None:
+                card = await self._batches.list_card(msg.sender, page.page)
+                await self._replies.card(msg.message_id, card)
+                return
         except Exception as exc:
             down = database_unreachable(exc)
             log.warning("listing pending requests failed", exc_info=not down,

@@ -15,6 +15,7 @@ from bot.platforms.feishu.engine_api import EngineApi
 from bot.platforms.feishu.grants import GrantLists
 from bot.platforms.feishu.handlers.admission import ClickAdmission
 from bot.platforms.feishu.handlers.audit import Auditor
+from bot.platforms.feishu.handlers.batch import BatchClicks
 from bot.platforms.feishu.handlers.click_store import ClickStore
 from bot.platforms.feishu.handlers.clicks import ClickListener
 from bot.platforms.feishu.handlers.commands import CommandListener
@@ -63,12 +64,18 @@ class FeishuEventHandlers:
         lists = GrantLists(engine, api, adapter.default_locale)
         grants = GrantClicks(engine, adapter, lists, guard, self.dedupe, self.auditor,
                              self.loop)
+        self.batches = BatchClicks(engine, adapter, api, guard, self.loop,
+                                   reply_budget=reply_budget,
+                                   humanize_now=replies.humanize_now,
+                                   humanize=replies.humanize_words)
         self.clicks = ClickListener(
             ClickAdmission(guard, adapter, self.auditor), store, adapter, self.loop,
-            reply_budget=reply_budget, ws_release_delay=ws_release_delay, grants=grants)
+            reply_budget=reply_budget, ws_release_delay=ws_release_delay, grants=grants,
+            batches=self.batches)
         self.messages = MessageListener(
             guard, self.loop, self.dedupe, self.auditor,
-            CommandListener(engine, adapter, replies, lists), FileListener(engine, replies))
+            CommandListener(engine, adapter, replies, lists, self.batches),
+            FileListener(engine, replies))
 
     def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         """The application's loop: engine calls and adapter holds run there."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from bot.platforms.feishu.adapter import plain_text
 from bot.platforms.feishu.client import FeishuApi, FeishuApiError, dumps
@@ -56,5 +57,12 @@ class Replies:
         try:
             body = plain_text(text) or "…"
             await self._api.reply_message(message_id, "text", dumps({"text": body}))
+        except FeishuApiError as exc:
+            log.warning("feishu reply failed", extra={"message_id": message_id, "code": exc.code})
+
+    async def card(self, message_id: str, card: dict[str, Any]) -> None:
+        """Reply with an interactive card (the pending list)."""
+        try:
+            await self._api.reply_message(message_id, "interactive", dumps(card))
         except FeishuApiError as exc:
             log.warning("feishu reply failed", extra={"message_id": message_id, "code": exc.code})

@@ -11,7 +11,6 @@ thread) is posted by ``SlackAdapter.open_thread``.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from typing import Any
@@ -21,18 +20,18 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.engine.health import DATABASE_DOWN, database_unreachable
 from bot.engine.ports import Identity, Origin
-from bot.engine.results import PendingPage
 from bot.engine.start_rows import Start
 from bot.platforms.slack.delegate import delegate_command
 from bot.platforms.slack.engine_api import SlackEngine
 from bot.platforms.slack.grants import grants_reply
 from bot.platforms.slack.identity import from_command
+from bot.platforms.slack.pending_list import list_message, pending_text
 from bot.platforms.slack.people import in_their_words, people
 from bot.platforms.slack.replies import safe_text
 from bot.platforms.slack.runs import admit, run_admitted
 from renderers import i18n
+from renderers.batch import MAX_ITEMS
 from renderers.markdown import slack_escape
-from renderers.text import format_when, summary
 from renderers.words import said
 
 log = logging.getLogger(__name__)
@@ -40,7 +39,8 @@ log = logging.getLogger(__name__)
 HELP = """*askhuman* lets AI agents ask people for approvals.
 • `/askhuman run <agent> <prompt>` — start a run; its final answer appears here, in a thread.
 • `@askhuman <agent>: <prompt>` — the same, by mentioning me in a channel I'm in.
-• `/askhuman pending [page]` — the open requests you may answer.
+• `/askhuman pending [page]` — the open requests you may answer; tick several to approve \
+or reject them at once.
 • `/askhuman grants` — the standing grants you may revoke.
 • `/askhuman delegate @someone until 2026-12-24` — out of office: they answer for you \
 (`delegate revoke`, `delegate list`).
@@ -49,7 +49,7 @@ HELP = """*askhuman* lets AI agents ask people for approvals.
 RUN_USAGE = (
     "Usage: `/askhuman run <agent> <prompt>`, e.g. `/askhuman run deploy ship v1.2 to staging`."
 )
-PENDING_PER_PAGE = 10
+PENDING_PER_PAGE = MAX_ITEMS
 PENDING_FAILED = said("pending.failed")
 
 
@@ -67,30 +67,6 @@ def parse(text: str) -> tuple[str, str]:
     """Split ``"run deploy ship it"`` into ``("run", "deploy ship it")``."""
     head, _, rest = text.strip().partition(" ")
     return head.lower(), rest.strip()
-
-
-def pending_text(page: PendingPage, locale: str | None = None,
-                 timezone: str | None = None) -> str:
-    """An ephemeral page of open requests in the asker's ``locale`` (dates in their
-    ``timezone``); card text is untrusted, escaped and never translated."""
-    with i18n.speaking(locale, timezone):
-        if not page.total:
-            return i18n.t("pending.none") + " :tada:"
-        lines = ["*" + i18n.t("pending.count", total=page.total) + "*"]
-        for card in page.cards:
-            due = i18n.t("pending.due", when=format_when(card.deadline)) if card.deadline \
-                else ""
-            agent = i18n.t("pending.agent", agent=f"`{slack_escape(card.agent_name)}`")
-            shown = dataclasses.replace(card, locale=i18n.current_locale())
-            lines.append(f"• {slack_escape(summary(shown, 150))} ({agent}{due})")
-        if page.pages > 1:
-            last = page.first + len(page.cards) - 1
-            more = (i18n.t("pending.next_slack", next=page.page + 1)
-                    if page.page < page.pages else "")
-            lines.append("_" + i18n.t("pending.showing", first=page.first, last=last,
-                                      total=page.total, page=page.page, pages=page.pages)
-                         + f"{more}._")
-        return "\n".join(lines)
 
 
 def page_number(text: str) -> int:
@@ -176,4 +152,5 @@ class CommandListener:
             text = DATABASE_DOWN if down else PENDING_FAILED
             await respond(text=text.text(locale), response_type="ephemeral")
             return
-        await respond(text=pending_text(page, locale, zone), response_type="ephemeral")
+        await respond(response_type="ephemeral",
+                      **list_message(page, pending_text(page, locale, zone), locale, zone))
