@@ -80,8 +80,12 @@ def test_the_offer_survives_storage_and_speaks_the_routes_language() -> None:
     import dataclasses
 
     from bot.engine.cards import localized
-    from renderers.tool_card import tool_approval_card, tool_approval_view, view_from_json, \
-        view_to_json
+    from renderers.tool_card import (
+        tool_approval_card,
+        tool_approval_view,
+        view_from_json,
+        view_to_json,
+    )
 
     view = dataclasses.replace(tool_approval_view("scale", "", {"service": "web"}, {}, "b" * 64),
                                grant=GrantOffer(3600, 5), grant_scope="args.x == call.x")
