@@ -17,6 +17,7 @@ A click decided from the inbox closes its row in the decision's own transaction.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Callable, Mapping
 from functools import partial
@@ -141,8 +142,8 @@ class Decider:
         answer = await self._committer.grouped(  # one commit for a burst of concurrent decisions
             lambda s: self.decide(s, ref, responder, result, received, mark, voter))
         if answer.outcome in ("accepted", "recorded"):  # the card update was tried already
-            answer = RespondResult(answer.outcome, answer.words,
-                                   await self._cards.card(ref) if show else None)
+            answer = dataclasses.replace(answer, card=await self._cards.card(ref) if show
+                                         else None)
         return answer
 
     def decide(
@@ -208,11 +209,12 @@ class Decider:
                                             "verdict": verdict, "message": result.message})
         self._cards.enqueue_update(session, request)
         log.info("request decided", extra={"ref": ref, "action_id": action.id})
-        words = said("answer.recorded", label=action.label)
+        grant = None
         if tool_approval and verdict == "decide" and action.id in APPROVE_FAMILY:
-            words = grant_hook.after_approval(session, self._ctx, now, request,
-                                              [*votes, vote]) or words
-        return closed(session, now, mark, RespondResult("accepted", words))
+            grant = grant_hook.after_approval(session, self._ctx, now, request, [*votes, vote])
+        words = grant or said("answer.recorded", label=action.label)
+        return closed(session, now, mark, RespondResult("accepted", words,
+                                                        tell=grant is not None))
 
     def _late_in(
         self, session: Session, ref: str, who: Identity, received: dt.datetime,

@@ -31,6 +31,9 @@ class RespondResult:
     outcome: Outcome
     words: Said
     card: RequestCard | None = None
+    tell: bool = False
+    """The words add what the updated card does not show (the standing grant an answer
+    made, or why none was made): tell the clicker even when the answer was taken."""
 
     @property
     def message(self) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import datetime as dt
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,16 @@ def grant_click(door: Door, ts: str, duration: str, uses: str) -> dict[str, Any]
     return payload
 
 
+async def told_in_slack(door: Door, user: str) -> str:
+    """What the clicker was told ephemerally (Slack shows the card's update to all)."""
+    for _ in range(500):
+        told = door.slack.ephemerals_to(user)
+        if told:
+            return told[-1]
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{user} was told nothing")
+
+
 def grants(database: Database) -> list[Grant]:
     with database.transaction() as session:
         rows = list(session.scalars(select(Grant).order_by(Grant.id)))
@@ -99,7 +110,7 @@ def grants(database: Database) -> list[Grant]:
 
 def chain_ok(database: Database) -> bool:
     with database.transaction() as session:
-        audit_chain.seal(session, __import__("datetime").datetime(2100, 1, 1), limit=100_000)
+        audit_chain.seal(session, dt.datetime(2100, 1, 1), limit=100_000)
     with database.transaction() as session:
         return audit_chain.verify(session).ok
 
@@ -123,6 +134,8 @@ async def test_a_grant_from_a_slack_card_approves_the_next_call_at_once(
     [grant] = grants(door.database)
     assert (grant.agent, grant.tool, grant.max_uses, grant.granted_by_platform) == (
         "ci-bot", "restart_service", 3, "slack")
+    told = await told_in_slack(door, ALICE)
+    assert f"Standing grant G-{grant.id} approves similar calls for 4h, at most 3" in told
     assert (grant.expires_at - grant.created_at).total_seconds() == 4 * 3600
 
     cards_before = len([m for m in door.slack.fake.messages.values() if m.blocks])

@@ -74,3 +74,35 @@ def test_presets_are_cut_at_the_limits_plus_the_limit_itself() -> None:
     assert (duration.default, uses.default) == ("600", "3")  # type: ignore[union-attr]
     duration, uses = grant_fields(GrantOffer(86400, 50))
     assert (duration.default, uses.default) == ("3600", "10")  # type: ignore[union-attr]
+
+
+def test_the_offer_survives_storage_and_speaks_the_routes_language() -> None:
+    import dataclasses
+
+    from bot.engine.cards import localized
+    from renderers.tool_card import (
+        tool_approval_card,
+        tool_approval_view,
+        view_from_json,
+        view_to_json,
+    )
+
+    view = dataclasses.replace(tool_approval_view("scale", "", {"service": "web"}, {}, "b" * 64),
+                               grant=GrantOffer(3600, 5), grant_scope="args.x == call.x")
+    stored = view_from_json(view_to_json(view))
+    assert (stored.grant, stored.grant_scope) == (GrantOffer(3600, 5), "args.x == call.x")
+    card = tool_approval_card("REF", stored, "ops")
+    assert [a.id for a in card.args.actions] == ["approve", "approve_grant", "reject"]
+    assert "where args.x == call.x" in card.args.question
+
+    class Route:
+        locale = "zh-CN"
+        timezone = None
+
+    chinese = localized(card, Route())
+    assert [a.label for a in chinese.args.actions] == ["批准", "批准并允许类似调用…", "拒绝"]
+    assert [f.name for f in chinese.args.fields] == ["reason", "grant_duration", "grant_uses"]
+    plain = view_from_json({k: v for k, v in view_to_json(view).items()
+                            if k not in ("grant_offer", "grant_scope")})
+    assert [a.id for a in tool_approval_card("R", plain, "ops").args.actions] == [
+        "approve", "reject"]

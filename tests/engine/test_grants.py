@@ -7,14 +7,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import pytest
+from sqlalchemy import func, select
 
-from bot.settings import Settings
+from bot.engine import Identity
+from storage import HumanRequest, ResumeJob
 from tests.engine.grant_setup import ALICE, BOB, GrantWorld, grant_settings, grant_values
-from tests.engine.helpers import ORIGIN
+from tests.engine.helpers import ORIGIN, STARTER
 from tests.tools import sample_tools
 
-pytestmark = pytest.mark.asyncio
+ORIGIN_STRANGER = Identity("slack", "U_MALLORY", "Mallory")
 
 
 async def _granted(world: GrantWorld, uses: int = 5, seconds: int = 3600,
@@ -183,18 +184,8 @@ async def test_concurrent_matching_calls_use_exactly_the_uses_left(db_url: str) 
     assert world.chain_ok()
 
 
-ORIGIN_STRANGER = __import__("bot.engine", fromlist=["Identity"]).Identity(
-    "slack", "U_MALLORY", "Mallory")
-_ = Settings
-
-
 async def test_a_step_with_a_granted_and_an_asked_call_resumes_once_after_both(
         db_url: str) -> None:
-    from sqlalchemy import func, select
-
-    from storage import HumanRequest, ResumeJob
-    from tests.engine.helpers import STARTER
-
     world = GrantWorld(db_url)
     await _granted(world)
     sample_tools.CALLS.clear()
@@ -221,8 +212,6 @@ async def test_a_step_whose_calls_are_all_granted_resumes_at_once(db_url: str) -
     sample_tools.CALLS.clear()
     world.script.steps = ([("scale", {"service": "web", "replicas": 1}),
                            ("scale", {"service": "web", "replicas": 2})],)
-    from tests.engine.helpers import STARTER
-
     await world.engine.start_run("ops", "both granted", STARTER, ORIGIN)
     await world.engine.drain()
     assert await world.engine.run_worker_once() == 1

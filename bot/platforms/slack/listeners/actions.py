@@ -241,7 +241,7 @@ class ActionListener:
         """Decide the stored click; returns the words to tell the clicker, if any."""
         result = await self._engine.decide_click(recorded)
         self._log(recorded.click.ref, recorded.click.responder, recorded.click.action_id, result)
-        if result.outcome == "accepted":
+        if result.outcome == "accepted" and not result.tell:
             return None  # the updated card says it for everyone
         return result.words
 
