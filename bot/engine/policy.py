@@ -420,12 +420,13 @@ def summary(votes: Sequence[Ballot], decided: Verdict) -> str:
 
 def signed_off(policy: Policy | None, votes: Sequence[Ballot]) -> tuple[tuple[str, bool], ...]:
     """(group name, signed off) for the card, counting approvals (non-destructive
-    choices); each person signs for one group."""
+    choices, a tool approval's approve family as one); each person signs for one group."""
     if policy is None or not policy.require:
         return ()
     best: dict[int, int] = {}
-    for action in dict.fromkeys(b.action_id for b in votes):
-        got = matching(len(policy.require), [b for b in votes if b.action_id == action])
+    for action in dict.fromkeys(approval_family(b.action_id) for b in votes):
+        got = matching(len(policy.require),
+                       [b for b in votes if approval_family(b.action_id) == action])
         if len(got) > len(best):
             best = got
     return tuple((group_name(s, i), i in best) for i, s in enumerate(policy.require))

@@ -277,3 +277,17 @@ def test_a_reason_required_for_approve_is_required_for_the_whole_approve_family(
         assert policy.reason_missing(frozen, action, {"reason": ""}), action
         assert not policy.reason_missing(frozen, action, {"reason": "checked the diff"})
     assert not policy.reason_missing(frozen, "reject", {})
+
+
+def test_sign_offs_count_a_tool_approvals_approve_family_as_one_choice() -> None:
+    """Security approves, the other group's member approves and allows similar calls:
+    both groups have signed off the one approval (the card must say so)."""
+    rules = settings(route(quorum=1, require=[{"group": "S_SEC", "name": "Security"},
+                                              {"users": ["U_C"], "name": "Owners"}]))
+    frozen = policy.Policy.from_route("ops", rules.routes["ops"], rules)
+    votes = [policy.Ballot("slack:U_A", "A", "approve", "Approve", (0,)),
+             policy.Ballot("slack:U_C", "C", "approve_grant", "Approve and allow similar…",
+                           (1,))]
+    assert policy.signed_off(frozen, votes) == (("Security", True), ("Owners", True))
+    rejected = [votes[0], policy.Ballot("slack:U_C", "C", "reject", "Reject", (1,))]
+    assert policy.signed_off(frozen, rejected) == (("Security", True), ("Owners", False))
