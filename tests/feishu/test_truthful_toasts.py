@@ -141,9 +141,13 @@ async def test_refusals_known_cheaply_are_said_in_the_toast(
         assert _audited(f, "respond_reason_missing")[0]["checked"] == "before_ack"
         assert {"respond_invalid", "respond_reason_missing"} <= set(f.audit_events())
         assert await f.status(card) == "pending"
-        # The answer taken says so...
-        taken = await f.click(card, expect="success", operator=ALICE)
-        assert toast_text(taken) == words["taken"]
+        # The answer taken says so (decided within the inline budget; on a loaded
+        # machine past it, the true toast is "received" and the card shows the outcome)...
+        taken = await f.click(card, operator=ALICE)
+        if taken.json()["toast"]["type"] == "success":
+            assert toast_text(taken) == words["taken"]
+        else:
+            assert taken.json()["toast"]["type"] == "info", taken.text
         assert await f.status(card) == "submitted"
         # ...and a click on the decided card says who decided, in the toast.
         late = await f.click(card, expect="error", operator=BOB)
