@@ -13,4 +13,7 @@ fi
 if [ -z "${ASKHUMAN_TEST_POSTGRES_URL:-}" ]; then
   echo "note: ASKHUMAN_TEST_POSTGRES_URL is not set; PostgreSQL tests will be skipped." >&2
 fi
-exec .venv/bin/pytest "$@"
+# Two workers (pytest-xdist): most tests wait on sockets and subprocesses, so the
+# suite takes about half the time even on two cores. ASKHUMAN_TEST_WORKERS=0 runs it in
+# this one process (e.g. to debug a test).
+exec .venv/bin/pytest -n "${ASKHUMAN_TEST_WORKERS:-2}" "$@"
