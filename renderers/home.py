@@ -28,7 +28,7 @@ from renderers.slack.batch_list import batch_blocks
 from renderers.slack.edit_modal import EDIT_ACTION_PREFIX
 from renderers.slack.grants import grant_blocks
 from renderers.slack.ids import FILE_ACTION_PREFIX
-from renderers.slack.kit import Block, plain_text
+from renderers.slack.kit import Block, context, plain_text, section
 from renderers.slack.message import render_request
 from renderers.words import said
 
@@ -45,14 +45,6 @@ CALLBACK_ID = "askhuman_home"
 SEPARATOR = "|"
 
 
-def _mrkdwn(text: str) -> Block:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": truncate(text, 3000) or " ",
-                                        "verbatim": True}}
-
-
-def _context(text: str) -> Block:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": truncate(text, 2000)
-                                             or " ", "verbatim": True}]}
 
 
 def home_view(
@@ -78,23 +70,23 @@ def home_view(
     with i18n.speaking(locale, timezone):
         blocks: list[Block] = [{"type": "header", "text": plain_text(i18n.t("home.title"), 150)}]
         if notice:
-            blocks.append(_mrkdwn((":white_check_mark: " if notice_ok else ":warning: ")
+            blocks.append(section((":white_check_mark: " if notice_ok else ":warning: ")
                                   + notice))
         if now is not None:
-            blocks.append(_context(i18n.t("home.updated", when=i18n.format_when(now))))
+            blocks.append(context(i18n.t("home.updated", when=i18n.format_when(now))))
         granted = ([{"type": "divider"}, *grant_blocks(grants, locale, HOME_GRANTS)]
                    if grants else [])
         batch = batch_blocks(cards, routes, locale, timezone) if routes is not None else []
         if any(b.get("type") == "actions" for b in batch):
-            blocks += [_mrkdwn("*" + slack_escape(said("batch.heading").text(
+            blocks += [section("*" + slack_escape(said("batch.heading").text(
                 i18n.current_locale())) + "*"), *batch]
         request_blocks, shown = _requests(cards, locale, timezone,
                                           MAX_BLOCKS - RESERVED - len(blocks) - len(granted))
         blocks += request_blocks
         if not total:
-            blocks.append(_mrkdwn(i18n.t("home.nothing")))
+            blocks.append(section(i18n.t("home.nothing")))
         elif shown < total:
-            blocks.append(_context(i18n.t("home.more", more=total - shown)))
+            blocks.append(context(i18n.t("home.more", more=total - shown)))
         blocks += granted
         blocks += _runs(runs)
     view = {"type": "home", "callback_id": CALLBACK_ID, "private_metadata": "",
@@ -162,7 +154,7 @@ def _runs(runs: Sequence[RunLine]) -> list[Block]:
     blocks: list[Block] = [{"type": "divider"},
                            {"type": "header", "text": plain_text(i18n.t("home.runs"), 150)}]
     if not runs:
-        return [*blocks, _mrkdwn(i18n.t("home.no_runs"))]
+        return [*blocks, section(i18n.t("home.no_runs"))]
     lines = []
     for run in runs:
         state = i18n.t_or(f"run_status.{run.status}", run.status)
@@ -178,4 +170,4 @@ def _runs(runs: Sequence[RunLine]) -> list[Block]:
         if len(text) + len(line) + 1 > 2900:
             break
         text += ("\n" if text else "") + line
-    return [*blocks, _mrkdwn(text)]
+    return [*blocks, section(text)]

@@ -23,7 +23,7 @@ from renderers import i18n
 from renderers.batch import batchable, by_route, split
 from renderers.card import RequestCard
 from renderers.markdown import plain, slack_escape, truncate
-from renderers.slack.kit import Block, plain_text
+from renderers.slack.kit import Block, context, plain_text, section
 from renderers.text import format_when
 from renderers.words import said
 
@@ -48,7 +48,7 @@ def batch_blocks(cards: Sequence[RequestCard], routes: Mapping[str, str],
             heading = said("batch.route", route=truncate(route, 100)).text(words)
             chunks = split([c for c in members if batchable(c)])
             if not chunks:
-                blocks.append(_mrkdwn("*" + slack_escape(heading) + "*"))
+                blocks.append(section("*" + slack_escape(heading) + "*"))
             for chunk in chunks:  # the route is the label of its checkbox groups
                 blocks.append(_checkboxes(chunk, f"{prefix}{SELECT_BLOCK}{groups}", heading))
                 groups += 1
@@ -56,7 +56,7 @@ def batch_blocks(cards: Sequence[RequestCard], routes: Mapping[str, str],
             if on_card:
                 lines = ["• " + slack_escape(said("batch.on_card", title=_title(c, 150))
                                              .text(words)) for c in on_card]
-                blocks.append(_context("\n".join(lines)))
+                blocks.append(context("\n".join(lines)))
         if not groups:
             return blocks
         blocks.append({"type": "input", "block_id": prefix + REASON_BLOCK, "optional": True,
@@ -118,11 +118,3 @@ def _button(verb: str, text: str, style: str) -> Block:
             "style": style, "text": plain_text(text, 75)}
 
 
-def _mrkdwn(text: str) -> Block:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": truncate(text, 3000) or " ",
-                                        "verbatim": True}}
-
-
-def _context(text: str) -> Block:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": truncate(text, 2000)
-                                             or " ", "verbatim": True}]}

@@ -1,4 +1,5 @@
-"""Block Kit text objects and sections, shared by the message and the file modal."""
+"""Block Kit text objects, sections and context lines, shared by the message, the modals,
+App Home and the lists."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from renderers.markdown import plain, truncate
 Block = dict[str, Any]
 
 SECTION_CHARS = 3000
+CONTEXT_CHARS = 2000
 
 
 def plain_text(text: str, limit: int) -> dict[str, Any]:
@@ -22,3 +24,8 @@ def mrkdwn(text: str) -> dict[str, Any]:
 
 def section(text: str) -> Block:
     return {"type": "section", "text": mrkdwn(truncate(text, SECTION_CHARS))}
+
+
+def context(text: str) -> Block:
+    """A small grey line; ``text`` must already be escaped (verbatim, like ``mrkdwn``)."""
+    return {"type": "context", "elements": [mrkdwn(truncate(text, CONTEXT_CHARS))]}
