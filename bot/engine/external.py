@@ -260,9 +260,11 @@ class ExternalRequests:
         session.flush()  # the unique (client, idempotency key) index decides here
         store.audit(session, now, "request_created", run_id=run.id, ref=request.ref, actor=who,
                     details={"route": route_name, "source": "api", "kind": ask.kind})
-        if approval is None or grant_use.approve_by_grant(
+        if approval is not None and grant_use.approve_by_grant(
                 self._ctx, session, now, run, request, call=ask.tool_input or {},
-                tell_thread=False) is None:
+                tell_thread=False, resume=False) is not None:
+            self._settle_in(session, now, run, request, ext)  # decided: nothing to resume
+        else:
             outbox.enqueue(session, now, self._ctx.outbox_hold(), "deliver_request",
                            request_id=request.id, run_id=run.id, payload={"ref": request.ref})
         log.info("external request created", extra={"ref": request.ref, "client": who.user_id,
@@ -371,17 +373,8 @@ class ExternalRequests:
         def commit(session: Session) -> None:
             now = self._ctx.now()
             worker.complete(session, claim, now)
-            row = session.get(Run, run.id)
-            ext = session.get(ExternalRequest, request.id)
-            if row is not None:
-                row.status, row.output, row.updated_at = "succeeded", request.result, now
-            if ext is not None and ext.callback_url:
-                outbox.enqueue(session, now, self._ctx.outbox_hold(), "webhook",
-                               request_id=request.id, run_id=run.id,
-                               payload={"ref": request.ref, "webhook_id": f"msg_{request.ref}"})
-            store.audit(session, now, "external_settled", run_id=run.id, ref=request.ref,
-                        details={"status": request.status,
-                                 "webhook": bool(ext is not None and ext.callback_url)})
+            self._settle_in(session, now, session.get(Run, run.id), request,
+                            session.get(ExternalRequest, request.id))
 
         try:
             await self._committer.grouped(commit)  # group-committed with other writes in flight
@@ -392,6 +385,21 @@ class ExternalRequests:
             log.exception("settling an external request failed", extra={"ref": request.ref})
             await self._jobs.retry_or_fail(claim, run.id, str(exc) or type(exc).__name__)
         return True
+
+    def _settle_in(self, session: Session, now: dt.datetime, run: Run | None,
+                   request: HumanRequest, ext: ExternalRequest | None) -> None:
+        """Finish the run of resolved ``request`` with its result and queue the webhook,
+        in the caller's transaction (the resume job's end, or the creating transaction
+        of a request a standing grant approved)."""
+        if run is not None:
+            run.status, run.output, run.updated_at = "succeeded", request.result, now
+        if ext is not None and ext.callback_url:
+            outbox.enqueue(session, now, self._ctx.outbox_hold(), "webhook",
+                           request_id=request.id, run_id=request.run_id,
+                           payload={"ref": request.ref, "webhook_id": f"msg_{request.ref}"})
+        store.audit(session, now, "external_settled", run_id=request.run_id, ref=request.ref,
+                    details={"status": request.status,
+                             "webhook": bool(ext is not None and ext.callback_url)})
 
     # ------------------------------------------------------------------ webhooks
 

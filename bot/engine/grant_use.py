@@ -36,10 +36,11 @@ def grant_call(args: Mapping[str, Any], fixed: Mapping[str, Any]) -> dict[str, A
 
 def approve_by_grant(
     ctx: EngineContext, session: Session, now: dt.datetime, run: Run, request: HumanRequest,
-    *, call: Mapping[str, Any], tell_thread: bool,
+    *, call: Mapping[str, Any], tell_thread: bool, resume: bool = True,
 ) -> grant_rows.Used | None:
     """Approve ``request`` by the newest active grant it matches (None: no grant did, so
-    deliver the card). ``call``: the full arguments, fixed values included."""
+    deliver the card). ``call``: the full arguments, fixed values included. ``resume``
+    False: no resume job (the door settles its run in this transaction)."""
     tool = str((request.tool or {}).get("tool") or "")
     row = grant_rows.use(session, now, agent=run.agent, tool=tool, args=call,
                          binding=request.binding or "")
@@ -55,7 +56,7 @@ def approve_by_grant(
                    f"{row.granted_by_name}"[:200])
     result = AskHumanToolResult(status="submitted", message=str(words),
                                 action=AskHumanSelectedAction(id=APPROVE, label="Approve"))
-    if not store.resolve(session, now, request, result, who):
+    if not store.resolve(session, now, request, result, who, resume=resume):
         raise RuntimeError("a new request was resolved before it was committed")
     store.audit(session, now, "grant_used", run_id=run.id, ref=request.ref, actor=who,
                 details={"grant": label, "tool": tool, "uses": row.uses,

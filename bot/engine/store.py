@@ -259,8 +259,12 @@ def resolve(
     request: HumanRequest,
     result: AskHumanToolResult,
     by: Identity | None,
+    *,
+    resume: bool = True,
 ) -> bool:
-    """Compare-and-set ``pending`` → ``result.status`` and queue the resume.
+    """Compare-and-set ``pending`` → ``result.status`` and queue the resume (unless
+    ``resume`` is False: the caller finishes the run in this same transaction, as the
+    door does for a request a standing grant approves when it is created).
 
     Returns False (and changes nothing) when someone else resolved it first.
     """
@@ -276,7 +280,7 @@ def resolve(
     _show_resolved(request, result.status, stored, action, by, now, int(version))
     metrics.observe_decision(request.route, result.status, request.created_at, now)
     waiters.mark(session, request.ref)  # woken (and NOTIFYed) when this commits
-    if not batch_resolved(session, request):
+    if not resume or not batch_resolved(session, request):
         return True  # the run resumes when the last request of its step is resolved
     core(session).execute(_RESUME_INSERT, {
         "request_id": request.id, "run_id": request.run_id, "state": "queued", "attempts": 0,

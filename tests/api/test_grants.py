@@ -18,17 +18,20 @@ from sqlalchemy import select
 
 from bot.engine import audit_chain, receipts
 from bot.settings import Settings
-from storage import AuditLog, Database, HumanRequest
+from storage import AuditLog, Database, HumanRequest, ResumeJob, Run
 from storage.grants import Grant
 from tests.api.conftest import (
     FEISHU_ALICE,
     FEISHU_APPROVALS,
     Client,
     Door,
+    Receiver,
     add_client,
     make_settings,
     running_door,
+    webhook_json,
 )
+from tests.fakes.asgi_server import serve_in_loop
 from tests.fakes.feishu_api import FakeFeishuApi
 from tests.fakes.slack_api import FakeSlackAPI
 from tests.ops.test_admin_cli import as_json, cli
@@ -220,6 +223,37 @@ async def test_ten_concurrent_calls_with_three_uses_left(door: Door, ci: Client)
     for ref in pending:
         await slack_card(door, ref)  # each of the seven got its card
     assert grants(door.database)[0].uses == 3
+    assert chain_ok(door.database)
+
+
+async def test_a_call_a_grant_approves_is_settled_at_once_and_its_webhook_sent(
+    door: Door, ci: Client,
+) -> None:
+    """No resume job for a call a grant answers when it is created: its run is finished
+    and its signed webhook queued in that same transaction (nothing left to resume,
+    nothing that a crash could lose)."""
+    first = await approval(door, ci)
+    ts = await slack_card(door, first["ref"])
+    await door.slack.interact(grant_click(door, ts, "1h", "3"))
+    await door.get(ci, first["ref"], wait=10)
+    receiver = Receiver()
+    async with serve_in_loop(receiver.app()) as url:
+        answer = await approval(door, ci, {**RESTART, "callback_url": f"{url}/hook"})
+        assert answer["status"] == "submitted", answer
+        [(_headers, raw)] = await receiver.wait(1)
+    delivered = webhook_json(raw)
+    assert delivered["data"]["ref"] == answer["ref"]
+    assert delivered["data"]["decision"]["approved"] is True
+    with door.database.transaction() as session:
+        request = session.scalars(select(HumanRequest).where(
+            HumanRequest.ref == answer["ref"])).one()
+        jobs = session.scalars(select(ResumeJob).where(
+            ResumeJob.request_id == request.id)).all()
+        run = session.get(Run, request.run_id)
+        settled = session.scalars(select(AuditLog).where(
+            AuditLog.request_ref == answer["ref"], AuditLog.event == "external_settled")).all()
+        assert jobs == [] and run is not None and run.status == "succeeded"
+        assert len(settled) == 1
     assert chain_ok(door.database)
 
 
