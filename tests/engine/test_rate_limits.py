@@ -68,8 +68,9 @@ async def test_two_engines_on_one_database_share_the_bucket(db_url: str) -> None
     started = time.monotonic()
     counts = await asyncio.gather(*(_granted(e, client.id, 20, 15) for e in (one, two, one, two)))
     refill = (time.monotonic() - started) * 20 / 60
+    # Shared: two per-replica buckets would grant up to 40. Which replica wins the
+    # tokens is not a promise (on a loaded machine one may take all 20 first).
     assert 20 <= sum(counts) <= 20 + refill + 1, (counts, refill)
-    assert all(count > 0 for count in counts[:2])
     one.db.dispose()
     two.db.dispose()
 
