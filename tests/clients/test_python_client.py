@@ -31,25 +31,22 @@ from tests.fakes.asgi_server import serve_in_loop
 from tests.slack.conftest import ALICE, APPROVALS
 
 FIN = "C0FIN"
-CLICKED: dict[int, set[str]] = {}
 QUICK_RETRY = Retry(attempts=3, backoff=0.01, max_delay=0.05)
 
 
-async def new_card(door: Door, channel: str, timeout: float = 10) -> str:
-    """The ts of a card in ``channel`` not clicked by ``click`` before."""
-    clicked = CLICKED.setdefault(id(door), set())
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        for message in list(door.slack.fake.messages.values()):
-            if message.channel == channel and message.blocks and message.ts not in clicked:
-                return str(message.ts)
+def cards(door: Door, channel: str) -> set[str]:
+    return {m.ts for m in list(door.slack.fake.messages.values())
+            if m.channel == channel and m.blocks}
+
+
+async def click(door: Door, channel: str, label: str, environment: str | None = None,
+                old: frozenset[str] = frozenset()) -> None:
+    """Click ``label`` on the card in ``channel`` that is not one of the ``old`` ones."""
+    deadline = asyncio.get_running_loop().time() + 10
+    while not (fresh := cards(door, channel) - old):
+        assert asyncio.get_running_loop().time() < deadline, f"no new card in {channel}"
         await asyncio.sleep(0.02)
-    raise AssertionError(f"no new card in {channel}")
-
-
-async def click(door: Door, channel: str, label: str, environment: str | None = None) -> None:
-    ts = await new_card(door, channel)
-    CLICKED[id(door)].add(ts)
+    ts = fresh.pop()
     payload = door.slack.click_payload(ts, label, ALICE, environment=environment, channel=channel)
     assert (await door.slack.interact(payload)).status_code == 200
 
@@ -89,8 +86,9 @@ async def test_async_ask_and_approvals(door: Door, ci: ApiKey) -> None:
         assert approved.decision is not None and approved.decision.approved is True
         assert approved.updated_input == {"order": "A-17"} and approved.tool_name == "refund"
 
+        old = frozenset(cards(door, FIN))
         rejecting = asyncio.create_task(client.approve("fin", "refund", {"order": "B-2"}))
-        await click(door, FIN, "Reject")
+        await click(door, FIN, "Reject", old=old)
         rejected = await asyncio.wait_for(rejecting, 20)
         assert rejected.decision is not None and rejected.decision.approved is False
         assert rejected.updated_input is None
