@@ -18,7 +18,7 @@ import asyncio
 import os
 from typing import Any
 
-from askhuman_client import AskHuman
+from askhuman_client import Client as AskHuman
 from google.adk.agents import Agent
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
@@ -50,9 +50,11 @@ def ask_people(askhuman: AskHuman, route: str, call: Any, session_id: str) -> ty
     args = call.args or {}
     original = args.get("originalFunctionCall") or args.get("original_function_call") or {}
     hint = (args.get("toolConfirmation") or args.get("tool_confirmation") or {}).get("hint")
-    approved, reason = askhuman.approve(
+    decided = askhuman.approve(
         route, str(original.get("name", "tool")), dict(original.get("args") or {}),
         reason=hint, idempotency_key=f"adk:{session_id}:{call.id}")
+    assert decided.decision is not None  # a resolved approval always has one
+    approved, reason = decided.decision.approved, decided.decision.reason
     print(f"{original.get('name')}: {'approved' if approved else 'denied'} ({reason})")
     return types.Part(function_response=types.FunctionResponse(
         id=call.id, name=CONFIRMATION, response={"confirmed": approved}))

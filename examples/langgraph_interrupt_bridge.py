@@ -18,7 +18,7 @@ import json
 import os
 from typing import Any, TypedDict
 
-from askhuman_client import AskHuman
+from askhuman_client import Client as AskHuman
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
@@ -81,7 +81,7 @@ def run_with_askhuman(graph: Any, inputs: State, thread_id: str, route: str,
         result = askhuman.ask(route, item.value["ask_human"],
                               idempotency_key=f"langgraph:{thread_id}:{marker}",
                               context={"thread_id": thread_id}, agent_name="langgraph")
-        payload = Command(resume=result)
+        payload = Command(resume=result.model_dump(exclude_none=True))
 
 
 if __name__ == "__main__":
