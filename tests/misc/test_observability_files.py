@@ -83,6 +83,13 @@ def test_the_alert_rules_are_complete() -> None:
         assert rule["annotations"]["summary"] and rule["annotations"]["description"], rule
 
 
+def test_the_operations_page_explains_every_alert() -> None:
+    page = (EXAMPLES.parent / "docs" / "operations.md").read_text()
+    alerts = yaml.safe_load((EXAMPLES / "prometheus-alerts.yml").read_text())["groups"]
+    for rule in [r for group in alerts for r in group["rules"]]:
+        assert f"**{rule['alert']}** ({rule['labels']['severity']})" in page, rule["alert"]
+
+
 def exported(text: str) -> dict[str, set[str]]:
     """Every series name ``/metrics`` exports (histogram/counter suffixes expanded from
     each family's type), with the label names the code declares for it."""
