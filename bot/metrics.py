@@ -1,12 +1,13 @@
 """Prometheus metrics (``/metrics``, off unless ``metrics: {enabled: true}``).
 
 Two kinds. What the database knows is computed at scrape time, so every replica
-reports the same truth and nothing is lost on restart: pending requests per route,
-decisions by outcome and platform, resume jobs that failed for good, the outbox
-backlog and the age of its oldest row. What only happens in a process is observed
-where it happens (histograms and counters of this replica): time to decision,
-click → ack, answer → resume, resume failures (each failed attempt), platform API
-calls by method and status, and their retries.
+reports the same truth and nothing is lost on restart: pending requests per route
+(how many, the oldest's age, how many already escalated, how late an escalation step
+is), decisions by outcome, platform and route, resume jobs and outbox rows that failed
+for good, the outbox backlog and the age of its oldest row. What only happens in a
+process is observed where it happens (histograms and counters of this replica): time
+to decision, click → ack, answer → resume, resume failures (each failed attempt),
+platform API calls by method and status, and their retries.
 
 The process-wide metric objects are not registered globally; each served app builds
 its own registry (``registry_for``), so tests and several apps in one process don't
@@ -25,6 +26,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
     from starlette.requests import Request
     from starlette.responses import Response
 
@@ -90,40 +92,89 @@ class DatabaseCollector(Collector):
         self.database = database
 
     def collect(self) -> Iterator[Metric]:
-        from sqlalchemy import func, select
-
-        from storage import HumanRequest, OutboxItem, ResumeJob
-
-        pending = GaugeMetricFamily("askhuman_pending_requests",
-                                    "Requests waiting for people, per route.", labels=["route"])
-        decisions = CounterMetricFamily("askhuman_decisions",
-                                        "Decided requests by outcome and deciding platform.",
-                                        labels=["outcome", "platform"])
-        failed = GaugeMetricFamily("askhuman_resume_jobs_failed",
-                                   "Resume jobs that gave up (need an operator).")
-        backlog = GaugeMetricFamily("askhuman_outbox_backlog",
-                                    "Outbox rows not done yet (queued or running).")
-        oldest = GaugeMetricFamily("askhuman_outbox_oldest_age_seconds",
-                                   "Age of the oldest outbox row not done yet.")
         now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
         with self.database.read() as session:
-            for route, count in session.execute(
-                    select(HumanRequest.route, func.count()).where(
-                        HumanRequest.status == "pending").group_by(HumanRequest.route)):
-                pending.add_metric([route], count)
-            for status, platform, count in session.execute(
-                    select(HumanRequest.status, HumanRequest.decided_by_platform, func.count())
-                    .where(HumanRequest.status != "pending")
-                    .group_by(HumanRequest.status, HumanRequest.decided_by_platform)):
-                decisions.add_metric([status, platform or "system"], count)
-            failed.add_metric([], session.scalar(select(func.count()).select_from(ResumeJob)
-                                                 .where(ResumeJob.state == "failed")) or 0)
-            open_rows = OutboxItem.state.in_(("queued", "running"))
-            backlog.add_metric([], session.scalar(select(func.count()).select_from(OutboxItem)
-                                                  .where(open_rows)) or 0)
-            first = session.scalar(select(func.min(OutboxItem.created_at)).where(open_rows))
-            oldest.add_metric([], max((now - first).total_seconds(), 0.0) if first else 0.0)
-        yield from (pending, decisions, failed, backlog, oldest)
+            yield from _pending_families(session, now)
+            yield from _settled_families(session, now)
+
+
+def _pending_families(session: Session, now: dt.datetime) -> Iterator[Metric]:
+    """Per route, in one grouped query over the pending rows: how many, how old the
+    oldest is, how many already escalated and still unanswered, and how late the most
+    overdue escalation step not yet taken is (an alert can't know each route's
+    ``escalation.after``; these say "waited past it" without it)."""
+    from sqlalchemy import case, func, select
+
+    from storage import HumanRequest
+
+    labels = ["route"]
+    pending = GaugeMetricFamily("askhuman_pending_requests",
+                                "Requests waiting for people, per route.", labels=labels)
+    oldest = GaugeMetricFamily("askhuman_pending_oldest_age_seconds",
+                               "Age of the oldest pending request, per route.", labels=labels)
+    escalated = GaugeMetricFamily(
+        "askhuman_pending_escalated_requests", "Pending requests already escalated (they "
+        "waited past their escalation time and are still unanswered), per route.",
+        labels=labels)
+    overdue = GaugeMetricFamily(
+        "askhuman_pending_escalation_overdue_seconds", "How long past due the most overdue "
+        "escalation step not yet taken is (0: none due; more than a sweep interval: "
+        "escalation is not running), per route.", labels=labels)
+    due = HumanRequest.escalate_at <= now
+    rows = session.execute(
+        select(HumanRequest.route, func.count(), func.min(HumanRequest.created_at),
+               func.count(HumanRequest.escalated_at),
+               func.min(case((due, HumanRequest.escalate_at))))
+        .where(HumanRequest.status == "pending").group_by(HumanRequest.route))
+    for route, count, first, reached, late in rows:
+        pending.add_metric([route], count)
+        oldest.add_metric([route], _age(now, first))
+        escalated.add_metric([route], reached)
+        overdue.add_metric([route], _age(now, late))
+    yield from (pending, oldest, escalated, overdue)
+
+
+def _settled_families(session: Session, now: dt.datetime) -> Iterator[Metric]:
+    """Decisions so far, resume jobs and outbox rows given up, and the outbox backlog."""
+    from sqlalchemy import func, select
+
+    from storage import HumanRequest, OutboxItem, ResumeJob
+
+    decisions = CounterMetricFamily("askhuman_decisions",
+                                    "Decided requests by outcome, deciding platform and route.",
+                                    labels=["outcome", "platform", "route"])
+    failed = GaugeMetricFamily("askhuman_resume_jobs_failed",
+                               "Resume jobs that gave up (need an operator).")
+    undelivered = GaugeMetricFamily(
+        "askhuman_outbox_failed", "Outbox rows that gave up: side effects (cards, updates, "
+        "run results) a platform never saw, by kind.", labels=["kind"])
+    backlog = GaugeMetricFamily("askhuman_outbox_backlog",
+                                "Outbox rows not done yet (queued or running).")
+    oldest = GaugeMetricFamily("askhuman_outbox_oldest_age_seconds",
+                               "Age of the oldest outbox row not done yet.")
+    for status, platform, route, count in session.execute(
+            select(HumanRequest.status, HumanRequest.decided_by_platform, HumanRequest.route,
+                   func.count())
+            .where(HumanRequest.status != "pending")
+            .group_by(HumanRequest.status, HumanRequest.decided_by_platform,
+                      HumanRequest.route)):
+        decisions.add_metric([status, platform or "system", route], count)
+    failed.add_metric([], session.scalar(select(func.count()).select_from(ResumeJob)
+                                         .where(ResumeJob.state == "failed")) or 0)
+    for kind, count in session.execute(
+            select(OutboxItem.kind, func.count()).where(OutboxItem.state == "failed")
+            .group_by(OutboxItem.kind)):
+        undelivered.add_metric([kind], count)
+    open_rows = OutboxItem.state.in_(("queued", "running"))
+    backlog.add_metric([], session.scalar(select(func.count()).select_from(OutboxItem)
+                                          .where(open_rows)) or 0)
+    first = session.scalar(select(func.min(OutboxItem.created_at)).where(open_rows))
+    oldest.add_metric([], _age(now, first))
+    yield from (decisions, failed, undelivered, backlog, oldest)
+
+
+def _age(now: dt.datetime, since: dt.datetime | None) -> float:
+    return max((now - since).total_seconds(), 0.0) if since is not None else 0.0
 
 
 def registry_for(database: Database, extra: Iterable[Collector] = ()) -> CollectorRegistry:

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import socket
 from pathlib import Path
 from typing import Any
 
 import httpx
 import yaml
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import update
 
+from bot import metrics
 from bot.settings import Settings
+from storage import Database, HumanRequest
 from tests.api.conftest import running_door
 from tests.fakes.feishu_api import FakeFeishuApi
 from tests.fakes.slack_api import FakeSlackAPI
@@ -78,7 +83,7 @@ async def test_metrics_move_as_clicks_arrive(
             == clicks0 + 2
         assert sample(after, "askhuman_pending_requests", route="ops") == 0
         assert sample(after, "askhuman_decisions_total", outcome="submitted",
-                      platform="slack") == 1
+                      platform="slack", route="ops") == 1
         assert sample(after, "askhuman_time_to_decision_seconds_count", route="ops",
                       outcome="submitted") == decided0 + 1
         assert sample(after, "askhuman_answer_to_resume_seconds_count") == resumed0 + 1
@@ -122,3 +127,43 @@ def test_bad_metrics_config_names_the_key(tmp_path: Path) -> None:
     else:
         raise AssertionError("port 70000 was accepted")
 
+
+
+async def test_pending_gauges_say_how_old_and_how_far_past_escalation(
+    fake_slack: FakeSlackAPI, fake_feishu: tuple[FakeFeishuApi, str], db_url: str
+) -> None:
+    """Read after the app stopped, so no sweep escalates or expires the request while the
+    test moves its clocks: two hours old, escalated an hour ago, and the next step ten
+    minutes overdue; then timed out, which counts as a ``timeout`` decision of its route."""
+    values = ops_config(db_url)
+    values["metrics"] = {"enabled": True}
+    async with running_door(fake_slack, fake_feishu, Settings.model_validate(values)) as ops:
+        ref, _ = await start(ops)
+    database = Database(db_url)
+    try:
+        registry = metrics.registry_for(database)
+        fresh = generate_latest(registry).decode()
+        assert sample(fresh, "askhuman_pending_oldest_age_seconds", route="ops") < 60
+        assert sample(fresh, "askhuman_pending_escalated_requests", route="ops") == 0
+        assert sample(fresh, "askhuman_pending_escalation_overdue_seconds", route="ops") == 0
+        now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+        moved = {"created_at": now - dt.timedelta(hours=2),
+                 "escalated_at": now - dt.timedelta(hours=1), "escalation_route": "ops",
+                 "escalate_at": now - dt.timedelta(minutes=10)}
+        with database.transaction() as session:
+            session.execute(update(HumanRequest).where(HumanRequest.ref == ref).values(**moved))
+        late = generate_latest(registry).decode()
+        assert 7200 <= sample(late, "askhuman_pending_oldest_age_seconds", route="ops") < 7300
+        assert sample(late, "askhuman_pending_escalated_requests", route="ops") == 1
+        assert 600 <= sample(late, "askhuman_pending_escalation_overdue_seconds",
+                             route="ops") < 700
+        with database.transaction() as session:
+            session.execute(update(HumanRequest).where(HumanRequest.ref == ref)
+                            .values(status="timeout", decided_at=now))
+        done = generate_latest(registry).decode()
+        assert sample(done, "askhuman_pending_requests") == 0
+        assert sample(done, "askhuman_pending_escalated_requests") == 0
+        assert sample(done, "askhuman_decisions_total", outcome="timeout", platform="system",
+                      route="ops") == 1
+    finally:
+        database.dispose()
