@@ -1,0 +1,340 @@
+"""pydantic-ai's deferred tools, answered by people through a served askhuman.
+
+A real pydantic-ai ``Agent`` whose model is pydantic-ai's own ``FunctionModel``
+driven by ``Script``: it makes the scripted tool calls, then records every tool result
+it is sent and answers "done". No network, no key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from askhuman_client.pydantic_ai import (
+    UnansweredCalls,
+    ask_human_tool,
+    ask_human_toolset,
+    resolve_with_askhuman,
+    run_with_askhuman,
+)
+from pydantic_ai import Agent, ApprovalRequired, DeferredToolRequests, RunContext, ToolApproved
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.toolsets import ExternalToolset
+
+SELECT_ENV = {
+    "question": "Which environment should I deploy to?",
+    "fields": [{"type": "select", "name": "env", "label": "Environment", "required": True,
+                "options": [{"value": "staging", "label": "Staging"},
+                            {"value": "prod", "label": "Production"}]}],
+}
+
+
+class Script:
+    """A model that first makes ``turns[0]``'s calls, then each next turn's after the
+    results come back, then says "done"; ``seen`` holds every tool result it was sent,
+    by call id (the text the model reads for a retry)."""
+
+    def __init__(self, *turns: list[ToolCallPart]) -> None:
+        self.turns = list(turns)
+        self.seen: dict[str, Any] = {}
+        self.tools: dict[str, Any] = {}
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        self.tools = {t.name: t for t in info.function_tools}
+        last = messages[-1]
+        if isinstance(last, ModelRequest):
+            for part in last.parts:
+                if isinstance(part, ToolReturnPart):
+                    self.seen[part.tool_call_id] = part.content
+                elif isinstance(part, RetryPromptPart) and part.tool_call_id:
+                    self.seen[part.tool_call_id] = part.model_response()
+        if self.turns:
+            return ModelResponse(parts=list(self.turns.pop(0)))
+        return ModelResponse(parts=[TextPart("done")])
+
+
+class Ops:
+    """An agent with a ``scale`` tool that needs approval and the external ``ask_human``;
+    ``ran`` is what ``scale`` really did."""
+
+    def __init__(self, script: Script) -> None:
+        self.ran: list[tuple[str, int]] = []
+        self.agent: Agent[None, str | DeferredToolRequests] = Agent(
+            FunctionModel(script), name="ops-agent", output_type=[str, DeferredToolRequests],
+            toolsets=[ask_human_toolset()])
+
+        @self.agent.tool_plain(requires_approval=True)
+        def scale(service: str, replicas: int) -> str:
+            """Scale a service."""
+            self.ran.append((service, replicas))
+            return f"scaled {service} to {replicas}"
+
+
+def shown(card: Any) -> str:
+    """Everything a card shows (its text and blocks, where the arguments are)."""
+    return card.text + json.dumps(card.blocks, ensure_ascii=False)
+
+
+def scale(service: str, replicas: int, call_id: str) -> ToolCallPart:
+    return ToolCallPart("scale", {"service": service, "replicas": replicas},
+                        tool_call_id=call_id)
+
+
+def ask(args: dict[str, Any], call_id: str) -> ToolCallPart:
+    return ToolCallPart("ask_human", args, tool_call_id=call_id)
+
+
+# ------------------------------------------------------------- the remote shape
+
+
+async def test_the_run_pauses_and_an_approval_answers_it_as_data(askhuman: Any) -> None:
+    script = Script([scale("api", 10, "c-1")])
+    ops = Ops(script)
+    paused = await ops.agent.run("scale api to 10")
+    assert isinstance(paused.output, DeferredToolRequests) and ops.ran == []
+    assert [p.tool_call_id for p in paused.output.approvals] == ["c-1"]
+
+    async with askhuman.async_client() as client:
+        answering = asyncio.create_task(
+            resolve_with_askhuman(paused.output, client=client, route="agents"))
+        card = await askhuman.next_card(channel="C0AGENTS")
+        assert "scale" in card.text and "api" in shown(card) and "10" in shown(card)
+        assert "Approve" in card.buttons and "Reject" in card.buttons
+        assert "Edit and approve" not in card.buttons  # not editable unless the caller says
+        assert not answering.done()
+        await askhuman.click(card, "Approve")
+        results = await answering
+
+    assert results.approvals == {"c-1": ToolApproved()}
+    seen = results.metadata["c-1"]["askhuman"]
+    assert seen["status"] == "submitted" and seen["edited"] is False and seen["decided_by"]
+    resumed = await ops.agent.run(None, message_history=paused.all_messages(),
+                                  deferred_tool_results=results)
+    assert resumed.output == "done" and ops.ran == [("api", 10)]
+    assert script.seen == {"c-1": "scaled api to 10"}
+
+
+# ------------------------------------------------------------- reject, edit
+
+
+async def test_a_reject_reason_reaches_the_model_and_the_tool_never_runs(askhuman: Any) -> None:
+    script = Script([scale("api", 50, "c-2")])
+    ops = Ops(script)
+    async with askhuman.async_client() as client:
+        running = asyncio.create_task(
+            run_with_askhuman(ops.agent, "scale api to 50", client=client, route="agents"))
+        card = await askhuman.next_card(channel="C0AGENTS")
+        await askhuman.click(card, "Reject", reason="50 replicas would blow the budget")
+        result = await running
+    assert result.output == "done" and ops.ran == []
+    told = script.seen["c-2"]
+    assert "50 replicas would blow the budget" in told and told.startswith("Rejected")
+
+
+async def test_an_edited_approval_runs_the_edited_call_and_the_model_is_told(
+        askhuman: Any) -> None:
+    script = Script([scale("api", 10, "c-3")])
+    ops = Ops(script)
+    async with askhuman.async_client() as client:
+        running = asyncio.create_task(run_with_askhuman(
+            ops.agent, "scale api to 10", client=client, route="agents",
+            editable={"scale": ["replicas"]}))
+        card = await askhuman.next_card(channel="C0AGENTS")
+        assert "Edit and approve" in card.buttons
+        await askhuman.edit(card, {"replicas": 5})
+        result = await running
+    assert result.output == "done" and ops.ran == [("api", 5)]
+    told = script.seen["c-3"]
+    assert told.startswith("scaled api to 5")
+    assert "edited the arguments" in told and '{"replicas": 5}' in told
+
+
+# ------------------------------------------------------------- ask_human
+
+
+async def test_ask_human_with_a_select_gives_the_model_the_tool_result(askhuman: Any) -> None:
+    script = Script([ask(SELECT_ENV, "c-4")])
+    ops = Ops(script)
+    async with askhuman.async_client() as client:
+        running = asyncio.create_task(
+            run_with_askhuman(ops.agent, "deploy", client=client, route="agents"))
+        card = await askhuman.next_card(channel="C0AGENTS")
+        assert "Which environment" in card.text and "Environment" in card.fields
+        await askhuman.click(card, "Submit", values={"env": "Staging"})
+        result = await running
+    assert result.output == "done"
+    answer = script.seen["c-4"]
+    assert answer["status"] == "submitted"
+    assert answer["action"]["id"] == "submit" and answer["values"] == {"env": "staging"}
+
+
+async def test_ask_human_arguments_the_server_refuses_go_back_to_the_model(
+        askhuman: Any) -> None:
+    script = Script([ask({"question": "   "}, "c-5")])
+    ops = Ops(script)
+    async with askhuman.async_client() as client:
+        before = len(await askhuman.cards("C0AGENTS"))
+        result = await run_with_askhuman(ops.agent, "ask", client=client, route="agents")
+    assert result.output == "done"
+    assert "question" in script.seen["c-5"]  # Dify's error text, as a retry
+    assert len(await askhuman.cards("C0AGENTS")) == before  # no card for a refused call
+
+
+# ------------------------------------------------------------- timeout
+
+
+async def test_nobody_answering_denies_the_call_and_times_out_the_question(
+        askhuman: Any) -> None:
+    script = Script([scale("db", 3, "c-6"), ask({"question": "Which day?"}, "c-7")])
+    ops = Ops(script)
+    async with askhuman.async_client() as client:
+        result = await run_with_askhuman(ops.agent, "scale db", client=client, route="quick")
+    assert result.output == "done" and ops.ran == []
+    assert "in time" in script.seen["c-6"] and "not run" in script.seen["c-6"]
+    assert script.seen["c-7"] == {
+        "status": "timeout", "action": {"id": "__timeout", "label": "Timeout"}, "values": {},
+        "message": "The human did not respond before the workflow timeout.",
+        "rendered_content": None,
+    }
+
+
+# ------------------------------------------------------------- several at once
+
+
+async def test_several_calls_in_one_step_are_asked_together(askhuman: Any) -> None:
+    script = Script([scale("api", 4, "c-8"), scale("db", 2, "c-9"), ask(SELECT_ENV, "c-10")])
+    ops = Ops(script)
+    async with askhuman.async_client() as client:
+        running = asyncio.create_task(
+            run_with_askhuman(ops.agent, "scale both", client=client, route="agents"))
+        cards = [await askhuman.next_card(channel="C0AGENTS") for _ in range(3)]
+        assert not running.done()  # all three cards are out before anyone answers
+        by_text = {("api" if "*service*: api" in shown(c) else
+                    "db" if "*service*: db" in shown(c) else "ask"): c for c in cards}
+        await askhuman.click(by_text["ask"], "Submit", values={"env": "Production"})
+        await askhuman.click(by_text["db"], "Reject", reason="db stays at 3")
+        await askhuman.click(by_text["api"], "Approve")
+        result = await running
+    assert result.output == "done" and ops.ran == [("api", 4)]
+    assert script.seen["c-8"] == "scaled api to 4"
+    assert "db stays at 3" in script.seen["c-9"]
+    assert script.seen["c-10"]["values"] == {"env": "prod"}
+
+
+async def test_a_second_stop_is_answered_too(askhuman: Any) -> None:
+    script = Script([ask({"question": "Scale which service?"}, "c-11")],
+                    [scale("api", 2, "c-12")])
+    ops = Ops(script)
+    async with askhuman.async_client() as client:
+        running = asyncio.create_task(
+            run_with_askhuman(ops.agent, "scale", client=client, route="agents"))
+        await askhuman.click(await askhuman.next_card(channel="C0AGENTS"), "Submit")
+        await askhuman.click(await askhuman.next_card(channel="C0AGENTS"), "Approve")
+        result = await running
+    assert result.output == "done" and ops.ran == [("api", 2)]
+    assert script.seen["c-11"]["status"] == "submitted"
+
+
+# ------------------------------------------------------------- bad paths, the tool
+
+
+async def test_external_calls_askhuman_cannot_answer_stop_before_any_card(
+        askhuman: Any) -> None:
+    script = Script([ToolCallPart("lookup", {"id": 1}, tool_call_id="c-13")])
+    agent = Agent(FunctionModel(script), output_type=[str, DeferredToolRequests],
+                  toolsets=[ExternalToolset([ToolDefinition(name="lookup")])])
+    async with askhuman.async_client() as client:
+        before = len(await askhuman.cards("C0AGENTS"))
+        with pytest.raises(UnansweredCalls, match="lookup"):
+            await run_with_askhuman(agent, "look up", client=client, route="agents")
+    assert len(await askhuman.cards("C0AGENTS")) == before
+
+
+async def test_the_model_sees_ask_human_as_an_external_tool_with_dify_args() -> None:
+    script = Script()
+    await Ops(script).agent.run("hello")
+    tool = script.tools["ask_human"]
+    assert tool.kind == "external" and tool == ask_human_tool()
+    properties = tool.parameters_json_schema["properties"]
+    assert {"question", "title", "markdown", "fields", "actions", "urgency"} <= set(properties)
+    assert tool.parameters_json_schema["required"] == ["question"]
+
+
+# ------------------------------------------------------------- cancel, retries, reasons
+
+
+async def test_cancelled_requests_deny_the_call_and_cancel_the_question(askhuman: Any) -> None:
+    script = Script([scale("api", 7, "c-14"), ask({"question": "Really?"}, "c-15")])
+    ops = Ops(script)
+    async with askhuman.async_client() as client:
+        running = asyncio.create_task(
+            run_with_askhuman(ops.agent, "scale", client=client, route="agents"))
+        for _ in range(2):
+            await askhuman.next_card(channel="C0AGENTS")
+        page = await client.list(status="open", route="agents")
+        mine = [r for r in page.items if (r.context or {}).get("tool_call_id") in
+                ("c-14", "c-15")]
+        assert len(mine) == 2
+        for request in mine:
+            await client.cancel(request.ref, "the deploy was called off")
+        result = await running
+    assert result.output == "done" and ops.ran == []
+    assert "cancelled" in script.seen["c-14"] and "not run" in script.seen["c-14"]
+    assert script.seen["c-15"]["status"] == "cancelled"
+
+
+async def test_the_same_key_prefix_asks_once_and_replays_the_answer(askhuman: Any) -> None:
+    """A process that died after asking and resolves the same stop again gets the same
+    requests (and their answers), never a second card."""
+    ops = Ops(Script([scale("api", 9, "c-16")]))
+    paused = await ops.agent.run("scale")
+    assert isinstance(paused.output, DeferredToolRequests)
+    async with askhuman.async_client() as client:
+        first = asyncio.create_task(resolve_with_askhuman(
+            paused.output, client=client, route="agents", key_prefix="conversation-42"))
+        await askhuman.click(await askhuman.next_card(channel="C0AGENTS"), "Approve")
+        answered = await first
+        before = len(await askhuman.cards("C0AGENTS"))
+        again = await resolve_with_askhuman(
+            paused.output, client=client, route="agents", key_prefix="conversation-42")
+    assert again.approvals == answered.approvals == {"c-16": ToolApproved()}
+    assert again.metadata["c-16"]["askhuman"]["ref"] == answered.metadata["c-16"]["askhuman"]["ref"]
+    assert len(await askhuman.cards("C0AGENTS")) == before
+
+
+async def test_an_approval_required_reason_is_on_the_card_and_metadata_reaches_the_tool(
+        askhuman: Any) -> None:
+    script = Script([ToolCallPart("drop_table", {"table": "users"}, tool_call_id="c-17")])
+    seen: list[Any] = []
+    agent = Agent(FunctionModel(script), name="dba", output_type=[str, DeferredToolRequests])
+
+    @agent.tool
+    def drop_table(ctx: RunContext[None], table: str) -> str:
+        """Drop a table."""
+        if not ctx.tool_call_approved:
+            raise ApprovalRequired(metadata={"reason": "The table is unused since May.",
+                                             "ticket": "OPS-7"})
+        seen.append(ctx.tool_call_metadata)
+        return f"dropped {table}"
+
+    async with askhuman.async_client() as client:
+        running = asyncio.create_task(
+            run_with_askhuman(agent, "drop users", client=client, route="agents"))
+        card = await askhuman.next_card(channel="C0AGENTS")
+        assert "The table is unused since May." in shown(card)
+        await askhuman.click(card, "Approve")
+        result = await running
+    assert result.output == "done" and script.seen["c-17"] == "dropped users"
+    assert seen[0]["ticket"] == "OPS-7" and seen[0]["askhuman"]["status"] == "submitted"
