@@ -171,7 +171,9 @@ async def resolve_with_askhuman(
     are typed and checked. External calls to other tools are left out of the result for
     the caller to answer (``requests.remaining(results)`` lists them). Each approval's
     ``DeferredToolResults.metadata`` entry keeps the call's own metadata plus
-    ``{"askhuman": {ref, status, decided_by, edited, note?}}``.
+    ``{"askhuman": {ref, status, decided_by, edited, note?}}``; ``answered_by`` names
+    who decided. The results are plain data: they serialize with
+    ``TypeAdapter(DeferredToolResults)`` for a run in another process.
     """
     asking = _Asking(client, route, editable or {}, schemas or {}, ask_tool, agent_name,
                      key_prefix)
@@ -186,6 +188,8 @@ async def resolve_with_askhuman(
         approval, seen = task.result()
         results.approvals[cid] = approval
         results.metadata[cid] = {**(requests.metadata.get(cid) or {}), META_KEY: seen}
+        if seen["decided_by"]:
+            results.answered_by[cid] = seen["decided_by"]
     return results
 
 

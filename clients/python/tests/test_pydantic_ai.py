@@ -19,7 +19,15 @@ from askhuman_client.pydantic_ai import (
     resolve_with_askhuman,
     run_with_askhuman,
 )
-from pydantic_ai import Agent, ApprovalRequired, DeferredToolRequests, RunContext, ToolApproved
+from pydantic import TypeAdapter
+from pydantic_ai import (
+    Agent,
+    ApprovalRequired,
+    DeferredToolRequests,
+    DeferredToolResults,
+    RunContext,
+    ToolApproved,
+)
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -33,6 +41,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import ExternalToolset
 
+REQUESTS = TypeAdapter(DeferredToolRequests)
+RESULTS = TypeAdapter(DeferredToolResults)
 SELECT_ENV = {
     "question": "Which environment should I deploy to?",
     "fields": [{"type": "select", "name": "env", "label": "Environment", "required": True,
@@ -100,26 +110,30 @@ def ask(args: dict[str, Any], call_id: str) -> ToolCallPart:
 
 
 async def test_the_run_pauses_and_an_approval_answers_it_as_data(askhuman: Any) -> None:
+    """The agent's process and the answering process share only JSON."""
     script = Script([scale("api", 10, "c-1")])
     ops = Ops(script)
     paused = await ops.agent.run("scale api to 10")
     assert isinstance(paused.output, DeferredToolRequests) and ops.ran == []
     assert [p.tool_call_id for p in paused.output.approvals] == ["c-1"]
+    sent = REQUESTS.dump_json(paused.output)  # what the agent's process hands over
 
     async with askhuman.async_client() as client:
-        answering = asyncio.create_task(
-            resolve_with_askhuman(paused.output, client=client, route="agents"))
+        answering = asyncio.create_task(resolve_with_askhuman(
+            REQUESTS.validate_json(sent), client=client, route="agents"))
         card = await askhuman.next_card(channel="C0AGENTS")
-        assert "scale" in card.text and "api" in shown(card) and "10" in shown(card)
+        assert "scale" in card.text and "*service*: api" in shown(card)
+        assert "*replicas*: 10" in shown(card)
         assert "Approve" in card.buttons and "Reject" in card.buttons
         assert "Edit and approve" not in card.buttons  # not editable unless the caller says
         assert not answering.done()
         await askhuman.click(card, "Approve")
-        results = await answering
+        results = RESULTS.validate_json(RESULTS.dump_json(await answering))
 
     assert results.approvals == {"c-1": ToolApproved()}
     seen = results.metadata["c-1"]["askhuman"]
     assert seen["status"] == "submitted" and seen["edited"] is False and seen["decided_by"]
+    assert results.answered_by == {"c-1": seen["decided_by"]}
     resumed = await ops.agent.run(None, message_history=paused.all_messages(),
                                   deferred_tool_results=results)
     assert resumed.output == "done" and ops.ran == [("api", 10)]
