@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -352,3 +355,33 @@ async def test_an_approval_required_reason_is_on_the_card_and_metadata_reaches_t
         result = await running
     assert result.output == "done" and script.seen["c-17"] == "dropped users"
     assert seen[0]["ticket"] == "OPS-7" and seen[0]["askhuman"]["status"] == "submitted"
+
+
+# ------------------------------------------------------------- the example
+
+
+async def _example(*args: str, env: dict[str, str]) -> str:
+    """Run ``examples/pydantic_ai_remote.py`` with this venv; its stdout."""
+    script = Path(__file__).resolve().parents[3] / "examples" / "pydantic_ai_remote.py"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(script), *args, env=env, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE)
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    return out.decode()
+
+
+async def test_the_remote_example_pauses_is_answered_and_resumes(
+        askhuman: Any, tmp_path: Path) -> None:
+    env = {**os.environ, "ASKHUMAN_URL": askhuman.url, "ASKHUMAN_API_KEY": askhuman.api_key,
+           "ASKHUMAN_ROUTE": "agents", "ASKHUMAN_STATE": str(tmp_path),
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env.pop("PYDANTIC_AI_MODEL", None)
+    assert "paused: 1 approval(s)" in await _example("start", "scale web to 8", env=env)
+    answering = asyncio.create_task(_example("answer", env=env))
+    card = await askhuman.next_card(channel="C0AGENTS", timeout=30)
+    assert "*service*: web" in shown(card) and "*replicas*: 8" in shown(card)
+    await askhuman.edit(card, {"replicas": 3})
+    await answering
+    resumed = await _example("resume", env=env)
+    assert resumed.startswith("scaled web to 3") and '{"replicas": 3}' in resumed
