@@ -11,8 +11,9 @@ import asyncio
 import json
 import os
 import sys
+import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from askhuman_client.pydantic_ai import (
@@ -22,7 +23,7 @@ from askhuman_client.pydantic_ai import (
     resolve_with_askhuman,
     run_with_askhuman,
 )
-from pydantic import TypeAdapter
+from pydantic import Field, TypeAdapter
 from pydantic_ai import (
     Agent,
     ApprovalRequired,
@@ -89,7 +90,7 @@ class Ops:
             toolsets=[ask_human_toolset()])
 
         @self.agent.tool_plain(requires_approval=True)
-        def scale(service: str, replicas: int) -> str:
+        def scale(service: str, replicas: Annotated[int, Field(ge=1, le=20)]) -> str:
             """Scale a service."""
             self.ran.append((service, replicas))
             return f"scaled {service} to {replicas}"
@@ -147,17 +148,16 @@ async def test_the_run_pauses_and_an_approval_answers_it_as_data(askhuman: Any) 
 
 
 async def test_a_reject_reason_reaches_the_model_and_the_tool_never_runs(askhuman: Any) -> None:
-    script = Script([scale("api", 50, "c-2")])
+    script = Script([scale("api", 12, "c-2")])
     ops = Ops(script)
     async with askhuman.async_client() as client:
         running = asyncio.create_task(
-            run_with_askhuman(ops.agent, "scale api to 50", client=client, route="agents"))
+            run_with_askhuman(ops.agent, "scale api to 12", client=client, route="agents"))
         card = await askhuman.next_card(channel="C0AGENTS")
-        await askhuman.click(card, "Reject", reason="50 replicas would blow the budget")
+        await askhuman.click(card, "Reject", reason="12 replicas would blow the budget")
         result = await running
     assert result.output == "done" and ops.ran == []
-    told = script.seen["c-2"]
-    assert "50 replicas would blow the budget" in told and told.startswith("Rejected")
+    assert script.seen["c-2"] == "Rejected by u0alice: 12 replicas would blow the budget"
 
 
 async def test_an_edited_approval_runs_the_edited_call_and_the_model_is_told(
@@ -170,12 +170,14 @@ async def test_an_edited_approval_runs_the_edited_call_and_the_model_is_told(
             editable={"scale": ["replicas"]}))
         card = await askhuman.next_card(channel="C0AGENTS")
         assert "Edit and approve" in card.buttons
+        refused = await askhuman.edit(card, {"replicas": 50})  # typed by the tool's schema
+        assert "at most 20" in refused["body"] and not running.done()
         await askhuman.edit(card, {"replicas": 5})
         result = await running
     assert result.output == "done" and ops.ran == [("api", 5)]
-    told = script.seen["c-3"]
-    assert told.startswith("scaled api to 5")
-    assert "edited the arguments" in told and '{"replicas": 5}' in told
+    assert script.seen["c-3"] == (
+        "scaled api to 5\n\nA reviewer (u0alice) edited the arguments before approving. "
+        'The call ran with the edited arguments {"replicas": 5}.')
 
 
 # ------------------------------------------------------------- ask_human
@@ -385,3 +387,29 @@ async def test_the_remote_example_pauses_is_answered_and_resumes(
     await answering
     resumed = await _example("resume", env=env)
     assert resumed.startswith("scaled web to 3") and '{"replicas": 3}' in resumed
+
+
+# ------------------------------------------------------------- the docs
+
+
+def _docs_snippet() -> str:
+    """The first Python block of docs/integrations/pydantic-ai.md, as an async function
+    (its ``async with`` is top-level code in the docs)."""
+    page = (Path(__file__).resolve().parents[3] / "docs" / "integrations" / "pydantic-ai.md")
+    block = page.read_text(encoding="utf-8").split("```python\n", 1)[1].split("```", 1)[0]
+    return "async def snippet():\n" + textwrap.indent(block, "    ")
+
+
+async def test_the_docs_snippet_runs_as_written(askhuman: Any) -> None:
+    script = Script([scale("api", 10, "c-18")])
+    code = _docs_snippet().replace('"http://127.0.0.1:3000", "ahk_…"',
+                                   f'"{askhuman.url}", "{askhuman.api_key}"')
+    printed: list[Any] = []
+    namespace: dict[str, Any] = {"model": FunctionModel(script), "print": printed.append}
+    exec(compile(code, "pydantic-ai.md", "exec"), namespace)
+    running = asyncio.create_task(namespace["snippet"]())
+    card = await askhuman.next_card(channel="C0AGENTS")
+    assert "Edit and approve" in card.buttons
+    await askhuman.click(card, "Approve")
+    await running
+    assert printed == ["done"] and script.seen == {"c-18": "scaled api to 10"}
