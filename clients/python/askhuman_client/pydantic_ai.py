@@ -177,12 +177,15 @@ async def resolve_with_askhuman(
     """
     asking = _Asking(client, route, editable or {}, schemas or {}, ask_tool, agent_name,
                      key_prefix)
-    async with asyncio.TaskGroup() as group:
-        approvals = {part.tool_call_id: group.create_task(
-            _approval(asking, part, requests.metadata.get(part.tool_call_id) or {}))
-            for part in requests.approvals}
-        calls = {part.tool_call_id: group.create_task(_answer(asking, part))
-                 for part in requests.calls if part.tool_name == ask_tool}
+    try:
+        async with asyncio.TaskGroup() as group:
+            approvals = {part.tool_call_id: group.create_task(
+                _approval(asking, part, requests.metadata.get(part.tool_call_id) or {}))
+                for part in requests.approvals}
+            calls = {part.tool_call_id: group.create_task(_answer(asking, part))
+                     for part in requests.calls if part.tool_name == ask_tool}
+    except* Exception as group_error:  # the first failure, as the caller would expect it
+        raise group_error.exceptions[0] from None
     results = DeferredToolResults(calls={cid: task.result() for cid, task in calls.items()})
     for cid, task in approvals.items():
         approval, seen = task.result()
@@ -235,7 +238,8 @@ async def run_with_askhuman(
     notes = EditNotes()
     capabilities = [*(run_kwargs.pop("capabilities", None) or ()), notes]
     result = await agent.run(prompt, capabilities=capabilities, **run_kwargs)
-    run_kwargs.pop("message_history", None)
+    run_kwargs.pop("message_history", None)  # later runs continue this run's history
+    run_kwargs.pop("deferred_tool_results", None)
     for _ in range(max_rounds):
         requests = result.output
         if not isinstance(requests, DeferredToolRequests):

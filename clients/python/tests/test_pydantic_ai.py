@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
+from askhuman_client import Forbidden
 from askhuman_client.pydantic_ai import (
     UnansweredCalls,
     ask_human_tool,
@@ -413,3 +414,11 @@ async def test_the_docs_snippet_runs_as_written(askhuman: Any) -> None:
     await askhuman.click(card, "Approve")
     await running
     assert printed == ["done"] and script.seen == {"c-18": "scaled api to 10"}
+
+
+async def test_a_route_the_key_may_not_use_raises_the_clients_error(askhuman: Any) -> None:
+    ops = Ops(Script([scale("api", 3, "c-19")]))
+    async with askhuman.async_client() as client:
+        with pytest.raises(Forbidden):
+            await run_with_askhuman(ops.agent, "scale", client=client, route="finance")
+    assert ops.ran == []
