@@ -1,5 +1,5 @@
 # The two commands: `make demo` (offline, no tokens) and `make test` (full suite).
-.PHONY: demo test lint bench
+.PHONY: demo test test-integrations lint bench
 
 demo:
 	@scripts/bootstrap.sh
@@ -7,6 +7,13 @@ demo:
 
 test:
 	scripts/test.sh $(ARGS)
+
+# The framework integrations (LangGraph, OpenAI Agents SDK, ADK, pydantic-ai, A2A) with
+# the real packages, in their own venv; each test talks to a served askhuman from .venv.
+test-integrations:
+	@scripts/bootstrap.sh
+	@scripts/bootstrap-integrations.sh
+	cd clients/python && ../../.venv-integrations/bin/pytest $(ARGS)
 
 lint:
 	@scripts/bootstrap.sh
