@@ -5,8 +5,9 @@ demo:
 	@scripts/bootstrap.sh
 	.venv/bin/askhuman demo $(ARGS)
 
-test:
+test:  # everything: the server's suite, then the framework integrations in their own venv
 	scripts/test.sh $(ARGS)
+	@$(MAKE) --no-print-directory test-integrations ARGS="$(ARGS)"
 
 # The framework integrations (LangGraph, OpenAI Agents SDK, ADK, pydantic-ai, A2A) with
 # the real packages, in their own venv; each test talks to a served askhuman from .venv.
