@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -29,6 +30,7 @@ from agents.items import ToolApprovalItem
 
 from askhuman_client.aio import AsyncClient
 from askhuman_client.errors import AskHumanError
+from askhuman_client.models import HumanRequest
 from askhuman_client.verdicts import Verdict, verdict_of
 
 __all__ = ["approve_interruptions", "call_arguments", "record_verdict", "run_with_approvals"]
@@ -72,27 +74,59 @@ def record_verdict(state: RunState[Any], item: ToolApprovalItem, verdict: Verdic
     state.reject(item, rejection_message=_EDITED if verdict.approved else verdict.message)
 
 
-async def _ask(client: AsyncClient, route: str, item: ToolApprovalItem,
-               request_context: dict[str, Any] | None, agent_name: str | None) -> Verdict:
-    """One approval request for one call; withdrawn if the caller stops waiting, so no
-    card keeps asking for a decision nobody will act on."""
-    args = call_arguments(item)
-    created = await client.request_approval(
-        route, item.qualified_name or item.name or "tool", args,
-        context={**(request_context or {}), "openai_agents_call_id": item.call_id},
-        agent_name=agent_name or _agent_name(item))
-    try:
-        return verdict_of(await client.wait(created.ref), args)
-    except BaseException:
+@dataclass(frozen=True)
+class _Asking:
+    """Where and how each call is asked about: the same for every call of a run."""
+
+    client: AsyncClient
+    route: str
+    request_context: dict[str, Any] | None
+    agent_name: str | None
+    run_key: str | None
+
+    def key(self, item: ToolApprovalItem) -> str | None:
+        """One idempotency key per call of a named run, so asking again (after a crash,
+        from a saved state) finds the same request rather than making a second card."""
+        return f"{self.run_key}:{item.call_id}" if self.run_key and item.call_id else None
+
+    async def ask(self, item: ToolApprovalItem) -> Verdict:
+        """One approval request for one call; withdrawn if the caller stops waiting, so
+        no card keeps asking for a decision nobody will act on."""
+        args = call_arguments(item)
+        creating = asyncio.ensure_future(self.client.request_approval(
+            self.route, item.qualified_name or item.name or "tool", args,
+            context={**(self.request_context or {}), "openai_agents_call_id": item.call_id},
+            agent_name=self.agent_name or _agent_name(item), idempotency_key=self.key(item)))
+        try:
+            created = await asyncio.shield(creating)
+            return verdict_of(await self.client.wait(created.ref), args)
+        except BaseException:
+            await asyncio.shield(self._withdraw(creating))
+            raise
+
+    async def _withdraw(self, creating: asyncio.Future[HumanRequest]) -> None:
+        """Cancel the request, once it exists: a card may be posted before its creation
+        is answered, so a wait abandoned that early still has a card to withdraw."""
         with contextlib.suppress(AskHumanError, httpx.HTTPError):
-            await asyncio.shield(client.cancel(created.ref, _WITHDRAWN))
-        raise
+            created = await creating
+            await self.client.cancel(created.ref, _WITHDRAWN)
+
+    async def verdicts(self, items: list[ToolApprovalItem]) -> list[Verdict]:
+        """Every call asked at once; the first failure (a refused route, a lost server)
+        is raised as itself, and the other requests are withdrawn."""
+        try:
+            async with asyncio.TaskGroup() as group:
+                asks = [group.create_task(self.ask(item)) for item in items]
+        except BaseExceptionGroup as failed:
+            raise failed.exceptions[0] from failed
+        return [ask.result() for ask in asks]
 
 
 async def approve_interruptions(run: RunResult | RunResultStreaming | RunState[Any],
                                 client: AsyncClient, route: str, *,
                                 request_context: dict[str, Any] | None = None,
-                                agent_name: str | None = None) -> RunState[Any]:
+                                agent_name: str | None = None,
+                                run_key: str | None = None) -> RunState[Any]:
     """Ask askhuman about every pending approval of ``run`` at once, record the answers,
     and return the state to pass back to ``Runner.run(agent, state)``.
 
@@ -101,17 +135,16 @@ async def approve_interruptions(run: RunResult | RunResultStreaming | RunState[A
     """
     state = run if isinstance(run, RunState) else run.to_state()
     items = list(state.get_interruptions())
-    async with asyncio.TaskGroup() as group:
-        asks = [group.create_task(_ask(client, route, item, request_context, agent_name))
-                for item in items]
-    for item, ask in zip(items, asks, strict=True):
-        record_verdict(state, item, ask.result())
+    asking = _Asking(client, route, request_context, agent_name, run_key)
+    for item, verdict in zip(items, await asking.verdicts(items), strict=True):
+        record_verdict(state, item, verdict)
     return state
 
 
 async def run_with_approvals(agent: Agent[Any], input: Any, *, client: AsyncClient, route: str,
                              request_context: dict[str, Any] | None = None,
-                             agent_name: str | None = None, **run_kwargs: Any) -> RunResult:
+                             agent_name: str | None = None, run_key: str | None = None,
+                             **run_kwargs: Any) -> RunResult:
     """``Runner.run`` that lets people answer every approval, until the run finishes.
 
     ``run_kwargs`` go to each ``Runner.run`` (``run_config``, ``max_turns``, the run's
@@ -121,6 +154,6 @@ async def run_with_approvals(agent: Agent[Any], input: Any, *, client: AsyncClie
     while result.interruptions:
         state = await approve_interruptions(result, client, route,
                                             request_context=request_context,
-                                            agent_name=agent_name)
+                                            agent_name=agent_name, run_key=run_key)
         result = await Runner.run(agent, state, **run_kwargs)
     return result

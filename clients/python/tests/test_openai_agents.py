@@ -12,9 +12,9 @@ import json
 from typing import Any
 
 import pytest
-from agents import Agent, RunConfig, Runner, function_tool, set_tracing_disabled
+from agents import Agent, RunConfig, Runner, RunState, function_tool, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
-from askhuman_client import HumanRequest
+from askhuman_client import Forbidden, HumanRequest
 from askhuman_client.openai_agents import approve_interruptions, record_verdict, run_with_approvals
 from askhuman_client.verdicts import verdict_of
 
@@ -196,6 +196,59 @@ async def test_the_run_is_resumed_until_no_approval_waits(askhuman: Any) -> None
     assert shop.refunded == [("A-17", 250), ("B-2", 40)]
     assert result.final_output == "Both refunded."
     model.assert_complete()
+
+
+# ---------------------------------------------------------------- streamed, saved, refused
+
+
+async def test_a_streamed_run_is_answered_the_same_way(askhuman: Any) -> None:
+    shop = Shop()
+    model = ScriptedModel([[_refund("A-17", 250, "call-s")], [assistant_message("Streamed.")]])
+    agent = shop.agent(model)
+    async with askhuman.async_client() as client:
+        streamed = Runner.run_streamed(agent, "Refund", run_config=RUN_CONFIG)
+        async for _ in streamed.stream_events():
+            pass
+        assert [item.call_id for item in streamed.interruptions] == ["call-s"]
+        approving = asyncio.create_task(approve_interruptions(streamed, client, "agents"))
+        await askhuman.click(await askhuman.next_card(channel="C0AGENTS"), "Approve")
+        result = await Runner.run(agent, await approving, run_config=RUN_CONFIG)
+    assert shop.refunded == [("A-17", 250)] and result.final_output == "Streamed."
+
+
+async def test_a_saved_run_asked_again_with_its_run_key_makes_no_second_card(
+        askhuman: Any) -> None:
+    """A run saved while it waits (``to_string``) is answered from the saved copy; with
+    the same ``run_key``, asking again about a call finds the same request."""
+    shop = Shop()
+    model = ScriptedModel([[_refund("A-17", 250, "call-k")], [assistant_message("Saved.")]])
+    agent = shop.agent(model)
+    async with askhuman.async_client() as client:
+        paused = await Runner.run(agent, "Refund", run_config=RUN_CONFIG)
+        saved = paused.to_state().to_string()
+        first = asyncio.create_task(approve_interruptions(paused, client, "agents",
+                                                          run_key="job-7"))
+        card = await askhuman.next_card(channel="C0AGENTS")
+        restored = await RunState.from_string(agent, saved)
+        again = asyncio.create_task(approve_interruptions(restored, client, "agents",
+                                                          run_key="job-7"))
+        await askhuman.click(card, "Reject", reason="Refunds are frozen today")
+        await asyncio.gather(first, again)
+        new_cards = [c for c in await askhuman.cards("C0AGENTS")
+                     if (c.channel, c.ts) not in askhuman.seen]
+        result = await Runner.run(agent, restored, run_config=RUN_CONFIG)
+    assert new_cards == [] and shop.refunded == [] and result.final_output == "Saved."
+    assert _outputs(model)["call-k"].endswith(": Refunds are frozen today")
+
+
+async def test_a_refused_route_raises_and_nothing_runs(askhuman: Any) -> None:
+    shop = Shop()
+    model = ScriptedModel([[_refund("A-17", 250, "call-f")], [assistant_message("Never.")]])
+    async with askhuman.async_client() as client:
+        with pytest.raises(Forbidden):
+            await run_with_approvals(shop.agent(model), "Refund", client=client,
+                                     route="not-mine", run_config=RUN_CONFIG)
+    assert shop.refunded == [] and model.remaining_steps == 1
 
 
 # ---------------------------------------------------------------- an edit is never run
