@@ -49,7 +49,10 @@ async def main() -> None:
             agent, "Refund 250 on order A-17 and 9000 on order B-2.", client=client,
             route=os.environ.get("ASKHUMAN_ROUTE", "ops"),
             run_config=RunConfig(tracing_disabled=not os.environ.get("OPENAI_API_KEY")))
-    print(result.final_output)
+    for item in result.new_items:   # what each call returned, or why it did not run
+        if item.type == "tool_call_output_item":
+            print("tool:", item.output)
+    print("agent:", result.final_output)
 
 
 if __name__ == "__main__":

@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import textwrap
+from pathlib import Path
 from typing import Any
 
 import pytest
 from agents import Agent, RunConfig, Runner, RunState, function_tool, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
-from askhuman_client import Forbidden, HumanRequest
+from askhuman_client import AsyncClient, Forbidden, HumanRequest
 from askhuman_client.openai_agents import approve_interruptions, record_verdict, run_with_approvals
 from askhuman_client.verdicts import verdict_of
 
 set_tracing_disabled(True)
 RUN_CONFIG = RunConfig(tracing_disabled=True)
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "integrations" / "openai-agents.md"
 
 
 class Shop:
@@ -57,6 +60,13 @@ def _shown(card: Any) -> str:
     return json.dumps(card.blocks, ensure_ascii=False)
 
 
+async def _alice(askhuman: Any, label: str, reason: str | None = None) -> Any:
+    """Alice, in Slack: waits for the next card in the agents' channel and clicks."""
+    card = await askhuman.next_card(channel="C0AGENTS")
+    await askhuman.click(card, label, reason=reason)
+    return card
+
+
 async def _request(client: Any, route: str, call_id: str) -> HumanRequest:
     """The askhuman request made for the SDK call ``call_id`` (kept in its context)."""
     page = await client.list(route=route, limit=20)
@@ -71,40 +81,60 @@ async def test_the_run_pauses_then_an_approval_runs_the_call(askhuman: Any) -> N
     shop = Shop()
     model = ScriptedModel([[_refund("A-17", 250, "call-a")], [assistant_message("Done: A-17.")]])
     agent = shop.agent(model)
-    async with askhuman.async_client() as client:
+    alice = asyncio.create_task(_alice(askhuman, "Approve"))
+    async with AsyncClient(askhuman.url, askhuman.api_key) as client:
+        # docs: begin one-pause
         paused = await Runner.run(agent, "Refund 250 on A-17", run_config=RUN_CONFIG)
-        assert paused.final_output is None and shop.refunded == []
-        assert [item.call_id for item in paused.interruptions] == ["call-a"]
-
-        approving = asyncio.create_task(approve_interruptions(paused, client, "agents"))
-        card = await askhuman.next_card(channel="C0AGENTS")
-        assert "refund" in card.text and "Refund-agent" in card.text
-        assert "*order*: A-17" in _shown(card) and "*amount*: 250" in _shown(card)
-        assert "Edit and approve" not in card.buttons  # the SDK cannot run an edited call
-        assert not approving.done()
-        await askhuman.click(card, "Approve")
-        state = await approving
-
-        result = await Runner.run(agent, state, run_config=RUN_CONFIG)
+        assert paused.final_output is None and paused.interruptions    # the run waits
+        state = await approve_interruptions(paused, client, "agents")   # people answer
+        result = await Runner.run(agent, state, run_config=RUN_CONFIG)  # and it goes on
+        # docs: end one-pause
+    card = await alice
+    assert "refund" in card.text and "Refund-agent" in card.text
+    assert "*order*: A-17" in _shown(card) and "*amount*: 250" in _shown(card)
+    assert "Call hash" in _shown(card)
+    assert "Edit and approve" not in card.buttons  # the SDK cannot run an edited call
+    assert [item.call_id for item in paused.interruptions] == ["call-a"]
     assert shop.refunded == [("A-17", 250)]
     assert result.final_output == "Done: A-17." and not result.interruptions
     assert _outputs(model) == {"call-a": "Refunded 250 on A-17."}
 
 
 async def test_a_reject_reason_reaches_the_model(askhuman: Any) -> None:
-    shop = Shop()
     model = ScriptedModel([[_refund("A-17", 9000, "call-r")], [assistant_message("Not refunded.")]])
-    async with askhuman.async_client() as client:
-        running = asyncio.create_task(run_with_approvals(
-            shop.agent(model), "Refund 9000 on A-17", client=client, route="agents",
-            run_config=RUN_CONFIG))
-        card = await askhuman.next_card(channel="C0AGENTS")
-        await askhuman.click(card, "Reject", reason="Over the 500 refund limit")
-        result = await running
-    assert shop.refunded == []
+    alice = asyncio.create_task(_alice(askhuman, "Reject", reason="Over the 500 refund limit"))
+    url, api_key = askhuman.url, askhuman.api_key
+    # docs: begin whole-run
+    refunded: list[tuple[str, int]] = []
+
+    @function_tool(needs_approval=True)
+    def refund(order: str, amount: int) -> str:
+        """Refund part of an order."""
+        refunded.append((order, amount))
+        return f"Refunded {amount} on {order}."
+
+    agent = Agent(name="Refund agent", instructions="Refund what the user asks.",
+                  model=model, tools=[refund])
+    async with AsyncClient(url, api_key) as client:
+        result = await run_with_approvals(agent, "Refund 9000 on A-17", client=client,
+                                          route="agents", run_config=RUN_CONFIG)
+    print(result.final_output)
+    # docs: end whole-run
+    await alice
+    assert refunded == []
     assert result.final_output == "Not refunded."
     told = _outputs(model)["call-r"]
     assert told.startswith("Rejected by ") and told.endswith(": Over the 500 refund limit")
+
+
+def test_the_docs_show_the_tested_code() -> None:
+    """Each snippet between ``# docs:`` markers above is on the docs page, verbatim."""
+    page = DOCS.read_text(encoding="utf-8")
+    source = Path(__file__).read_text(encoding="utf-8")
+    for name in ("whole-run", "one-pause"):
+        body = source.split(f"# docs: begin {name}\n")[1].split("# docs: end")[0]
+        snippet = textwrap.dedent(body.rsplit("\n", 1)[0] + "\n")
+        assert snippet in page, name
 
 
 # ---------------------------------------------------------------- nobody decided
@@ -115,8 +145,10 @@ async def test_a_timeout_is_a_reject_that_says_nobody_answered(askhuman: Any) ->
     model = ScriptedModel([[_refund("A-17", 250, "call-t")], [assistant_message("Timed out.")]])
     async with askhuman.async_client() as client:
         result = await run_with_approvals(shop.agent(model), "Refund", client=client,
-                                          route="quick", run_config=RUN_CONFIG)
+                                          route="quick", request_context={"ticket": "T-9"},
+                                          run_config=RUN_CONFIG)
         request = await _request(client, "quick", "call-t")
+    assert request.context == {"ticket": "T-9", "openai_agents_call_id": "call-t"}
     assert shop.refunded == [] and result.final_output == "Timed out."
     assert request.status == "timeout"
     assert _outputs(model)["call-t"] == (
@@ -128,8 +160,10 @@ async def test_a_cancelled_request_is_a_reject_that_says_so(askhuman: Any) -> No
     model = ScriptedModel([[_refund("A-17", 250, "call-c")], [assistant_message("Cancelled.")]])
     async with askhuman.async_client() as client:
         running = asyncio.create_task(run_with_approvals(
-            shop.agent(model), "Refund", client=client, route="agents", run_config=RUN_CONFIG))
-        await askhuman.next_card(channel="C0AGENTS")
+            shop.agent(model), "Refund", client=client, route="agents",
+            agent_name="refunds-bot", run_config=RUN_CONFIG))
+        card = await askhuman.next_card(channel="C0AGENTS")
+        assert "refunds-bot" in card.text
         request = await _request(client, "agents", "call-c")
         await client.cancel(request.ref, "changed plans")
         result = await running
