@@ -15,9 +15,15 @@ from typing import Any
 
 import pytest
 from agents import Agent, RunConfig, Runner, RunState, function_tool, set_tracing_disabled
+from agents.items import ToolApprovalItem
 from agents.testing import ScriptedModel, assistant_message, function_call
 from askhuman_client import AsyncClient, Forbidden, HumanRequest
-from askhuman_client.openai_agents import approve_interruptions, record_verdict, run_with_approvals
+from askhuman_client.openai_agents import (
+    approve_interruptions,
+    call_arguments,
+    record_verdict,
+    run_with_approvals,
+)
 from askhuman_client.verdicts import verdict_of
 
 set_tracing_disabled(True)
@@ -305,3 +311,17 @@ async def test_an_edited_approval_is_refused_not_run_unedited() -> None:
     await Runner.run(agent, state, run_config=RUN_CONFIG)
     assert shop.refunded == []
     assert "can only run the call as it was written" in _outputs(model)["call-e"]
+
+
+def test_arguments_that_are_not_a_json_object_are_shown_whole() -> None:
+    """Tools other than functions may carry plain text; the card shows it under
+    ``input`` rather than a guess at its structure."""
+    agent = Shop().agent(ScriptedModel())
+
+    def item(arguments: str) -> ToolApprovalItem:
+        return ToolApprovalItem(agent=agent, raw_item={
+            "type": "function_call", "name": "refund", "call_id": "c", "arguments": arguments})
+
+    assert call_arguments(item('{"order": "A-17"}')) == {"order": "A-17"}
+    assert call_arguments(item("rm -rf /tmp/x")) == {"input": "rm -rf /tmp/x"}
+    assert call_arguments(item("[1, 2]")) == {"input": [1, 2]}
