@@ -141,7 +141,8 @@ async def approve_interruptions(run: RunResult | RunResultStreaming | RunState[A
     return state
 
 
-async def run_with_approvals(agent: Agent[Any], input: Any, *, client: AsyncClient, route: str,
+async def run_with_approvals(agent: Agent[Any], input: str | list[Any], *, client: AsyncClient,
+                             route: str,
                              request_context: dict[str, Any] | None = None,
                              agent_name: str | None = None, run_key: str | None = None,
                              **run_kwargs: Any) -> RunResult:
