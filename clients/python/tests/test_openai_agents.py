@@ -154,6 +154,8 @@ async def test_a_timeout_is_a_reject_that_says_nobody_answered(askhuman: Any) ->
                                           route="quick", request_context={"ticket": "T-9"},
                                           run_config=RUN_CONFIG)
         request = await _request(client, "quick", "call-t")
+    card = await askhuman.next_card(channel="C0QUICK")  # what people see now
+    assert card.text.startswith("Timed out") and card.buttons == []
     assert request.context == {"ticket": "T-9", "openai_agents_call_id": "call-t"}
     assert shop.refunded == [] and result.final_output == "Timed out."
     assert request.status == "timeout"
