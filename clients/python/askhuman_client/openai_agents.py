@@ -18,26 +18,21 @@ Install with ``pip install "askhuman-client[openai-agents]"``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 from agents import Agent, Runner, RunResult, RunResultStreaming, RunState
 from agents.items import ToolApprovalItem
 
 from askhuman_client.aio import AsyncClient
-from askhuman_client.errors import AskHumanError
-from askhuman_client.models import HumanRequest
-from askhuman_client.verdicts import Verdict, verdict_of
+from askhuman_client.verdicts import Verdict, approve_call
 
 __all__ = ["approve_interruptions", "call_arguments", "record_verdict", "run_with_approvals"]
 
 _EDITED = ("A reviewer changed the arguments before approving, but this agent can only run "
            "the call as it was written; the call was not run.")
-_WITHDRAWN = "The agent stopped waiting for this approval."
 
 
 def call_arguments(item: ToolApprovalItem) -> dict[str, Any]:
@@ -90,26 +85,12 @@ class _Asking:
         return f"{self.run_key}:{item.call_id}" if self.run_key and item.call_id else None
 
     async def ask(self, item: ToolApprovalItem) -> Verdict:
-        """One approval request for one call; withdrawn if the caller stops waiting, so
-        no card keeps asking for a decision nobody will act on."""
-        args = call_arguments(item)
-        creating = asyncio.ensure_future(self.client.request_approval(
-            self.route, item.qualified_name or item.name or "tool", args,
+        """One approval request for one call (withdrawn if the caller stops waiting)."""
+        return await approve_call(
+            self.client, self.route, item.qualified_name or item.name or "tool",
+            call_arguments(item),
             context={**(self.request_context or {}), "openai_agents_call_id": item.call_id},
-            agent_name=self.agent_name or _agent_name(item), idempotency_key=self.key(item)))
-        try:
-            created = await asyncio.shield(creating)
-            return verdict_of(await self.client.wait(created.ref), args)
-        except BaseException:
-            await asyncio.shield(self._withdraw(creating))
-            raise
-
-    async def _withdraw(self, creating: asyncio.Future[HumanRequest]) -> None:
-        """Cancel the request, once it exists: a card may be posted before its creation
-        is answered, so a wait abandoned that early still has a card to withdraw."""
-        with contextlib.suppress(AskHumanError, httpx.HTTPError):
-            created = await creating
-            await self.client.cancel(created.ref, _WITHDRAWN)
+            agent_name=self.agent_name or _agent_name(item), idempotency_key=self.key(item))
 
     async def verdicts(self, items: list[ToolApprovalItem]) -> list[Verdict]:
         """Every call asked at once; the first failure (a refused route, a lost server)
