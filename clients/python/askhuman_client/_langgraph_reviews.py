@@ -152,12 +152,12 @@ def _from_approval(review: Review, request: HumanRequest) -> Decision:
     verdict = verdict_of(request, review.args)
     if not verdict.approved:
         return _reject(review, request, verdict.message)
-    if verdict.edited or "approve" not in review.allowed:
-        # An edit is only possible when edit is allowed (editable is empty otherwise);
-        # a plain Approve of an edit-only tool is the edit that changes nothing.
-        return _allowed(review, "edit", request) | {
-            "edited_action": {"name": review.name, "args": verdict.args}}
-    return {"type": "approve"}
+    edit = {"edited_action": {"name": review.name, "args": verdict.args}}
+    if verdict.edited:  # only possible when edit is allowed: editable is empty otherwise
+        return _allowed(review, "edit", request) | edit
+    if "approve" in review.allowed or "edit" not in review.allowed:
+        return _allowed(review, "approve", request)
+    return {"type": "edit"} | edit  # an edit-only tool: the edit that changes nothing
 
 
 def _from_answer(review: Review, request: HumanRequest) -> Decision:

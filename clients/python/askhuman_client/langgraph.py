@@ -89,6 +89,8 @@ def _of_kind(source: Any, hitl: bool) -> list[Interrupt]:
     """The pending interrupts, all of the kind this helper answers (else a clear error
     rather than a card that makes no sense)."""
     interrupts = pending_interrupts(source)
+    if not interrupts:
+        raise ValueError("nothing to resume: the graph has no pending interrupt")
     other = [i.id for i in interrupts if is_hitl(i.value) != hitl]
     if other:
         helper = "ask_resume" if hitl else "hitl_resume"

@@ -19,6 +19,7 @@ import pytest
 from askhuman_client import AsyncClient
 from askhuman_client.langgraph import (
     DecisionNotAllowed,
+    ask_interrupt,
     ask_resume,
     ask_resume_sync,
     hitl_decisions,
@@ -301,11 +302,13 @@ async def test_respond_answers_an_ask_user_tool(askhuman: Served, client: AsyncC
 
 
 async def test_reject_on_an_answer_card(askhuman: Served, client: AsyncClient) -> None:
-    graph, model = agent(calls(("ask_user", {"question": "Which colour?"})),
-                         {"ask_user": {"allowed_decisions": ["respond", "reject"]}})
+    # interrupt_on=True allows all four decisions: answer_tools asks for an answer anyway
+    graph, model = agent(calls(("ask_user", {"question": "Which colour?"})), {"ask_user": True})
     paused = await start(graph)
-    resuming = asyncio.create_task(hitl_resume(client, paused, route="agents"))
+    resuming = asyncio.create_task(hitl_resume(client, paused, route="agents",
+                                               answer_tools=["ask_user"]))
     card = await askhuman.next_card()
+    assert "Send answer" in card.buttons and "Approve" not in card.buttons
     await askhuman.click(card, "Reject", reason="we keep the old logo")
     await graph.ainvoke(await answered(resuming), CONFIG, version="v2")
     [shown] = tool_messages(model)
@@ -375,10 +378,21 @@ async def test_several_plain_interrupts_and_a_timeout(askhuman: Served,
     assert len(paused.interrupts) == 2
     command = await asyncio.wait_for(ask_resume(client, paused, route="quick"), 20)
     assert set(command.resume) == {i.id for i in paused.interrupts}
+    cards = [await askhuman.next_card(QUICK), await askhuman.next_card(QUICK)]
+    assert any(shows(c, "Ship 2.0.0?") for c in cards)
+    assert any(shows(c, "release notes") for c in cards)
 
     done = await graph.ainvoke(command, CONFIG, version="v2")
     for result in (done.value["answer"], done.value["notes"]):
         assert result["status"] == "timeout" and result["message"]
+
+
+async def test_ask_interrupt_with_a_bare_question(askhuman: Served,
+                                                  client: AsyncClient) -> None:
+    result = await asyncio.wait_for(ask_interrupt(client, "Deploy now?", route="quick"), 20)
+    card = await askhuman.next_card(QUICK)
+    assert shows(card, "Deploy now?")
+    assert result["status"] == "timeout" and "did not respond" in result["message"]
 
 
 async def test_plain_interrupt_sync_with_a_text_answer(askhuman: Served) -> None:
@@ -406,3 +420,6 @@ async def test_helpers_refuse_the_other_kind_of_interrupt(client: AsyncClient) -
                                     version="v2")).interrupts[0].value
     with pytest.raises(ValueError, match="pass the Interrupt"):
         await hitl_decisions(client, value, route="agents")
+    with pytest.raises(ValueError, match="no pending interrupt"):
+        await hitl_resume(client, await graph.aget_state({"configurable": {"thread_id": "x"}}),
+                          route="agents")
