@@ -10,9 +10,12 @@ was actually shown on its next turn.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import re
+import sys
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -423,3 +426,29 @@ async def test_helpers_refuse_the_other_kind_of_interrupt(client: AsyncClient) -
     with pytest.raises(ValueError, match="no pending interrupt"):
         await hitl_resume(client, await graph.aget_state({"configurable": {"thread_id": "x"}}),
                           route="agents")
+
+
+# --- the example script runs as documented --------------------------------------------
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "langgraph_approvals.py"
+
+
+async def test_the_example_runs(askhuman: Served) -> None:
+    spec = importlib.util.spec_from_file_location("langgraph_approvals", EXAMPLE)
+    assert spec and spec.loader
+    example = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = example  # its TypedDict's hints resolve in its own globals
+    spec.loader.exec_module(example)
+    with askhuman.client() as sync_client:
+        running = asyncio.create_task(asyncio.to_thread(example.run_agent, sync_client,
+                                                        "agents"))
+        await askhuman.edit(await askhuman.next_card(), {"to": "cfo@example.com"})
+        messages = await answered(running)
+        asking = asyncio.create_task(asyncio.to_thread(example.release_notes, sync_client,
+                                                       "agents"))
+        card = await askhuman.next_card()
+        await askhuman.click(card, card.buttons[0], values={card.fields[0]: "Faster exports"})
+        notes = await answered(asking)
+    assert "sent 'Q3 numbers' to cfo@example.com" in str(messages[-2].content)
+    assert messages[-1].content == "Done: the email step is finished."
+    assert notes["status"] == "submitted"
