@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import inspect
 import json
 import re
 import sys
@@ -32,6 +33,7 @@ from askhuman_client.langgraph import (
 from conftest import QUICK, Card, Served
 from langchain.agents import create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware
+from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatResult
@@ -97,6 +99,7 @@ def agent(turn: AIMessage, interrupt_on: dict[str, Any], **hitl: Any) -> tuple[A
     return graph, model
 
 
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "integrations" / "langgraph.md"
 CONFIG = {"configurable": {"thread_id": "t"}}
 EMAIL = ("send_email", {"to": "ann@example.com", "subject": "Q3 numbers"})
 
@@ -138,6 +141,30 @@ async def answered(task: asyncio.Task[Any]) -> Any:
 
 
 # --- HumanInTheLoopMiddleware ---------------------------------------------------------
+
+# The snippet of docs/integrations/langgraph.md, verbatim (test_the_docs_snippet checks).
+async def email_with_approval(client: AsyncClient, model: BaseChatModel) -> list[BaseMessage]:
+    agent = create_agent(model, tools=[send_email],
+                         middleware=[HumanInTheLoopMiddleware({"send_email": True})],
+                         checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "mail-1"}}
+    result = await agent.ainvoke({"messages": [{"role": "user", "content": "Mail Ann"}]},
+                                 config, version="v2")
+    while result.interrupts:  # paused before send_email: ask in Slack, resume with the answer
+        command = await hitl_resume(client, result, route="agents")
+        result = await agent.ainvoke(command, config, version="v2")
+    return list(result.value["messages"])
+
+
+async def test_the_docs_snippet(askhuman: Served, client: AsyncClient) -> None:
+    model = ScriptedChat(messages=iter([calls(EMAIL), AIMessage("Mailed Ann.")]))
+    running = asyncio.create_task(email_with_approval(client, model))
+    await askhuman.click(await askhuman.next_card(), "Approve")
+    messages = await answered(running)
+    assert SENT == [{"to": "ann@example.com", "subject": "Q3 numbers"}]
+    assert messages[-1].content == "Mailed Ann."
+    assert inspect.getsource(email_with_approval) in DOCS.read_text()
+
 
 
 async def test_approve_runs_the_tool(askhuman: Served, client: AsyncClient) -> None:
@@ -237,13 +264,16 @@ async def test_per_call_mode_answers_each_interrupt_by_id(askhuman: Served,
     resuming = asyncio.create_task(hitl_resume(client, paused, route="agents"))
     email, delete = await askhuman.next_card(), await askhuman.next_card()
     assert "Edit and approve" in email.buttons and "Edit and approve" not in delete.buttons
-    await askhuman.click(email, "Approve")
+    await askhuman.edit(email, {"subject": "Q3 numbers (draft)"})
     await askhuman.click(delete, "Approve")
     command = await answered(resuming)
 
-    assert command.resume == {i.id: {"type": "approve"} for i in paused.interrupts}
+    edited = {"name": "send_email", "args": {"to": "ann@example.com",
+                                             "subject": "Q3 numbers (draft)"}}
+    assert list(command.resume.values()) == [{"type": "edit", "edited_action": edited},
+                                             {"type": "approve"}]
     await graph.ainvoke(command, CONFIG, version="v2")
-    assert len(SENT) == 1 and DELETED == ["/tmp/x"]
+    assert [edited["args"]] == SENT and DELETED == ["/tmp/x"]
 
 
 async def test_edit_is_not_offered_when_the_config_forbids_it(askhuman: Served,
@@ -264,8 +294,9 @@ async def test_a_refusal_the_config_forbids_leaves_the_graph_paused(
     resuming = asyncio.create_task(hitl_resume(client, paused, route="agents"))
     card = await askhuman.next_card()
     await askhuman.click(card, "Reject", reason="no")
-    with pytest.raises(DecisionNotAllowed, match="allows only approve, edit"):
+    with pytest.raises(DecisionNotAllowed, match="allows only approve, edit") as refused:
         await answered(resuming)
+    assert refused.value.wanted == "reject" and refused.value.request.status == "submitted"
     assert (await graph.aget_state(CONFIG)).interrupts and SENT == []
 
     # Asking again finds the same card and its answer: no second card is posted.
@@ -372,6 +403,22 @@ async def test_plain_interrupt_resumes_with_the_answer(askhuman: Served,
 
     answer = done.value["answer"]
     assert answer["status"] == "submitted" and answer["action"]["id"] == "hold"
+    assert inspect.getsource(ask_to_ship) in DOCS.read_text()  # the docs show this node
+    with pytest.raises(ValueError, match="use ask_resume"):
+        await hitl_resume(client, paused, route="agents")
+
+
+async def test_cancelled_request_is_a_truthful_reject(askhuman: Served,
+                                                      client: AsyncClient) -> None:
+    graph, model = agent(calls(EMAIL), {"send_email": True})
+    paused = await start(graph)
+    resuming = asyncio.create_task(hitl_resume(client, paused, route="agents"))
+    await askhuman.next_card()
+    [open_request] = (await client.list(status="open", route="agents")).items
+    await client.cancel(open_request.ref, "the run was stopped")
+    await graph.ainvoke(await answered(resuming), CONFIG, version="v2")
+    [shown] = tool_messages(model)
+    assert "was cancelled; the call was not run" in str(shown.content) and SENT == []
 
 
 async def test_several_plain_interrupts_and_a_timeout(askhuman: Served,
