@@ -30,7 +30,6 @@ from askhuman_client.langgraph import (
     hitl_resume,
     hitl_resume_sync,
 )
-from conftest import QUICK, Card, Served
 from langchain.agents import create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.language_models import BaseChatModel
@@ -42,6 +41,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.types import Command, interrupt
 from pydantic import Field
+from served import QUICK, Card, Served
 from typing_extensions import TypedDict
 
 # --- the agent: a scripted model and two real tools -----------------------------------
