@@ -80,8 +80,8 @@ class _Where:
 
 def _parts(interrupt: Any) -> tuple[Any, Any, str | None]:
     """Value, response schema and id of an ``Interrupt``; a bare value has neither."""
-    if isinstance(interrupt, Interrupt):
-        return interrupt.value, interrupt.response_schema, interrupt.id
+    if isinstance(interrupt, Interrupt):  # response_schema is new in langgraph 1.2
+        return interrupt.value, getattr(interrupt, "response_schema", None), interrupt.id
     return interrupt, None, None
 
 
@@ -99,7 +99,7 @@ def _of_kind(source: Any, hitl: bool) -> list[Interrupt]:
 
 
 def _grouped(interrupts: list[Interrupt]) -> list[tuple[Interrupt, list[Review]]]:
-    return [(i, reviews_of(i.value, i.response_schema, i.id)) for i in interrupts]
+    return [(i, reviews_of(*_parts(i))) for i in interrupts]
 
 
 def _resume(groups: list[tuple[Interrupt, list[Review]]], decisions: list[Decision]) -> Command:
