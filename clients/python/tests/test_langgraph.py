@@ -280,9 +280,13 @@ async def test_edit_is_not_offered_when_the_config_forbids_it(askhuman: Served,
                                                               client: AsyncClient) -> None:
     graph, _ = agent(calls(EMAIL), {"send_email": {"allowed_decisions": ["approve", "reject"]}})
     paused = await start(graph)
-    deciding = asyncio.create_task(hitl_decisions(client, paused.interrupts[0], route="agents"))
+    deciding = asyncio.create_task(hitl_decisions(client, paused.interrupts[0], route="agents",
+                                                  agent_name="mailer", context={"run": "r-7"}))
     card = await askhuman.next_card()
     assert "Edit and approve" not in card.buttons and "Approve" in card.buttons
+    assert shows(card, "mailer")
+    asked = (await client.list(status="open", route="agents")).items[0]  # newest first
+    assert asked.context == {"run": "r-7"} and asked.agent_name == "integrations/mailer"
     await askhuman.click(card, "Approve")
     assert await answered(deciding) == [{"type": "approve"}]
 
@@ -300,10 +304,11 @@ async def test_a_refusal_the_config_forbids_leaves_the_graph_paused(
     assert (await graph.aget_state(CONFIG)).interrupts and SENT == []
 
     # Asking again finds the same card and its answer: no second card is posted.
-    with pytest.raises(DecisionNotAllowed):
+    posted = len(await askhuman.cards())
+    with pytest.raises(DecisionNotAllowed) as again:
         await asyncio.wait_for(hitl_resume(client, paused, route="agents"), 20)
-    assert [c.ts for c in await askhuman.cards()].count(card.ts) == 1
-    assert not [c for c in await askhuman.cards() if (c.channel, c.ts) not in askhuman.seen]
+    assert again.value.request.ref == refused.value.request.ref
+    assert len(await askhuman.cards()) == posted
 
 
 async def test_edit_only_tool_approved_as_is(askhuman: Served, client: AsyncClient) -> None:
@@ -414,7 +419,7 @@ async def test_cancelled_request_is_a_truthful_reject(askhuman: Served,
     paused = await start(graph)
     resuming = asyncio.create_task(hitl_resume(client, paused, route="agents"))
     await askhuman.next_card()
-    [open_request] = (await client.list(status="open", route="agents")).items
+    open_request = (await client.list(status="open", route="agents")).items[0]  # newest first
     await client.cancel(open_request.ref, "the run was stopped")
     await graph.ainvoke(await answered(resuming), CONFIG, version="v2")
     [shown] = tool_messages(model)
