@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from askhuman_client import AsyncClient
+from askhuman_client._langgraph_reviews import reviews_of
 from askhuman_client.langgraph import (
     DecisionNotAllowed,
     ask_interrupt,
@@ -504,3 +505,16 @@ async def test_the_example_runs(askhuman: Served) -> None:
     assert "sent 'Q3 numbers' to cfo@example.com" in str(messages[-2].content)
     assert messages[-1].content == "Done: the email step is finished."
     assert notes["status"] == "submitted"
+
+
+async def test_per_call_reviews_read_the_response_schema() -> None:
+    """What a per-call interrupt allows is only in its JSON response_schema: a single
+    decision is a plain object schema, several a discriminated union."""
+    only, _ = agent(calls(EMAIL, ("delete_file", {"path": "/x"})),
+                    {"send_email": True, "delete_file": {"allowed_decisions": ["approve"]}},
+                    interrupt_mode="per_call")
+    paused = await start(only)
+    email, delete = [reviews_of(i.value, i.response_schema, i.id)[0] for i in paused.interrupts]
+    assert email.allowed == ("approve", "edit", "reject", "respond")
+    assert email.input_schema and set(email.input_schema["properties"]) == {"to", "subject"}
+    assert delete.allowed == ("approve",) and delete.key == f"langgraph-{paused.interrupts[1].id}-0"
