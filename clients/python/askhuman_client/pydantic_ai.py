@@ -44,7 +44,7 @@ from pydantic_ai.toolsets import ExternalToolset
 
 from askhuman_client.aio import AsyncClient
 from askhuman_client.errors import ValidationFailed
-from askhuman_client.verdicts import Verdict, approve_call
+from askhuman_client.verdicts import Verdict, approve_call, settle
 
 __all__ = [
     "ASK_HUMAN", "EditNotes", "UnansweredCalls", "ask_human_tool", "ask_human_toolset",
@@ -53,6 +53,8 @@ __all__ = [
 
 ASK_HUMAN = "ask_human"
 """The external tool's name, as Dify and askhuman's own agents call it."""
+GAVE_UP = "The agent stopped waiting for an answer."
+"""Why an ask_human card is withdrawn when its caller stops waiting."""
 META_KEY = "askhuman"
 """Key of askhuman's entry in ``DeferredToolResults.metadata[tool_call_id]``."""
 
@@ -146,12 +148,13 @@ async def _answer(asking: _Asking, part: ToolCallPart) -> Any:
     except ValueError as exc:
         return ModelRetry(f"{part.tool_name} arguments must be a JSON object: {exc}")
     try:
-        result = await asking.client.ask(
+        request = await settle(asking.client, asking.client.create(
             asking.route, args, idempotency_key=asking.key(part),
-            context=asking.context(part), agent_name=asking.agent_name)
+            context=asking.context(part), agent_name=asking.agent_name), withdrawn=GAVE_UP)
     except ValidationFailed as exc:
         return ModelRetry(exc.detail or exc.title)
-    return result.model_dump(mode="json")
+    assert request.result is not None  # a resolved request always carries its result
+    return request.result.model_dump(mode="json")
 
 
 def _unanswerable(requests: DeferredToolRequests, ask_tool: str) -> list[ToolCallPart]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,7 @@ from askhuman_client.client import Client
 from askhuman_client.errors import AskHumanError
 from askhuman_client.models import HumanRequest
 
-__all__ = ["WITHDRAWN", "Verdict", "approve_call", "approve_call_sync", "verdict_of"]
+__all__ = ["WITHDRAWN", "Verdict", "approve_call", "approve_call_sync", "settle", "verdict_of"]
 
 
 @dataclass(frozen=True)
@@ -92,29 +93,38 @@ async def approve_call(client: AsyncClient, route: str, tool_name: str, args: di
                        agent_name: str | None = None,
                        timeout: float | None = None) -> Verdict:
     """Ask for an approval of one call bound to its exact arguments, wait, and read it.
+    A caller that stops waiting withdraws the request (see :func:`settle`)."""
+    creating = client.request_approval(
+        route, tool_name, args, reason=reason, editable=editable, input_schema=input_schema,
+        idempotency_key=idempotency_key, context=context, agent_name=agent_name)
+    return verdict_of(await settle(client, creating, timeout=timeout), args)
+
+
+async def settle(client: AsyncClient, creating: Awaitable[HumanRequest], *,
+                 timeout: float | None = None, withdrawn: str = WITHDRAWN) -> HumanRequest:
+    """Create a request (an approval or an ask) and wait until it is resolved.
 
     If the caller stops waiting (its task is cancelled, or it fails), the request is
-    withdrawn, even when it was abandoned while still being created: no card keeps
-    asking for a decision nobody will act on.
+    withdrawn (cancelled with the reason ``withdrawn``), even when it was abandoned while
+    still being created: no card keeps asking for a decision nobody will act on.
     """
-    creating = asyncio.ensure_future(client.request_approval(
-        route, tool_name, args, reason=reason, editable=editable, input_schema=input_schema,
-        idempotency_key=idempotency_key, context=context, agent_name=agent_name))
+    created_future = asyncio.ensure_future(creating)
     try:
-        created = await asyncio.shield(creating)
-        return verdict_of(await client.wait(created.ref, timeout=timeout), args)
+        created = await asyncio.shield(created_future)
+        return await client.wait(created.ref, timeout=timeout)
     except BaseException:
-        await asyncio.shield(_withdraw(client, creating))
+        await asyncio.shield(_withdraw(client, created_future, withdrawn))
         raise
 
 
-async def _withdraw(client: AsyncClient, creating: asyncio.Future[HumanRequest]) -> None:
+async def _withdraw(client: AsyncClient, creating: asyncio.Future[HumanRequest],
+                    why: str) -> None:
     """Cancel the request once it exists (a card may be posted before its creation is
     answered). Best effort: the caller's own error is what it should see."""
     with contextlib.suppress(AskHumanError, httpx.HTTPError):
         created = await creating
         if not created.resolved:
-            await client.cancel(created.ref, WITHDRAWN)
+            await client.cancel(created.ref, why)
 
 
 def approve_call_sync(client: Client, route: str, tool_name: str, args: dict[str, Any], *,

@@ -315,6 +315,24 @@ async def test_cancelled_requests_deny_the_call_and_cancel_the_question(askhuman
     assert script.seen["c-15"]["status"] == "cancelled"
 
 
+async def test_a_caller_that_stops_waiting_withdraws_its_cards(askhuman: Any) -> None:
+    ops = Ops(Script([scale("api", 6, "c-20"), ask({"question": "Sure?"}, "c-21")]))
+    async with askhuman.async_client() as client:
+        running = asyncio.create_task(
+            run_with_askhuman(ops.agent, "scale", client=client, route="agents"))
+        for _ in range(2):
+            await askhuman.next_card(channel="C0AGENTS")
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        page = await client.list(route="agents", limit=10)
+        mine = {(r.context or {}).get("tool_call_id"): r for r in page.items}
+    assert mine["c-20"].status == mine["c-21"].status == "cancelled"
+    assert mine["c-20"].result and "stopped waiting" in (mine["c-20"].result.message or "")
+    assert mine["c-21"].result and "stopped waiting" in (mine["c-21"].result.message or "")
+    assert ops.ran == []
+
+
 async def test_the_same_key_prefix_asks_once_and_replays_the_answer(askhuman: Any) -> None:
     """A process that died after asking and resolves the same stop again gets the same
     requests (and their answers), never a second card."""
