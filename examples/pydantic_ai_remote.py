@@ -10,7 +10,8 @@
 and may run anywhere. They share JSON files in ``ASKHUMAN_STATE`` (default
 ``./askhuman-run``). In one process, ``run_with_askhuman(agent, prompt, client=…,
 route=…)`` does all three. The model is a scripted ``FunctionModel`` (no key needed);
-set ``PYDANTIC_AI_MODEL`` (e.g. ``openai:gpt-4.1``, with its API key) for a real one.
+set ``PYDANTIC_AI_MODEL=openai:gpt-4.1`` for a real one (with ``pydantic-ai-slim[openai]``
+installed and ``OPENAI_API_KEY`` set).
 """
 
 from __future__ import annotations
