@@ -74,12 +74,19 @@ class A2ABridge:
         return answer
 
     async def resume(self, task: Task) -> Task:
-        """Answer ``task`` while it is ``input-required``; the task once it is not."""
+        """Answer ``task`` while it is ``input-required``; the task once it is not.
+
+        An answer is only sent while the task still asks that question: if it moved on
+        meanwhile (answered by another client, cancelled), the answer is dropped."""
         for _ in range(self.max_questions):
             if task.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
                 break
             plain = is_plain(task.status.message)
             result = _result(request := await self.ask(task))
+            current = await self._settle(task.id)
+            if question_key(current) != question_key(task):
+                task = current
+                continue
             if result.status != "submitted" and self.on_no_answer == "cancel":
                 metadata = {"askhuman": result.model_dump(mode="json", exclude_none=True)}
                 cancelled: Task = await self.agent.cancel_task(

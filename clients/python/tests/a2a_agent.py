@@ -17,7 +17,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import uvicorn
-from a2a.helpers import get_message_text, new_task_from_user_message, new_text_part
+from a2a.helpers import (
+    get_message_text,
+    new_task_from_user_message,
+    new_text_message,
+    new_text_part,
+)
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
@@ -39,22 +44,29 @@ class ScriptedAgent(AgentExecutor):  # type: ignore[misc]  # a2a-sdk is untyped 
     """Asks its script's questions in order, then completes with the last answer."""
 
     scripts: dict[str, list[list[Part]]] = field(default_factory=dict)
+    """First message's text → the status messages to ask with; ``[]`` answers with a
+    lone message and no task."""
     seen: dict[str, list[Message]] = field(default_factory=dict)
     """Task id → the messages that answered its questions, in order."""
+    started: dict[str, str] = field(default_factory=dict)
+    """First message's text → the id of the task it started."""
     cancelled: list[str] = field(default_factory=list)
-    _script_of: dict[str, list[list[Part]]] = field(default_factory=dict)
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task = context.current_task
         if task is None:
+            prompt = context.get_user_input()
+            if not self.scripts[prompt]:
+                await event_queue.enqueue_event(new_text_message(f"{prompt} to you too"))
+                return
             task = new_task_from_user_message(context.message)
             await event_queue.enqueue_event(task)
-            self._script_of[task.id] = self.scripts[context.get_user_input()]
-            self.seen[task.id] = []
+            self.started[prompt], self.seen[task.id] = task.id, []
         else:
             self.seen[task.id].append(context.message)
         updater = TaskUpdater(event_queue, task.id, task.context_id)
-        script, answers = self._script_of[task.id], self.seen[task.id]
+        prompt = next(p for p, t in self.started.items() if t == task.id)
+        script, answers = self.scripts[prompt], self.seen[task.id]
         if len(answers) < len(script):
             await updater.requires_input(updater.new_agent_message(script[len(answers)]))
             return
