@@ -1,12 +1,20 @@
 # The two commands: `make demo` (offline, no tokens) and `make test` (full suite).
-.PHONY: demo test lint bench
+.PHONY: demo test test-integrations lint bench
 
 demo:
 	@scripts/bootstrap.sh
 	.venv/bin/askhuman demo $(ARGS)
 
-test:
+test:  # everything: the server's suite, then the framework integrations in their own venv
 	scripts/test.sh $(ARGS)
+	@$(MAKE) --no-print-directory test-integrations ARGS="$(ARGS)"
+
+# The framework integrations (LangGraph, OpenAI Agents SDK, ADK, pydantic-ai, A2A) with
+# the real packages, in their own venv; each test talks to a served askhuman from .venv.
+test-integrations:
+	@scripts/bootstrap.sh
+	@scripts/bootstrap-integrations.sh
+	cd clients/python && ../../.venv-integrations/bin/pytest $(ARGS)
 
 lint:
 	@scripts/bootstrap.sh
