@@ -24,9 +24,10 @@ from a2a.types.a2a_pb2 import (
     Task,
     TaskState,
 )
-from askhuman_client import AsyncClient, ValidationFailed
-from askhuman_client.a2a import A2ABridge
-from tests.a2a_agent import ScriptedAgent, served
+from a2a_agent import ScriptedAgent, served
+from askhuman_client import AsyncClient, HumanRequest, ValidationFailed
+from askhuman_client.a2a import A2ABridge, question_args
+from served import Served
 
 DEPLOY = {"question": "Deploy v1.2.3 to production?",
           "actions": [{"id": "approve", "label": "Approve", "style": "primary"},
@@ -57,7 +58,7 @@ async def _a2a_client(url: str, http: httpx.AsyncClient, streaming: bool) -> Cli
 
 
 @pytest.fixture
-async def ask(askhuman: Any) -> AsyncIterator[AsyncClient]:
+async def ask(askhuman: Served) -> AsyncIterator[AsyncClient]:
     client = askhuman.async_client()
     yield client
     await client.aclose()
@@ -71,11 +72,16 @@ async def a2a(agent: tuple[ScriptedAgent, str]) -> AsyncIterator[Client]:
         await client.close()
 
 
+async def asking(ask: AsyncClient) -> HumanRequest:
+    """The newest open request a bridge raised (other suites share this client)."""
+    page = await ask.list(status="open")
+    return next(r for r in page.items if r.context and "a2a" in r.context)
+
+
 async def paused_task(ask: AsyncClient, a2a: Client) -> Task:
-    """The task behind the newest open request, as the agent has it now."""
-    request = (await ask.list(status="open")).items[0]
-    assert request.context is not None
-    ids = request.context["a2a"]
+    """The task behind the newest open bridge request, as the agent has it now: the
+    request's context names it."""
+    ids = (await asking(ask)).context["a2a"]  # type: ignore[index]
     task: Task = await a2a.get_task(GetTaskRequest(id=ids["task_id"]))
     assert task.context_id == ids["context_id"]
     return task
@@ -94,14 +100,15 @@ def told(agent: ScriptedAgent, task: Task) -> list[tuple[str, dict[str, Any] | N
 
 
 @pytest.mark.parametrize("streaming", [True, False], ids=["streaming", "blocking"])
-async def test_approve_resumes_the_task(askhuman: Any, ask: AsyncClient,
+async def test_approve_resumes_the_task(askhuman: Served, ask: AsyncClient,
                                         agent: tuple[ScriptedAgent, str],
                                         streaming: bool) -> None:
     scripted, url = agent
     prompt = f"deploy v1.2.3 ({streaming=})"
     scripted.scripts[prompt] = [ask_with(DEPLOY)]
     async with httpx.AsyncClient() as http:
-        a2a = await _a2a_client(url, http, streaming)
+        factory = ClientFactory(ClientConfig(streaming=streaming, httpx_client=http))
+        a2a = await factory.create_from_url(url)
         bridge = A2ABridge(agent=a2a, askhuman=ask, route="agents", agent_name="deployer")
         running = asyncio.create_task(bridge.send(prompt))
         card = await askhuman.next_card(channel="C0AGENTS", timeout=15)
@@ -119,12 +126,14 @@ async def test_approve_resumes_the_task(askhuman: Any, ask: AsyncClient,
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
     [(text, data)] = told(scripted, task)
     assert data["status"] == "submitted" and data["action"]["id"] == "approve"
-    assert text.endswith('chose "Approve".')
+    told_by = scripted.seen[task.id][0].metadata["askhuman"]
+    assert "alice" in told_by["decided_by"].lower() and told_by["status"] == "submitted"
+    assert text == f'{told_by["decided_by"]} chose "Approve".'
     assert get_message_text(task.status.message) == f"done: {text}"
 
 
 async def test_reject_with_a_reason_reaches_the_agent(
-        askhuman: Any, ask: AsyncClient, a2a: Client,
+        askhuman: Served, ask: AsyncClient, a2a: Client,
         agent: tuple[ScriptedAgent, str]) -> None:
     scripted = agent[0]
     scripted.scripts["deploy on friday"] = [ask_with(DEPLOY)]
@@ -142,14 +151,14 @@ async def test_reject_with_a_reason_reaches_the_agent(
 
 
 async def test_a_select_value_reaches_the_agent(
-        askhuman: Any, ask: AsyncClient, a2a: Client,
+        askhuman: Served, ask: AsyncClient, a2a: Client,
         agent: tuple[ScriptedAgent, str]) -> None:
     scripted = agent[0]
     scripted.scripts["deploy somewhere"] = [ask_with(PICK_ENV)]
     running = asyncio.create_task(A2ABridge(a2a, ask, "agents").send("deploy somewhere"))
     card = await askhuman.next_card(channel="C0AGENTS", timeout=15)
     assert "Deploy" in card.buttons
-    await askhuman.click(card, "Deploy", values={"env": "production"})
+    await askhuman.click(card, "Deploy", values={"env": "Production"})
     task = await asyncio.wait_for(running, 15)
 
     [(text, data)] = told(scripted, task)
@@ -158,7 +167,7 @@ async def test_a_select_value_reaches_the_agent(
 
 
 async def test_two_questions_in_a_row_on_one_task(
-        askhuman: Any, ask: AsyncClient, a2a: Client,
+        askhuman: Served, ask: AsyncClient, a2a: Client,
         agent: tuple[ScriptedAgent, str]) -> None:
     """A structured question, then a text-only one: the bridge gives the second an
     Answer field, and the typed answer is what the agent reads."""
@@ -168,10 +177,11 @@ async def test_two_questions_in_a_row_on_one_task(
     running = asyncio.create_task(A2ABridge(a2a, ask, "agents").send("deploy, then name it"))
     first = await askhuman.next_card(channel="C0AGENTS", timeout=15)
     paused = await paused_task(ask, a2a)
-    await askhuman.click(first, "Deploy", values={"env": "staging"})
+    await askhuman.click(first, "Deploy", values={"env": "Staging"})
 
     second = await askhuman.next_card(channel="C0AGENTS", timeout=15)
     assert "What should the release be called?" in second.text
+    assert "Answer" in second.fields and second.buttons == ["Send"], second
     assert (await paused_task(ask, a2a)).id == paused.id
     await askhuman.click(second, "Send", values={"answer": "Blue Heron"})
     task = await asyncio.wait_for(running, 15)
@@ -187,7 +197,7 @@ async def test_two_questions_in_a_row_on_one_task(
 
 
 async def test_a_timeout_is_told_to_the_agent_as_no_answer(
-        askhuman: Any, ask: AsyncClient, a2a: Client,
+        askhuman: Served, ask: AsyncClient, a2a: Client,
         agent: tuple[ScriptedAgent, str]) -> None:
     scripted = agent[0]
     scripted.scripts["deploy in a hurry"] = [ask_with(DEPLOY)]
@@ -202,7 +212,7 @@ async def test_a_timeout_is_told_to_the_agent_as_no_answer(
 
 
 async def test_a_timeout_can_cancel_the_task_instead(
-        askhuman: Any, ask: AsyncClient, a2a: Client,
+        askhuman: Served, ask: AsyncClient, a2a: Client,
         agent: tuple[ScriptedAgent, str]) -> None:
     scripted = agent[0]
     scripted.scripts["deploy or drop it"] = [ask_with(DEPLOY)]
@@ -217,14 +227,14 @@ async def test_a_timeout_can_cancel_the_task_instead(
 
 
 async def test_stopping_the_bridge_withdraws_the_card(
-        askhuman: Any, ask: AsyncClient, a2a: Client,
+        askhuman: Served, ask: AsyncClient, a2a: Client,
         agent: tuple[ScriptedAgent, str]) -> None:
     scripted = agent[0]
     scripted.scripts["deploy, maybe"] = [ask_with(DEPLOY)]
     running = asyncio.create_task(A2ABridge(a2a, ask, "agents").send("deploy, maybe"))
     await askhuman.next_card(channel="C0AGENTS", timeout=15)
     paused = await paused_task(ask, a2a)
-    request = (await ask.list(status="open")).items[0]
+    request = await asking(ask)
     running.cancel()
     with pytest.raises(asyncio.CancelledError):
         await running
@@ -239,7 +249,7 @@ async def test_stopping_the_bridge_withdraws_the_card(
 
 
 async def test_an_answer_to_a_question_no_longer_asked_is_dropped(
-        askhuman: Any, ask: AsyncClient, a2a: Client,
+        askhuman: Served, ask: AsyncClient, a2a: Client,
         agent: tuple[ScriptedAgent, str]) -> None:
     """Another client answered the task while the card waited: the click comes too
     late and is not sent, so the agent never hears two answers to one question."""
@@ -257,6 +267,48 @@ async def test_an_answer_to_a_question_no_longer_asked_is_dropped(
 
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
     assert told(scripted, task) == [("yes, from the CLI", None)]
+
+
+async def test_the_same_question_never_makes_two_cards(
+        askhuman: Served, ask: AsyncClient, a2a: Client,
+        agent: tuple[ScriptedAgent, str]) -> None:
+    """A bridge restarted on a task that is still asking finds the card the first run
+    raised, and gets the same answer from it."""
+    scripted = agent[0]
+    scripted.scripts["deploy after a crash"] = [ask_with(DEPLOY)]
+    start = Message(role=Role.ROLE_USER, message_id="crash-1",
+                    parts=[new_text_part("deploy after a crash")])
+    async for _ in a2a.send_message(SendMessageRequest(message=start)):
+        pass
+    task = await a2a.get_task(GetTaskRequest(id=scripted.started["deploy after a crash"]))
+    first = asyncio.create_task(A2ABridge(a2a, ask, "agents").ask(task))
+    card = await askhuman.next_card(channel="C0AGENTS", timeout=15)
+    again = asyncio.create_task(A2ABridge(a2a, ask, "agents").ask(task))
+    with pytest.raises(AssertionError, match="no new card"):
+        await askhuman.next_card(channel="C0AGENTS", timeout=1)
+    await askhuman.click(card, "Approve")
+    one, other = await asyncio.wait_for(asyncio.gather(first, again), 15)
+    assert one.ref == other.ref
+    assert other.result is not None and other.result.action is not None
+    assert other.result.action.id == "approve"
+
+
+def test_whole_numbers_in_an_agents_args_go_out_as_integers() -> None:
+    """An A2A data part carries numbers as floats; the API reads whole ones strictly."""
+    args = {"question": "How many replicas?", "fields": [
+        {"type": "number", "name": "replicas", "label": "Replicas", "default": 3,
+         "min_value": 1, "max_value": 2.5}]}
+    [field] = question_args(Message(parts=ask_with(args)))["fields"]
+    assert field["default"] == 3 and isinstance(field["default"], int)
+    assert isinstance(field["min_value"], int) and field["max_value"] == 2.5
+
+
+def test_a_long_text_question_is_cut_and_shown_whole_below() -> None:
+    text = "Please review this plan. " * 100
+    args = question_args(Message(parts=[new_text_part(text)]))
+    assert len(args["question"]) == 1000 and args["question"].endswith("…")
+    assert args["markdown"] == text.strip()
+    assert [f["name"] for f in args["fields"]] == ["answer"]
 
 
 async def test_a_refused_question_raises_and_tells_the_agent_nothing(
