@@ -215,7 +215,8 @@ def reply(task: Task, request: HumanRequest, plain: bool) -> Message:
     """The next message on the task: the answer in words, and the
     ``AskHumanToolResult`` as a data part for agents that read structure."""
     result = _result(request)
-    who = request.decided_by.name if request.decided_by and request.decided_by.name else None
+    decider = request.decided_by
+    who = (decider.name or decider.user_id) if decider is not None else None
     data = result.model_dump(mode="json", exclude_none=True)
     return Message(
         role=Role.ROLE_USER, message_id=str(uuid.uuid4()), task_id=task.id,
