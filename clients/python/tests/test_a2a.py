@@ -8,6 +8,7 @@ the task, and the agent's record shows what it was really told."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -212,18 +213,28 @@ async def test_a_timeout_is_told_to_the_agent_as_no_answer(
 
 
 async def test_a_timeout_can_cancel_the_task_instead(
-        askhuman: Served, ask: AsyncClient, a2a: Client,
-        agent: tuple[ScriptedAgent, str]) -> None:
-    scripted = agent[0]
+        askhuman: Served, ask: AsyncClient, agent: tuple[ScriptedAgent, str]) -> None:
+    scripted, url = agent
     scripted.scripts["deploy or drop it"] = [ask_with(DEPLOY)]
-    bridge = A2ABridge(a2a, ask, "quick", on_no_answer="cancel")
-    running = asyncio.create_task(bridge.send("deploy or drop it"))
-    await askhuman.next_card(channel="C0QUICK", timeout=15)
-    task = await asyncio.wait_for(running, 20)
+    sent: list[dict[str, Any]] = []
+
+    async def record(request: httpx.Request) -> None:
+        if request.method == "POST":
+            sent.append(json.loads(request.content))
+
+    async with httpx.AsyncClient(event_hooks={"request": [record]}) as http:
+        a2a = await _a2a_client(url, http, streaming=True)
+        bridge = A2ABridge(a2a, ask, "quick", on_no_answer="cancel")
+        running = asyncio.create_task(bridge.send("deploy or drop it"))
+        await askhuman.next_card(channel="C0QUICK", timeout=15)
+        task = await asyncio.wait_for(running, 20)
+        await a2a.close()
 
     assert task.status.state == TaskState.TASK_STATE_CANCELED
     assert task.id in scripted.cancelled
     assert told(scripted, task) == []   # no message pretended to be an answer
+    [cancel] = [body["params"] for body in sent if body["method"] == "CancelTask"]
+    assert cancel["id"] == task.id and cancel["metadata"]["askhuman"]["status"] == "timeout"
 
 
 async def test_stopping_the_bridge_withdraws_the_card(
