@@ -9,6 +9,7 @@ the agent really received, not what the bridge meant to send."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -51,6 +52,8 @@ class ScriptedAgent(AgentExecutor):  # type: ignore[misc]  # a2a-sdk is untyped 
     started: dict[str, str] = field(default_factory=dict)
     """First message's text → the id of the task it started."""
     cancelled: list[str] = field(default_factory=list)
+    working: dict[str, float] = field(default_factory=dict)
+    """First message's text → seconds the task works before its first question."""
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task = context.current_task
@@ -67,6 +70,9 @@ class ScriptedAgent(AgentExecutor):  # type: ignore[misc]  # a2a-sdk is untyped 
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         prompt = next(p for p, t in self.started.items() if t == task.id)
         script, answers = self.scripts[prompt], self.seen[task.id]
+        if not answers and prompt in self.working:
+            await updater.start_work()
+            await asyncio.sleep(self.working[prompt])
         if len(answers) < len(script):
             await updater.requires_input(updater.new_agent_message(script[len(answers)]))
             return

@@ -100,15 +100,18 @@ def told(agent: ScriptedAgent, task: Task) -> list[tuple[str, dict[str, Any] | N
 # ------------------------------------------------------------------ answers
 
 
-@pytest.mark.parametrize("streaming", [True, False], ids=["streaming", "blocking"])
+@pytest.mark.parametrize(("streaming", "polling"), [(True, False), (False, False), (False, True)],
+                         ids=["streaming", "blocking", "polling"])
 async def test_approve_resumes_the_task(askhuman: Served, ask: AsyncClient,
                                         agent: tuple[ScriptedAgent, str],
-                                        streaming: bool) -> None:
+                                        streaming: bool, polling: bool) -> None:
     scripted, url = agent
-    prompt = f"deploy v1.2.3 ({streaming=})"
+    prompt = f"deploy v1.2.3 ({streaming=}, {polling=})"
     scripted.scripts[prompt] = [ask_with(DEPLOY)]
+    scripted.working[prompt] = 0.5   # a polling client sees the task working first
     async with httpx.AsyncClient() as http:
-        factory = ClientFactory(ClientConfig(streaming=streaming, httpx_client=http))
+        factory = ClientFactory(ClientConfig(streaming=streaming, polling=polling,
+                                             httpx_client=http))
         a2a = await factory.create_from_url(url)
         bridge = A2ABridge(agent=a2a, askhuman=ask, route="agents", agent_name="deployer")
         running = asyncio.create_task(bridge.send(prompt))
