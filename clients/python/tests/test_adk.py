@@ -1,0 +1,224 @@
+"""Google ADK: a ``require_confirmation`` tool pauses the run, askhuman's card decides it.
+
+The real ADK runs with a scripted ``BaseLlm`` (no network, no keys): it calls the tool,
+then answers with exactly what the tool call returned, so the final answer shows what
+the model was told. Every click goes through the served askhuman and its Slack fake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+import pytest
+from askhuman_client import AsyncClient
+from askhuman_client.adk import (
+    AskHumanPlugin,
+    confirmation_requests,
+    confirmation_response,
+    run_with_confirmations,
+)
+from google.adk.agents import Agent
+from google.adk.apps import App
+from google.adk.events import Event
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.adk.runners import Runner
+from google.adk.sessions import InMemorySessionService
+from google.adk.tools import FunctionTool
+from google.genai import types
+from pydantic import Field
+from served import QUICK, Card, Served
+
+
+class ScriptedModel(BaseLlm):  # type: ignore[misc]
+    """Calls the tool with ``calls`` on the user's message, then answers with the tool
+    results it was given, verbatim: what the model saw is the final answer."""
+
+    calls: list[dict[str, Any]]
+    requests: list[LlmRequest] = Field(default_factory=list)
+
+    async def generate_content_async(self, llm_request: LlmRequest, stream: bool = False
+                                     ) -> AsyncGenerator[LlmResponse, None]:
+        self.requests.append(llm_request)
+        results = [part.function_response.response for part in llm_request.contents[-1].parts
+                   if part.function_response]
+        if results:
+            parts = [types.Part(text="Tool results: " + json.dumps(results, sort_keys=True))]
+        else:
+            parts = [types.Part(function_call=types.FunctionCall(name="reimburse", args=args))
+                     for args in self.calls]
+        yield LlmResponse(content=types.Content(role="model", parts=parts))
+
+
+@dataclass
+class Expenses:
+    """An ADK app whose one tool, ``reimburse``, needs a confirmation."""
+
+    calls: list[dict[str, Any]]
+    ran: list[tuple[int, str]] = field(default_factory=list)
+    plugins: list[Any] = field(default_factory=lambda: [AskHumanPlugin()])
+
+    def __post_init__(self) -> None:
+        def reimburse(amount: Annotated[int, Field(ge=1, le=500)], employee: str
+                      ) -> dict[str, Any]:
+            """Reimburse an employee's expense."""
+            self.ran.append((amount, employee))
+            return {"reimbursed": amount, "employee": employee}
+
+        self.model = ScriptedModel(model="scripted", calls=self.calls)
+        agent = Agent(name="expenses", model=self.model, instruction="Reimburse expenses.",
+                      tools=[FunctionTool(reimburse, require_confirmation=True)])
+        self.sessions = InMemorySessionService()
+        self.runner = Runner(app=App(name="expenses", root_agent=agent, plugins=self.plugins),
+                             session_service=self.sessions)
+
+    async def session(self) -> str:
+        return (await self.sessions.create_session(app_name="expenses", user_id="u1")).id
+
+
+ASK = types.Content(role="user", parts=[types.Part(text="Reimburse Alice $250.")])
+
+
+async def run(app: Expenses, client: AsyncClient, route: str = "agents",
+              **kwargs: Any) -> list[Event]:
+    """The whole run, resumptions included, as ``run_with_confirmations`` yields it."""
+    events = []
+    async for event in run_with_confirmations(app.runner, "u1", await app.session(), ASK,
+                                              client=client, route=route, **kwargs):
+        events.append(event)
+    return events
+
+
+def shown(card: Card) -> str:
+    """The card's section texts, as Alice reads them."""
+    return "\n".join(block["text"]["text"] for block in card.blocks
+                     if block.get("type") == "section")
+
+
+def final_text(events: list[Event]) -> str:
+    texts = [part.text for event in events if event.is_final_response() and event.content
+             for part in event.content.parts or [] if part.text]
+    return texts[-1]
+
+
+def tool_results(app: Expenses) -> list[dict[str, Any]]:
+    """The tool results in the model's last request: what the model was told."""
+    last = app.model.requests[-1].contents[-1]
+    return [part.function_response.response for part in last.parts if part.function_response]
+
+
+async def test_approve_runs_the_tool_and_the_model_sees_its_result(askhuman: Served) -> None:
+    app = Expenses(calls=[{"amount": 250, "employee": "alice"}])
+    async with askhuman.async_client() as client:
+        running = asyncio.create_task(run(app, client))
+        card = await askhuman.next_card()
+        assert "reimburse" in card.text
+        assert "*amount*: 250" in shown(card) and "*employee*: alice" in shown(card)
+        assert {"Approve", "Reject"} <= set(card.buttons)
+        assert app.ran == [] and not running.done()  # paused on the confirmation
+        await askhuman.click(card, "Approve")
+        events = await asyncio.wait_for(running, 30)
+    assert app.ran == [(250, "alice")]
+    assert any(confirmation_requests(event) for event in events)
+    assert tool_results(app) == [{"reimbursed": 250, "employee": "alice"}]
+    assert final_text(events) == 'Tool results: [{"employee": "alice", "reimbursed": 250}]'
+
+
+async def test_reject_with_a_reason_reaches_the_model(askhuman: Served) -> None:
+    app = Expenses(calls=[{"amount": 250, "employee": "alice"}])
+    async with askhuman.async_client() as client:
+        running = asyncio.create_task(run(app, client))
+        card = await askhuman.next_card()
+        await askhuman.click(card, "Reject", reason="receipts missing")
+        events = await asyncio.wait_for(running, 30)
+    assert app.ran == []
+    [result] = tool_results(app)
+    assert result["error"].startswith("Rejected by") and "receipts missing" in result["error"]
+    assert "receipts missing" in final_text(events)
+
+
+async def test_edit_runs_the_edited_call_and_tells_the_model(askhuman: Served) -> None:
+    """Edits are checked against the tool's own schema (``le=500``) before they count."""
+    app = Expenses(calls=[{"amount": 250, "employee": "alice"}])
+    async with askhuman.async_client() as client:
+        running = asyncio.create_task(run(app, client, editable={"reimburse": ["amount"]}))
+        card = await askhuman.next_card()
+        assert "Edit and approve" in card.buttons
+        refused = await askhuman.edit(card, {"amount": 900})  # over the tool's own bound
+        assert "must be at most 500" in json.loads(refused["body"])["errors"]["edit_0"]
+        assert app.ran == [] and not running.done()
+        await askhuman.edit(card, {"amount": 200})
+        await asyncio.wait_for(running, 30)
+    assert app.ran == [(200, "alice")]
+    [result] = tool_results(app)
+    assert result["reimbursed"] == 200
+    assert "edited the arguments" in result["reviewer_note"]
+    assert '"amount": 200' in result["reviewer_note"]
+
+
+async def test_timeout_is_not_a_confirmation_and_says_so(askhuman: Served) -> None:
+    app = Expenses(calls=[{"amount": 250, "employee": "alice"}])
+    async with askhuman.async_client() as client:
+        running = asyncio.create_task(run(app, client, route="quick"))
+        await askhuman.next_card(QUICK)
+        events = await asyncio.wait_for(running, 30)
+    assert app.ran == []
+    [result] = tool_results(app)
+    assert "No one answered" in result["error"] and "not run" in result["error"]
+    assert "Rejected" not in result["error"]  # nobody decided; never claim someone did
+    assert "No one answered" in final_text(events)
+
+
+async def test_cancelled_request_is_not_a_confirmation(askhuman: Served) -> None:
+    app = Expenses(calls=[{"amount": 250, "employee": "alice"}])
+    async with askhuman.async_client() as client:
+        running = asyncio.create_task(run(app, client))
+        await askhuman.next_card()
+        [pending] = (await client.list(status="open", route="agents")).items
+        await client.cancel(pending.ref, "the expense was withdrawn")
+        await asyncio.wait_for(running, 30)
+    assert app.ran == []
+    [result] = tool_results(app)
+    assert "was cancelled" in result["error"] and "not run" in result["error"]
+
+
+async def test_parallel_calls_are_asked_one_card_each(askhuman: Served) -> None:
+    """The lower-level loop: each paused call is its own card, bound to its own
+    arguments, and only the approved one runs."""
+    app = Expenses(calls=[{"amount": 250, "employee": "alice"}, {"amount": 90, "employee": "bob"}])
+    session = await app.session()
+    async with askhuman.async_client() as client:
+        answers: list[asyncio.Task[types.Content | None]] = []
+        async for event in app.runner.run_async(user_id="u1", session_id=session,
+                                                new_message=ASK):
+            if confirmation_requests(event):
+                answers.append(asyncio.create_task(
+                    confirmation_response(event, client=client, route="agents")))
+        for card in [await askhuman.next_card(), await askhuman.next_card()]:
+            if "*employee*: bob" in shown(card):
+                await askhuman.click(card, "Approve")
+            else:
+                await askhuman.click(card, "Reject", reason="over the limit")
+        [answer] = await asyncio.wait_for(asyncio.gather(*answers), 30)
+        assert answer is not None and len(answer.parts or []) == 2
+        async for _ in app.runner.run_async(user_id="u1", session_id=session,
+                                            new_message=answer):
+            pass
+    assert app.ran == [(90, "bob")]
+    results = tool_results(app)
+    assert {"reimbursed": 90, "employee": "bob"} in results
+    assert any("over the limit" in str(result.get("error")) for result in results)
+
+
+async def test_without_the_plugin_the_run_refuses_to_start(askhuman: Served) -> None:
+    """Without the plugin a refusal's reason and an edit would be silently lost."""
+    app = Expenses(calls=[{"amount": 250, "employee": "alice"}], plugins=[])
+    async with askhuman.async_client() as client:
+        with pytest.raises(ValueError, match="AskHumanPlugin"):
+            await run(app, client)
+    assert app.ran == [] and app.model.requests == []
