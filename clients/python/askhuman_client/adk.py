@@ -60,6 +60,7 @@ class ConfirmationRequest:
     tool_name: str
     args: dict[str, Any]
     hint: str
+    agent: str | None = None
 
     @property
     def reason(self) -> str | None:
@@ -71,18 +72,18 @@ class ConfirmationRequest:
 
 def confirmation_requests(event: Event) -> list[ConfirmationRequest]:
     """The confirmation requests an event carries (usually none)."""
-    return [_request_of(call) for call in event.get_function_calls()
+    return [_request_of(call, event.author) for call in event.get_function_calls()
             if call.name == CONFIRMATION_CALL and call.id]
 
 
-def _request_of(call: types.FunctionCall) -> ConfirmationRequest:
+def _request_of(call: types.FunctionCall, agent: str | None) -> ConfirmationRequest:
     args = call.args or {}
     original = args.get("originalFunctionCall") or {}
     confirmation = args.get("toolConfirmation") or {}
     return ConfirmationRequest(
         confirmation_id=str(call.id), call_id=str(original.get("id", "")),
         tool_name=str(original.get("name", "")), args=dict(original.get("args") or {}),
-        hint=str(confirmation.get("hint") or ""))
+        hint=str(confirmation.get("hint") or ""), agent=agent)
 
 
 def _editable_for(editable: Editable | None, request: ConfirmationRequest) -> list[str] | None:
@@ -98,14 +99,15 @@ async def ask_confirmation(request: ConfirmationRequest, *, client: AsyncClient,
                            agent_name: str | None = None) -> Verdict:
     """Ask askhuman about one paused call and wait for the decision.
 
-    The idempotency key is the paused call's id, so asking again after a crash finds
-    the same card instead of posting a second one. ``input_schema`` (the tool's) lets
-    askhuman check an edit against the tool's own types and bounds."""
+    The idempotency key is the paused call's id, so asking again with the same
+    arguments (a retry after a crash) finds the same card instead of posting a second
+    one. ``input_schema`` (the tool's) lets askhuman check an edit against the tool's
+    own types and bounds. ``agent_name`` defaults to the agent that paused."""
     names = _editable_for(editable, request)
     return await approve_call(
         client, route, request.tool_name, request.args, reason=request.reason,
         editable=names, input_schema=input_schema if names else None,
-        idempotency_key=f"adk:{request.call_id}", agent_name=agent_name)
+        idempotency_key=f"adk:{request.call_id}", agent_name=agent_name or request.agent)
 
 
 def confirmation_part(request: ConfirmationRequest, verdict: Verdict) -> types.Part:
@@ -135,7 +137,7 @@ async def confirmation_response(event: Event, *, client: AsyncClient, route: str
     verdicts = await asyncio.gather(*(
         ask_confirmation(request, client=client, route=route, editable=editable,
                          input_schema=schemas.get(request.tool_name),
-                         agent_name=agent_name or event.author) for request in requests))
+                         agent_name=agent_name) for request in requests))
     pairs = zip(requests, verdicts, strict=True)
     return types.Content(role="user", parts=[confirmation_part(*pair) for pair in pairs])
 

@@ -17,6 +17,7 @@ import pytest
 from askhuman_client import AsyncClient
 from askhuman_client.adk import (
     AskHumanPlugin,
+    ask_confirmation,
     confirmation_requests,
     confirmation_response,
     run_with_confirmations,
@@ -29,7 +30,7 @@ from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
-from google.adk.tools import FunctionTool
+from google.adk.tools import FunctionTool, ToolContext
 from google.genai import types
 from pydantic import Field
 from served import QUICK, Card, Served
@@ -40,6 +41,7 @@ class ScriptedModel(BaseLlm):  # type: ignore[misc]
     results it was given, verbatim: what the model saw is the final answer."""
 
     calls: list[dict[str, Any]]
+    tool: str = "reimburse"
     requests: list[LlmRequest] = Field(default_factory=list)
 
     async def generate_content_async(self, llm_request: LlmRequest, stream: bool = False
@@ -50,7 +52,7 @@ class ScriptedModel(BaseLlm):  # type: ignore[misc]
         if results:
             parts = [types.Part(text="Tool results: " + json.dumps(results, sort_keys=True))]
         else:
-            parts = [types.Part(function_call=types.FunctionCall(name="reimburse", args=args))
+            parts = [types.Part(function_call=types.FunctionCall(name=self.tool, args=args))
                      for args in self.calls]
         yield LlmResponse(content=types.Content(role="model", parts=parts))
 
@@ -60,6 +62,7 @@ class Expenses:
     """An ADK app whose one tool, ``reimburse``, needs a confirmation."""
 
     calls: list[dict[str, Any]]
+    tool: str = "reimburse"
     ran: list[tuple[int, str]] = field(default_factory=list)
     plugins: list[Any] = field(default_factory=lambda: [AskHumanPlugin()])
 
@@ -70,9 +73,17 @@ class Expenses:
             self.ran.append((amount, employee))
             return {"reimbursed": amount, "employee": employee}
 
-        self.model = ScriptedModel(model="scripted", calls=self.calls)
+        def refund(order: str, amount: int, tool_context: ToolContext) -> dict[str, Any]:
+            """Refund an order; over $100 a person confirms it, told why."""
+            if amount > 100 and tool_context.tool_confirmation is None:
+                tool_context.request_confirmation(hint=f"Refund ${amount} is over the limit")
+                return {"status": "waiting for a person"}
+            self.ran.append((amount, order))
+            return {"refunded": amount, "order": order}
+
+        self.model = ScriptedModel(model="scripted", calls=self.calls, tool=self.tool)
         agent = Agent(name="expenses", model=self.model, instruction="Reimburse expenses.",
-                      tools=[FunctionTool(reimburse, require_confirmation=True)])
+                      tools=[FunctionTool(reimburse, require_confirmation=True), refund])
         self.sessions = InMemorySessionService()
         self.runner = Runner(app=App(name="expenses", root_agent=agent, plugins=self.plugins),
                              session_service=self.sessions)
@@ -117,16 +128,37 @@ async def test_approve_runs_the_tool_and_the_model_sees_its_result(askhuman: Ser
     async with askhuman.async_client() as client:
         running = asyncio.create_task(run(app, client))
         card = await askhuman.next_card()
-        assert "reimburse" in card.text
+        assert "reimburse" in card.text and "Please approve" not in shown(card)
         assert "*amount*: 250" in shown(card) and "*employee*: alice" in shown(card)
         assert {"Approve", "Reject"} <= set(card.buttons)
         assert app.ran == [] and not running.done()  # paused on the confirmation
         await askhuman.click(card, "Approve")
         events = await asyncio.wait_for(running, 30)
+        # Asking again about the same paused call (a retry after a crash) finds the
+        # same decided request: no second card.
+        [paused] = [request for event in events for request in confirmation_requests(event)]
+        assert paused.tool_name == "reimburse"
+        assert paused.args == {"amount": 250, "employee": "alice"}
+        cards = len(await askhuman.cards())
+        assert (await ask_confirmation(paused, client=client, route="agents")).approved
+        assert len(await askhuman.cards()) == cards
     assert app.ran == [(250, "alice")]
-    assert any(confirmation_requests(event) for event in events)
     assert tool_results(app) == [{"reimbursed": 250, "employee": "alice"}]
     assert final_text(events) == 'Tool results: [{"employee": "alice", "reimbursed": 250}]'
+
+
+async def test_a_tool_s_own_hint_is_the_reason_on_the_card(askhuman: Served) -> None:
+    """A tool that asks for confirmation itself explains why; ADK's generic hint (to
+    developers) is not shown to approvers."""
+    app = Expenses(calls=[{"order": "A-17", "amount": 150}], tool="refund")
+    async with askhuman.async_client() as client:
+        running = asyncio.create_task(run(app, client))
+        card = await askhuman.next_card()
+        assert "Refund $150 is over the limit" in shown(card)
+        await askhuman.click(card, "Approve")
+        await asyncio.wait_for(running, 30)
+    assert app.ran == [(150, "A-17")]
+    assert tool_results(app) == [{"refunded": 150, "order": "A-17"}]
 
 
 async def test_reject_with_a_reason_reaches_the_model(askhuman: Served) -> None:
