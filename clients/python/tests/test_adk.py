@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
@@ -30,7 +33,8 @@ from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
-from google.adk.tools import FunctionTool, ToolContext
+from google.adk.tools import FunctionTool
+from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 from pydantic import Field
 from served import QUICK, Card, Served
@@ -121,6 +125,45 @@ def tool_results(app: Expenses) -> list[dict[str, Any]]:
     """The tool results in the model's last request: what the model was told."""
     last = app.model.requests[-1].contents[-1]
     return [part.function_response.response for part in last.parts if part.function_response]
+
+
+async def documented_run(client: AsyncClient, model: BaseLlm) -> list[str]:
+    """The snippet in docs/integrations/adk.md, verbatim (a test checks it is)."""
+    def reimburse(amount: int, employee: str) -> dict[str, int | str]:
+        """Reimburse an employee's expense."""
+        return {"reimbursed": amount, "employee": employee}
+
+    agent = Agent(name="expenses", model=model, instruction="Reimburse expenses.",
+                  tools=[FunctionTool(reimburse, require_confirmation=True)])
+    sessions = InMemorySessionService()
+    runner = Runner(app=App(name="expenses", root_agent=agent, plugins=[AskHumanPlugin()]),
+                    session_service=sessions)
+    session = await sessions.create_session(app_name="expenses", user_id="u1")
+    ask = types.Content(role="user", parts=[types.Part(text="Reimburse Alice $250.")])
+    answers = []
+    async for event in run_with_confirmations(runner, "u1", session.id, ask,
+                                              client=client, route="agents"):
+        if event.is_final_response() and event.content and event.content.parts:
+            answers.append(event.content.parts[0].text)
+    return answers
+
+
+async def test_the_documented_snippet_runs(askhuman: Served) -> None:
+    model = ScriptedModel(model="scripted", calls=[{"amount": 250, "employee": "alice"}])
+    async with askhuman.async_client() as client:
+        running = asyncio.create_task(documented_run(client, model))
+        await askhuman.click(await askhuman.next_card(), "Approve")
+        answers = await asyncio.wait_for(running, 30)
+    assert answers[-1] == 'Tool results: [{"employee": "alice", "reimbursed": 250}]'
+
+
+def test_the_docs_snippet_is_the_tested_code() -> None:
+    """Every line of the page's Python snippet is a line of this file."""
+    page = (Path(__file__).resolve().parents[3] / "docs" / "integrations" / "adk.md").read_text()
+    snippet = page.split("```python\n", 1)[1].split("```", 1)[0]
+    here = {line.strip() for line in Path(__file__).read_text().splitlines()}
+    missing = [line for line in snippet.splitlines() if line.strip() not in here]
+    assert missing == [], missing
 
 
 async def test_approve_runs_the_tool_and_the_model_sees_its_result(askhuman: Served) -> None:
@@ -254,3 +297,32 @@ async def test_without_the_plugin_the_run_refuses_to_start(askhuman: Served) -> 
         with pytest.raises(ValueError, match="AskHumanPlugin"):
             await run(app, client)
     assert app.ran == [] and app.model.requests == []
+
+
+async def test_without_the_plugin_adk_drops_the_reason(askhuman: Served) -> None:
+    """Why the plugin exists: the confirmation alone reaches ADK, which tells the
+    model only its fixed refusal (if ADK starts passing the reason, this fails)."""
+    app = Expenses(calls=[{"amount": 250, "employee": "alice"}], plugins=[])
+    session = await app.session()
+    async with askhuman.async_client() as client:
+        async for event in app.runner.run_async(user_id="u1", session_id=session,
+                                                new_message=ASK):
+            if confirmation_requests(event):
+                paused = event
+        answering = asyncio.create_task(
+            confirmation_response(paused, client=client, route="agents"))
+        await askhuman.click(await askhuman.next_card(), "Reject", reason="receipts missing")
+        answer = await asyncio.wait_for(answering, 30)
+        async for _ in app.runner.run_async(user_id="u1", session_id=session,
+                                            new_message=answer):
+            pass
+    assert app.ran == []
+    assert tool_results(app) == [{"error": "This tool call is rejected."}]
+
+
+def test_importing_the_client_does_not_import_adk() -> None:
+    """google-adk costs about a second to import; only ``askhuman_client.adk`` pays it."""
+    code = "import sys, askhuman_client; print('google.adk' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.strip() == "False"
