@@ -18,6 +18,7 @@ imported by those who use it, never by ``import askhuman_client``.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,7 +34,8 @@ from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
 from askhuman_client.aio import AsyncClient
-from askhuman_client.verdicts import Verdict, approve_call
+from askhuman_client.errors import Forbidden, NotFound
+from askhuman_client.verdicts import Verdict, approve_call, verdict_of
 
 __all__ = [
     "CONFIRMATION_CALL", "AskHumanPlugin", "ConfirmationRequest", "ask_confirmation",
@@ -44,6 +46,7 @@ __all__ = [
 CONFIRMATION_CALL = "adk_request_confirmation"
 PAYLOAD_KEY = "askhuman"
 PLUGIN_NAME = "askhuman"
+CONTEXT_KEY = "adk_call"
 # The hint ADK writes when the tool itself gave none: it addresses the app's
 # developer, not the approver, so it is not shown as the reason on the card.
 _DEFAULT_HINT_START = "Please approve or reject the tool call "
@@ -86,10 +89,25 @@ def _request_of(call: types.FunctionCall, agent: str | None) -> ConfirmationRequ
         hint=str(confirmation.get("hint") or ""), agent=agent)
 
 
+def _idempotency_key(call_id: str | None) -> str:
+    """One askhuman request per paused call: ADK's call ids are unique (``adk-`` +
+    a UUID)."""
+    return f"adk:{call_id}"
+
+
+def _call_hash(call_id: str | None, tool_name: str, args: dict[str, Any]) -> str:
+    """Names one exact call (its id, tool and arguments) in the request's context, in
+    a few bytes whatever the arguments' size, so the plugin can check the record is
+    this call's (the request view shows the card, not the call)."""
+    call = json.dumps([call_id, tool_name, args], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(call.encode()).hexdigest()
+
+
 def _editable_for(editable: Editable | None, request: ConfirmationRequest) -> list[str] | None:
     """A list applies to every tool, a mapping names them per tool; only arguments the
     call has can be edited (askhuman refuses others)."""
     names = editable.get(request.tool_name, ()) if isinstance(editable, Mapping) else editable
+    names = [names] if isinstance(names, str) else names  # "amount" is one name, not five
     return [name for name in names or () if name in request.args] or None
 
 
@@ -107,12 +125,14 @@ async def ask_confirmation(request: ConfirmationRequest, *, client: AsyncClient,
     return await approve_call(
         client, route, request.tool_name, request.args, reason=request.reason,
         editable=names, input_schema=input_schema if names else None,
-        idempotency_key=f"adk:{request.call_id}", agent_name=agent_name or request.agent)
+        idempotency_key=_idempotency_key(request.call_id),
+        context={CONTEXT_KEY: _call_hash(request.call_id, request.tool_name, request.args)},
+        agent_name=agent_name or request.agent)
 
 
 def confirmation_part(request: ConfirmationRequest, verdict: Verdict) -> types.Part:
     """The FunctionResponse ADK expects, with askhuman's answer in the payload."""
-    answer = {"message": verdict.message, "status": verdict.status,
+    answer = {"ref": verdict.request.ref, "message": verdict.message, "status": verdict.status,
               "decided_by": verdict.decided_by,
               "args": verdict.args if verdict.edited else None}
     confirmation = ToolConfirmation(confirmed=verdict.approved, hint=request.hint,
@@ -193,14 +213,43 @@ def tool_schemas(agent: Any) -> dict[str, dict[str, Any]]:
     return schemas
 
 
-def _answer_of(tool_context: ToolContext) -> tuple[bool, dict[str, Any]] | None:
-    """askhuman's answer riding on this call's confirmation, if it has one."""
+@dataclass(frozen=True)
+class _Answer:
+    """What the plugin applies to a confirmed call: run it (with ``args`` if edited)
+    or answer the model with ``message``."""
+
+    run: bool
+    message: str
+    args: dict[str, Any] | None = None
+
+
+def _claimed(tool_context: ToolContext) -> tuple[str | None, _Answer] | None:
+    """The answer the confirmation's payload carries (its askhuman ref too), if any."""
     confirmation = tool_context.tool_confirmation
     payload = confirmation.payload if confirmation is not None else None
     answer = payload.get(PAYLOAD_KEY) if isinstance(payload, dict) else None
     if confirmation is None or not isinstance(answer, dict):
         return None
-    return confirmation.confirmed, answer
+    args = answer.get("args")
+    return answer.get("ref"), _Answer(
+        confirmation.confirmed, str(answer.get("message") or "This tool call is rejected."),
+        args if isinstance(args, dict) else None)
+
+
+async def _on_record(client: AsyncClient, ref: str | None, tool_name: str,
+                     args: dict[str, Any], call_id: str | None) -> _Answer:
+    """The answer as askhuman recorded it for this exact call (its id, tool name and
+    arguments), whatever the payload claims: a confirmation forged or replayed by
+    whoever can message the session neither runs the call nor changes its arguments."""
+    try:
+        request = await client.get(ref) if ref else None
+    except (NotFound, Forbidden):
+        request = None
+    recorded = (request.context or {}).get(CONTEXT_KEY) if request else None
+    if request is None or recorded != _call_hash(call_id, tool_name, args):
+        return _Answer(False, "This call has no askhuman approval of its own; it was not run.")
+    verdict = verdict_of(request, args)
+    return _Answer(verdict.approved, verdict.message, verdict.args if verdict.edited else None)
 
 
 class AskHumanPlugin(BasePlugin):  # type: ignore[misc]  # BasePlugin is Any without ADK
@@ -209,30 +258,52 @@ class AskHumanPlugin(BasePlugin):  # type: ignore[misc]  # BasePlugin is Any wit
     A refused call is answered with the approver's reason (or why nobody decided)
     instead of ADK's bare "This tool call is rejected."; an approved call runs with
     the arguments the approver edited (a before-tool callback may change them), and
-    its result tells the model so, since the model still sees the call it wrote."""
+    its result tells the model so, since the model still sees the call it wrote.
 
-    def __init__(self) -> None:
+    The answer rides in the confirmation, which anyone who can message the session can
+    write. With ``verify_with`` (an ``AsyncClient``) the plugin trusts only askhuman's
+    own record of the request, read again by its ref, and refuses every confirmed call
+    that has none."""
+
+    def __init__(self, *, verify_with: AsyncClient | None = None) -> None:
         super().__init__(name=PLUGIN_NAME)
+        self.verify_with = verify_with
+        self._notes: dict[str, str] = {}
+
+    async def _answer(self, tool: BaseTool, tool_args: dict[str, Any],
+                      tool_context: ToolContext) -> _Answer | None:
+        claimed = _claimed(tool_context)
+        if self.verify_with is None or tool_context.tool_confirmation is None:
+            return claimed[1] if claimed else None
+        ref = claimed[0] if claimed else None
+        return await _on_record(self.verify_with, ref, tool.name, tool_args,
+                                tool_context.function_call_id)
 
     async def before_tool_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
                                    tool_context: ToolContext) -> dict[str, Any] | None:
-        found = _answer_of(tool_context)
-        if found is None:
+        answer = await self._answer(tool, tool_args, tool_context)
+        if answer is None:
             return None
-        confirmed, answer = found
-        if not confirmed:
-            return {"error": str(answer.get("message") or "This tool call is rejected.")}
-        if isinstance(answer.get("args"), dict):
+        if not answer.run:
+            return {"error": answer.message}
+        if answer.args is not None:
             tool_args.clear()
-            tool_args.update(answer["args"])
+            tool_args.update(answer.args)
+            note = f"{answer.message} The call ran with {json.dumps(answer.args)}."
+            self._notes[str(tool_context.function_call_id)] = note.strip()
         return None
 
     async def after_tool_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
                                   tool_context: ToolContext, result: Any
                                   ) -> dict[str, Any] | None:
-        found = _answer_of(tool_context)
-        if found is None or not found[0] or not isinstance(found[1].get("args"), dict):
+        note = self._notes.pop(str(tool_context.function_call_id), None)
+        if note is None:
             return None
-        note = f"{found[1].get('message', '')} The call ran with {json.dumps(tool_args)}."
         body = result if isinstance(result, dict) else {"result": result}
-        return {**body, "reviewer_note": note.strip()}
+        return {**body, "reviewer_note": note}
+
+    async def on_tool_error_callback(self, *, tool: BaseTool, tool_args: dict[str, Any],
+                                     tool_context: ToolContext, error: Exception
+                                     ) -> dict[str, Any] | None:
+        self._notes.pop(str(tool_context.function_call_id), None)  # no result to note
+        return None
