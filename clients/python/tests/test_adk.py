@@ -198,9 +198,10 @@ async def test_a_tool_s_own_hint_is_the_reason_on_the_card(askhuman: Served) -> 
     developers) is not shown to approvers."""
     app = Expenses(calls=[{"order": "A-17", "amount": 150}], tool="refund")
     async with askhuman.async_client() as client:
-        running = asyncio.create_task(run(app, client))
+        running = asyncio.create_task(run(app, client, editable=["amount"]))
         card = await askhuman.next_card()
         assert "Refund $150 is over the limit" in shown(card)
+        assert "Edit and approve" in card.buttons
         await askhuman.click(card, "Approve")
         await asyncio.wait_for(running, 30)
     assert app.ran == [(150, "A-17")]
@@ -226,7 +227,8 @@ async def test_edit_runs_the_edited_call_and_tells_the_model(askhuman: Served) -
     async with askhuman.async_client() as client:
         app = Expenses(calls=[{"amount": 250, "employee": "alice"}],
                        plugins=[AskHumanPlugin(verify_with=client)])
-        running = asyncio.create_task(run(app, client, editable={"reimburse": ["amount"]}))
+        running = asyncio.create_task(run(app, client, editable={
+            "reimburse": ["amount", "receipt_id"], "refund": ["amount"]}))  # only its own
         card = await askhuman.next_card()
         assert "Edit and approve" in card.buttons
         refused = await askhuman.edit(card, {"amount": 900})  # over the tool's own bound
@@ -298,6 +300,7 @@ async def test_cancelled_request_is_not_a_confirmation(askhuman: Served) -> None
     assert app.ran == []
     [result] = tool_results(app)
     assert "was cancelled" in result["error"] and "not run" in result["error"]
+    assert "Rejected" not in result["error"]
 
 
 async def test_parallel_calls_are_asked_one_card_each(askhuman: Served) -> None:
