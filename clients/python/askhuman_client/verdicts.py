@@ -9,14 +9,19 @@ pydantic-ai and A2A all tell the model the same truthful story.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
+
 from askhuman_client.aio import AsyncClient
 from askhuman_client.client import Client
+from askhuman_client.errors import AskHumanError
 from askhuman_client.models import HumanRequest
 
-__all__ = ["Verdict", "approve_call", "approve_call_sync", "verdict_of"]
+__all__ = ["WITHDRAWN", "Verdict", "approve_call", "approve_call_sync", "verdict_of"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,9 @@ def verdict_of(request: HumanRequest, args: dict[str, Any]) -> Verdict:
     return Verdict(True, run_with, edited, note, str(request.status), who, request)
 
 
+WITHDRAWN = "The agent stopped waiting for this approval."
+
+
 async def approve_call(client: AsyncClient, route: str, tool_name: str, args: dict[str, Any], *,
                        reason: str | None = None, editable: list[str] | None = None,
                        input_schema: dict[str, Any] | None = None,
@@ -83,11 +91,30 @@ async def approve_call(client: AsyncClient, route: str, tool_name: str, args: di
                        context: dict[str, Any] | None = None,
                        agent_name: str | None = None,
                        timeout: float | None = None) -> Verdict:
-    """Ask for an approval of one call bound to its exact arguments, wait, and read it."""
-    created = await client.request_approval(
+    """Ask for an approval of one call bound to its exact arguments, wait, and read it.
+
+    If the caller stops waiting (its task is cancelled, or it fails), the request is
+    withdrawn, even when it was abandoned while still being created: no card keeps
+    asking for a decision nobody will act on.
+    """
+    creating = asyncio.ensure_future(client.request_approval(
         route, tool_name, args, reason=reason, editable=editable, input_schema=input_schema,
-        idempotency_key=idempotency_key, context=context, agent_name=agent_name)
-    return verdict_of(await client.wait(created.ref, timeout=timeout), args)
+        idempotency_key=idempotency_key, context=context, agent_name=agent_name))
+    try:
+        created = await asyncio.shield(creating)
+        return verdict_of(await client.wait(created.ref, timeout=timeout), args)
+    except BaseException:
+        await asyncio.shield(_withdraw(client, creating))
+        raise
+
+
+async def _withdraw(client: AsyncClient, creating: asyncio.Future[HumanRequest]) -> None:
+    """Cancel the request once it exists (a card may be posted before its creation is
+    answered). Best effort: the caller's own error is what it should see."""
+    with contextlib.suppress(AskHumanError, httpx.HTTPError):
+        created = await creating
+        if not created.resolved:
+            await client.cancel(created.ref, WITHDRAWN)
 
 
 def approve_call_sync(client: Client, route: str, tool_name: str, args: dict[str, Any], *,
