@@ -22,6 +22,7 @@ from askhuman_client import AsyncClient
 from askhuman_client.adk import AskHumanPlugin, run_with_confirmations
 from google.adk.agents import Agent
 from google.adk.apps import App
+from google.adk.events import Event
 from google.adk.models.base_llm import BaseLlm
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
@@ -50,7 +51,8 @@ class StandIn(BaseLlm):
         yield LlmResponse(content=types.Content(role="model", parts=[part]))
 
 
-async def main() -> None:
+async def run_agent(client: AsyncClient, route: str) -> list[str]:
+    """Ask the agent for a reimbursement; what it says, with a line while it waits."""
     model = os.environ.get("ADK_MODEL") or StandIn(model="stand-in")
     agent = Agent(name="expenses", model=model, instruction="Reimburse expenses when asked.",
                   tools=[FunctionTool(reimburse, require_confirmation=True)])
@@ -59,16 +61,30 @@ async def main() -> None:
                     session_service=sessions)
     session = await sessions.create_session(app_name="expenses", user_id="u1")
     ask = types.Content(role="user", parts=[types.Part(text="Reimburse Alice $250.")])
+    said: list[str] = []
+    async for event in run_with_confirmations(runner, "u1", session.id, ask, client=client,
+                                              route=route, editable=["amount"]):
+        for line in lines_of(event):
+            print(line)
+            said.append(line)
+    return said
+
+
+def lines_of(event: Event) -> list[str]:
+    """What a person watching would want to read of one event."""
+    lines = []
+    for part in (event.content.parts or []) if event.content else []:
+        if part.text:
+            lines.append(part.text)
+        elif part.function_call and part.function_call.name == "adk_request_confirmation":
+            lines.append("Waiting for a person in Slack / Feishu…")
+    return lines
+
+
+async def main() -> None:
     async with AsyncClient(os.environ.get("ASKHUMAN_URL", "http://127.0.0.1:3000"),
                            os.environ["ASKHUMAN_API_KEY"]) as client:
-        async for event in run_with_confirmations(
-                runner, "u1", session.id, ask, client=client,
-                route=os.environ.get("ASKHUMAN_ROUTE", "ops"), editable=["amount"]):
-            for part in (event.content.parts or []) if event.content else []:
-                if part.text:
-                    print(part.text)
-                elif part.function_call and part.function_call.name == "adk_request_confirmation":
-                    print("Waiting for a person in Slack / Feishu…")
+        await run_agent(client, os.environ.get("ASKHUMAN_ROUTE", "ops"))
 
 
 if __name__ == "__main__":

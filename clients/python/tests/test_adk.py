@@ -8,6 +8,7 @@ the model was told. Every click goes through the served askhuman and its Slack f
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import subprocess
 import sys
@@ -367,3 +368,21 @@ def test_importing_the_client_does_not_import_adk() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.strip() == "False"
+
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "adk_approvals.py"
+
+
+async def test_the_example_runs(askhuman: Served, monkeypatch: pytest.MonkeyPatch) -> None:
+    """examples/adk_approvals.py with its stand-in model: the approver edits the amount."""
+    monkeypatch.delenv("ADK_MODEL", raising=False)
+    spec = importlib.util.spec_from_file_location("adk_approvals", EXAMPLE)
+    assert spec and spec.loader
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    async with askhuman.async_client() as client:
+        running = asyncio.create_task(example.run_agent(client, "agents"))
+        await askhuman.edit(await askhuman.next_card(), {"amount": 120})
+        said = await asyncio.wait_for(running, 30)
+    assert said[0] == "Waiting for a person in Slack / Feishu…"
+    assert '"reimbursed": 120' in said[-1] and "edited the arguments" in said[-1]
