@@ -304,6 +304,22 @@ async def test_cancelled_request_is_not_a_confirmation(askhuman: Served) -> None
     assert "Rejected" not in result["error"]
 
 
+async def test_stopping_the_run_withdraws_its_card(askhuman: Served) -> None:
+    """An app that gives up on the run (cancels its task) leaves no card asking people
+    for a decision nobody will act on; the tool has not run."""
+    app = Expenses(calls=[{"amount": 250, "employee": "alice"}])
+    async with askhuman.async_client() as client:
+        running = asyncio.create_task(run(app, client))
+        await askhuman.next_card()
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        newest = next(r for r in (await client.list(route="agents", limit=10)).items
+                      if (r.idempotency_key or "").startswith("adk:"))  # this run's
+        assert newest.status == "cancelled"
+    assert app.ran == []
+
+
 async def test_parallel_calls_are_asked_one_card_each(askhuman: Served) -> None:
     """The lower-level loop: each paused call is its own card, bound to its own
     arguments, and only the approved one runs."""
