@@ -11,8 +11,8 @@ an approved one with the model's arguments. ``AskHumanPlugin`` (``_adk_plugin``;
 install it on the app) reads what askhuman puts in the confirmation's ``payload`` so
 the model gets the approver's reason and the tool runs with the arguments they edited.
 
-Importing this module imports ``google.adk`` (about a second and 60 MB): it is only
-imported by those who use it, never by ``import askhuman_client``.
+Importing this module imports ``google.adk`` and ``google.genai`` (about a second,
++25 MB): only those who use it pay that, never ``import askhuman_client``.
 """
 
 from __future__ import annotations
