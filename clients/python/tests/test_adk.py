@@ -65,6 +65,11 @@ class ScriptedModel(BaseLlm):  # type: ignore[misc]
         yield LlmResponse(content=types.Content(role="model", parts=parts))
 
 
+def over_100(amount: int, **_: Any) -> bool:
+    """ADK's per-call decision: only reimbursements over $100 need a person."""
+    return amount > 100
+
+
 @dataclass
 class Expenses:
     """An ADK app whose one tool, ``reimburse``, needs a confirmation."""
@@ -91,7 +96,7 @@ class Expenses:
 
         self.model = ScriptedModel(model="scripted", calls=self.calls, tool=self.tool)
         agent = Agent(name="expenses", model=self.model, instruction="Reimburse expenses.",
-                      tools=[FunctionTool(reimburse, require_confirmation=True), refund])
+                      tools=[FunctionTool(reimburse, require_confirmation=over_100), refund])
         self.sessions = InMemorySessionService()
         self.runner = Runner(app=App(name="expenses", root_agent=agent, plugins=self.plugins),
                              session_service=self.sessions)
@@ -209,6 +214,18 @@ async def test_a_tool_s_own_hint_is_the_reason_on_the_card(askhuman: Served) -> 
     assert tool_results(app) == [{"refunded": 150, "order": "A-17"}]
 
 
+async def test_a_call_that_needs_no_confirmation_runs_without_a_card(askhuman: Served
+                                                                     ) -> None:
+    app = Expenses(calls=[{"amount": 50, "employee": "alice"}])
+    async with askhuman.async_client() as client:
+        cards = len(await askhuman.cards())
+        events = await asyncio.wait_for(run(app, client), 30)
+        assert len(await askhuman.cards()) == cards
+    assert app.ran == [(50, "alice")]
+    assert not any(confirmation_requests(event) for event in events)
+    assert final_text(events) == 'Tool results: [{"employee": "alice", "reimbursed": 50}]'
+
+
 async def test_reject_with_a_reason_reaches_the_model(askhuman: Served) -> None:
     app = Expenses(calls=[{"amount": 250, "employee": "alice"}])
     async with askhuman.async_client() as client:
@@ -323,7 +340,7 @@ async def test_stopping_the_run_withdraws_its_card(askhuman: Served) -> None:
 async def test_parallel_calls_are_asked_one_card_each(askhuman: Served) -> None:
     """The lower-level loop: each paused call is its own card, bound to its own
     arguments, and only the approved one runs."""
-    app = Expenses(calls=[{"amount": 250, "employee": "alice"}, {"amount": 90, "employee": "bob"}])
+    app = Expenses(calls=[{"amount": 250, "employee": "alice"}, {"amount": 190, "employee": "bob"}])
     session = await app.session()
     async with askhuman.async_client() as client:
         answers: list[asyncio.Task[types.Content | None]] = []
@@ -342,9 +359,9 @@ async def test_parallel_calls_are_asked_one_card_each(askhuman: Served) -> None:
         async for _ in app.runner.run_async(user_id="u1", session_id=session,
                                             new_message=answer):
             pass
-    assert app.ran == [(90, "bob")]
+    assert app.ran == [(190, "bob")]
     results = tool_results(app)
-    assert {"reimbursed": 90, "employee": "bob"} in results
+    assert {"reimbursed": 190, "employee": "bob"} in results
     assert any("over the limit" in str(result.get("error")) for result in results)
 
 
