@@ -25,112 +25,61 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 from renderers import i18n, parser
+from renderers.escapes import (
+    BROADCAST_WORD,
+    ELLIPSIS,
+    FEISHU_LINK,
+    FEISHU_TAGS,
+    SAFE_SCHEMES,
+    WORD_JOINER,
+    clean,
+    defuse_broadcasts,
+    feishu_escape,
+    is_safe_url,
+    message_text,
+    plain,
+    safe_cut,
+    slack_escape,
+    truncate,
+)
 from renderers.links import misleading_host
 from renderers.parser import Node, TooDeep, Tree
 
-ELLIPSIS = "…"
-WORD_JOINER = "\u2060"
-SAFE_SCHEMES = frozenset({"http", "https", "mailto"})
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ufeff]")
-_BROADCAST_WORD = re.compile(r"@(?=here|channel|everyone|all)", re.IGNORECASE)
-_SLACK_ANGLE = re.compile(r"<(?=\s*[!@#])")
-_FEISHU_TAGS = "at|a|link|font|person|local_datetime|number_tag|text_tag|raw|img|br|hr"
-_FEISHU_TAG = re.compile(rf"<(?=\s*/?\s*(?:{_FEISHU_TAGS})\b)", re.IGNORECASE)
-_FEISHU_LINK = re.compile(r"\](?=\s*\()")
+__all__ = [  # the primitives are re-exported from renderers.escapes
+    "ELLIPSIS",
+    "FEISHU",
+    "SAFE_SCHEMES",
+    "SLACK",
+    "WORD_JOINER",
+    "Dialect",
+    "UnsafeOutputError",
+    "check_feishu",
+    "check_plain",
+    "check_slack",
+    "clean",
+    "defuse_broadcasts",
+    "feishu_escape",
+    "fit_chunks",
+    "is_safe_url",
+    "markdown_chunks",
+    "markdown_units",
+    "message_text",
+    "plain",
+    "slack_escape",
+    "split_units",
+    "truncate",
+]
 
 _SLACK_FORBIDDEN = re.compile(r"<\s*[!@#]|@(?:here|channel|everyone)", re.IGNORECASE)
-_FEISHU_FORBIDDEN = re.compile(rf"<\s*/?\s*(?:{_FEISHU_TAGS})\b", re.IGNORECASE)
+_FEISHU_FORBIDDEN = re.compile(rf"<\s*/?\s*(?:{FEISHU_TAGS})\b", re.IGNORECASE)
 _FEISHU_MD_LINK = re.compile(r"\]\(([^)\s]*)\)")
-
-_FEISHU_ESCAPES = {
-    "<": "&#60;", ">": "&#62;", "[": "&#91;", "]": "&#93;", "(": "&#40;", ")": "&#41;",
-    "*": "&#42;", "_": "&#95;", "`": "&#96;", "~": "&sim;", "#": "&#35;", "-": "&#45;",
-    "!": "&#33;", ":": "&#58;", "\\": "&#92;", "|": "&#124;",
-}
-_FEISHU_ESCAPE_RE = re.compile(r"[<>\[\]()*_`~#\-!:\\|]|&(?=#|[A-Za-z][A-Za-z0-9]*;)")
 
 
 class UnsafeOutputError(RuntimeError):
     """Raised when rendered output still carries mention, broadcast or link syntax."""
-
-
-# ---------------------------------------------------------------- primitives
-
-
-def clean(text: str) -> str:
-    """Drop control and bidi characters; they can rewrite terminals or reorder text."""
-    return _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
-
-
-def defuse_broadcasts(text: str) -> str:
-    """Put a word joiner after ``@`` in @here/@channel/@everyone/@all (still readable)."""
-    return _BROADCAST_WORD.sub("@" + WORD_JOINER, text)
-
-
-def truncate(text: str, limit: int) -> str:
-    """Cut to ``limit`` characters with a visible ellipsis, never failing."""
-    if len(text) <= limit:
-        return text
-    return _safe_cut(text, max(limit - 1, 0)) + ELLIPSIS
-
-
-def _safe_cut(text: str, n: int) -> str:
-    """Cut at ``n`` but never inside an ``&…;`` entity we produced."""
-    head = text[:n]
-    amp = head.rfind("&", max(0, n - 8))
-    if amp != -1 and ";" not in head[amp:]:
-        head = head[:amp]
-    return head
-
-
-def plain(text: str, limit: int | None = None) -> str:
-    """Text for plain_text objects on either platform: cleaned, defused, truncated."""
-    out = _plain_full(text)
-    return out if limit is None else truncate(out, limit)
-
-
-@lru_cache(maxsize=4096)
-def _plain_full(text: str) -> str:
-    """``plain`` before truncation, memoized: a card shows the same labels and options
-    on every step of the budget ladder and on every update of the card."""
-    out = _FEISHU_TAG.sub("<" + WORD_JOINER, _SLACK_ANGLE.sub("<" + WORD_JOINER, clean(text)))
-    return defuse_broadcasts(out)
-
-
-def message_text(text: str, limit: int | None = None) -> str:
-    """Untrusted text for a message we write outside the card renderers.
-
-    For run results, reminders, replies, toasts and terminal output: ``plain`` (no
-    control characters, no mention tags, no broadcast words) and no ``[label](url)``
-    link either, because Feishu ``text`` messages parse links as well as ``<at>``.
-    """
-    out = _FEISHU_LINK.sub("]" + WORD_JOINER, plain(text))
-    return out if limit is None else truncate(out, limit)
-
-
-def slack_escape(text: str) -> str:
-    """Untrusted text as literal Slack mrkdwn (only ``& < >`` have escapes in Slack)."""
-    out = clean(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return defuse_broadcasts(out)
-
-
-def feishu_escape(text: str) -> str:
-    """Untrusted text as literal Feishu markdown, using Feishu's documented entities."""
-    out = _FEISHU_ESCAPE_RE.sub(lambda m: _FEISHU_ESCAPES.get(m.group(), "&#38;"), clean(text))
-    return defuse_broadcasts(out)
-
-
-def is_safe_url(url: str) -> bool:
-    """Only web and mail links are clickable; ``javascript:``, ``tel:``, … stay text."""
-    try:
-        scheme = urlsplit(url).scheme.lower()
-    except ValueError:
-        return False
-    return scheme in SAFE_SCHEMES and not _CONTROL.search(url)
 
 
 # ---------------------------------------------------------------- dialects
@@ -164,7 +113,7 @@ def _feishu_link(url: str, label: str) -> str:
 
 def _feishu_code(content: str) -> str:
     """Code spans are literal in CommonMark, so defuse tags/links instead of escaping."""
-    body = _FEISHU_LINK.sub("]" + WORD_JOINER, plain(content.replace("`", "'")))
+    body = FEISHU_LINK.sub("]" + WORD_JOINER, plain(content.replace("`", "'")))
     return "`" + body + "`" if body.strip() else body
 
 
@@ -397,7 +346,7 @@ def _pieces(units: Iterable[str], limit: int) -> Iterable[str]:
 def _hard_split(line: str, limit: int) -> Iterable[str]:
     while len(line) > limit:
         cut = line.rfind(" ", limit // 2, limit)
-        head = _safe_cut(line, limit) if cut == -1 else line[:cut]
+        head = safe_cut(line, limit) if cut == -1 else line[:cut]
         head = head or line[:limit]
         yield head
         line = line[len(head):].lstrip(" ")
@@ -473,7 +422,7 @@ def check_feishu(payload: object, allowed_mentions: Iterable[str] = ()) -> None:
     for text in _displayed(payload):
         for mention in allowed:
             text = text.replace(mention, "")
-        hit = _FEISHU_FORBIDDEN.search(text) or _BROADCAST_WORD.search(text)
+        hit = _FEISHU_FORBIDDEN.search(text) or BROADCAST_WORD.search(text)
         if hit:
             raise UnsafeOutputError(f"Feishu mention syntax survived: {hit.group()!r}")
     for content in _markdown_contents(payload):

@@ -45,27 +45,35 @@ RUST = "markdown-it-pyrs"
 PYTHON = "markdown-it-py"
 MAX_DEPTH = 16
 """Deepest Rust tree trusted to equal markdown-it-py's: below its ``maxNesting`` (20)."""
-_DIFFERS = re.compile(
-    r"[^\S \t\n\r\f\v]"  # whitespace beyond ASCII: Python's str.strip trims it at edges
-    r"|(?m:^[ \t>]*(?:[-*+]|\d{1,9}[.)])[ \t]*$)"  # an empty list item (after a quote)
-    r"|(?i:mailto:|//)[^\s/?#<>]*[^\x00-\x7f]"  # a non-ASCII host: punycode in Python only
-    r"|(?m:^[^|\n]*\n[ \t>]*(?=[^\n]*\|)[|:\- \t]*-[|:\- \t]*$)"  # a table head without |
-)
+_EMPTY_ITEM = re.compile(r"\n[ \t>]*(?:[-*+]|\d{1,9}[.)])[ \t]*(?=\n|$)")
+_TABLE_RULE = re.compile(r"\n[ \t>]*[|:\- \t]*\|[|:\- \t]*(?=\n|$)")
+"""Both start with a newline (``rust_may_differ`` puts one first): a literal is fast."""
+_ODD_SPACE = re.compile(r"[^\S \t\n\r\f\v]")
+_ODD_HOST = re.compile(r"(?i:mailto:|//)[^\s/?#<>]*[^\x00-\x7f]")
 _NEAR_DELIMITER = re.compile(r"[^\x00-\x7f](?=[*_~])|(?<=[*_~])[^\x00-\x7f]")
 
 
 def rust_may_differ(source: str) -> bool:
     """Where markdown-it.rs 0.6 and markdown-it-py 4 read a body differently, so ``read``
     uses Python. Found by comparing the two on random Markdown
-    (``tests/renderers/test_parsers.py``): whitespace beyond ASCII (no-break,
-    ideographic), which Python's ``str.strip`` removes at line and cell edges; an empty
-    list item, which Rust reads as a quote's lazy continuation; a link to a non-ASCII
-    host, which only Python turns into punycode; a table whose head has no ``|``, which
-    only Rust accepts; and a symbol (``€``, ``✅``, ``¬``) next
-    to ``*``, ``_`` or ``~`` (CommonMark 0.31 counts symbols as punctuation for emphasis,
-    markdown-it.rs follows 0.30). Letters, CJK and punctuation next to a delimiter, and
-    non-ASCII paths, stay on the fast path."""
-    if _DIFFERS.search(source):
+    (``tests/renderers/test_parsers.py``): an empty list item, which Rust reads as a
+    quote's lazy continuation; a table whose head has no ``|``, which only Rust
+    accepts; whitespace beyond ASCII (no-break, ideographic), which Python's
+    ``str.strip`` removes at line and cell edges; a link to a non-ASCII host, which only
+    Python turns into punycode; and a symbol (``€``, ``✅``, ``¬``) next to ``*``, ``_``
+    or ``~`` (CommonMark 0.31 counts symbols as punctuation for emphasis, markdown-it.rs
+    follows 0.30). Letters, CJK and punctuation next to a delimiter, and non-ASCII
+    paths, stay on the fast path; an ASCII body is checked in a few regex scans."""
+    lines = "\n" + source
+    if _EMPTY_ITEM.search(lines):
+        return True
+    for rule in _TABLE_RULE.finditer(lines):
+        start = rule.start()  # the newline before the rule; the head line ends there
+        if start and "-" in rule.group() and "|" not in lines[lines.rfind("\n", 0, start):start]:
+            return True
+    if source.isascii():
+        return False
+    if _ODD_SPACE.search(source) or _ODD_HOST.search(source):
         return True
     return any(unicodedata.category(m.group())[0] == "S"
                for m in _NEAR_DELIMITER.finditer(source))
