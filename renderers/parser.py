@@ -48,6 +48,7 @@ MAX_DEPTH = 16
 _EMPTY_ITEM = re.compile(r"\n[ \t>]*(?:[-*+]|\d{1,9}[.)])[ \t]*(?=\n|$)")
 _TABLE_RULE = re.compile(r"\n[ \t>]*[|:\- \t]*\|[|:\- \t]*(?=\n|$)")
 """Both start with a newline (``rust_may_differ`` puts one first): a literal is fast."""
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _ODD_SPACE = re.compile(r"[^\S \t\n\r\f\v]")
 _ODD_HOST = re.compile(r"(?i:mailto:|//)[^\s/?#<>]*[^\x00-\x7f]")
 _NEAR_DELIMITER = re.compile(r"[^\x00-\x7f](?=[*_~])|(?<=[*_~])[^\x00-\x7f]")
@@ -56,16 +57,17 @@ _NEAR_DELIMITER = re.compile(r"[^\x00-\x7f](?=[*_~])|(?<=[*_~])[^\x00-\x7f]")
 def rust_may_differ(source: str) -> bool:
     """Where markdown-it.rs 0.6 and markdown-it-py 4 read a body differently, so ``read``
     uses Python. Found by comparing the two on random Markdown
-    (``tests/renderers/test_parsers.py``): an empty list item, which Rust reads as a
-    quote's lazy continuation; a table whose head has no ``|``, which only Rust
-    accepts; whitespace beyond ASCII (no-break, ideographic), which Python's
-    ``str.strip`` removes at line and cell edges; a link to a non-ASCII host, which only
-    Python turns into punycode; and a symbol (``€``, ``✅``, ``¬``) next to ``*``, ``_``
-    or ``~`` (CommonMark 0.31 counts symbols as punctuation for emphasis, markdown-it.rs
-    follows 0.30). Letters, CJK and punctuation next to a delimiter, and non-ASCII
-    paths, stay on the fast path; an ASCII body is checked in a few regex scans."""
+    (``tests/renderers/test_parsers.py``): a control character (``links_in`` reads
+    uncleaned text, and a NUL ends a link's target in Rust only); an empty list item,
+    which Rust reads as a quote's lazy continuation; a table whose head has no ``|``,
+    which only Rust accepts; whitespace beyond ASCII (no-break, ideographic), which
+    Python's ``str.strip`` removes at line and cell edges; a link to a non-ASCII host,
+    which only Python turns into punycode; and a symbol (``€``, ``✅``, ``¬``) next to
+    ``*``, ``_`` or ``~`` (CommonMark 0.31 counts symbols as punctuation for emphasis,
+    markdown-it.rs follows 0.30). Letters, CJK and punctuation next to a delimiter, and
+    non-ASCII paths, stay on the fast path; an ASCII body takes a few regex scans."""
     lines = "\n" + source
-    if _EMPTY_ITEM.search(lines):
+    if _CONTROL.search(source) or _EMPTY_ITEM.search(lines):
         return True
     for rule in _TABLE_RULE.finditer(lines):
         start = rule.start()  # the newline before the rule; the head line ends there

@@ -43,6 +43,7 @@ TRICKY = [
     "[![img](https://a.example/i)](https://b.example/) [x][r] ![y][r] [r]\n\n[r]: /u 'T'",
     "<http://xn--bcher-kva.example/%C3%A4> <a@b.c> <HTTP://X.Y/a b> <javascript:alert(1)>",
     "[a](https://x.io/p|q>r) [b](<x y>) [c](http://bücher.example/ä) [d](tel:1) [e]()",
+    "[nul](\x002) [c](\x07)",
     "\\@here \\<!channel> &amp;#35; &#64;everyone &lt;at id=all&gt; @\u2060here &#x202e;x",
     "*a **b *c* d** e* _x_y_ __u__ ~~s~~ ~t~ ***bi*** **`code`** a*b*c 3*4*5",
     "line  \nbreak\\\nagain\nsoft", "a\tb\n\n\t- tab list", "&nbsp;&copy;&ngE;&Ascr;&bogus;",
@@ -140,11 +141,13 @@ def test_injection_tests_hold_on_the_fallback_too(test: Callable[[], None]) -> N
     _clear()
 
 
-def test_the_symbols_and_spaces_the_parsers_disagree_on_go_to_python() -> None:
+def test_what_the_parsers_disagree_on_goes_to_python() -> None:
     assert parser.rust_may_differ("a\u00a0b") and parser.rust_may_differ("\u3000x")
     assert parser.rust_may_differ("**✅ done**") and parser.rust_may_differ("_x_€")
     assert not parser.rust_may_differ("**重要**：中文 *é* ~~ü~~ — “q” 。")
-    assert not parser.rust_may_differ("plain\ttext\r\n")
+    assert parser.rust_may_differ("[a](\x002)") and parser.rust_may_differ("> q\n- ")
+    assert parser.rust_may_differ("head\n|---|") and not parser.rust_may_differ("Title\n---")
+    assert not parser.rust_may_differ("plain\ttext\r\n| a |\n|---|")
 
 
 class PanicException(BaseException):
