@@ -135,6 +135,8 @@ def _inline(nodes: Sequence[Node], d: Dialect, tree: Tree, depth: int) -> str:
     escaped as one string, as markdown-it joins it: ``\\@here`` is still ``@here``."""
     if depth > tree.depth_limit:
         raise TooDeep
+    if len(nodes) == 1 and nodes[0].name == "text":  # most runs: a cell, an item, a title
+        return d.escape(nodes[0].meta["content"])
     out: list[str] = []
     text = ""
     for node in nodes:
