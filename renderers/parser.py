@@ -49,6 +49,7 @@ _EMPTY_ITEM = re.compile(r"\n[ \t>]*(?:[-*+]|\d{1,9}[.)])[ \t]*(?=\n|$)")
 _TABLE_RULE = re.compile(r"\n[ \t>]*[|:\- \t]*\|[|:\- \t]*(?=\n|$)")
 """Both start with a newline (``rust_may_differ`` puts one first): a literal is fast."""
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_TILDES = re.compile(r"~~~+")
 _ODD_SPACE = re.compile(r"[^\S \t\n\r\f\v]")
 _ODD_HOST = re.compile(r"(?i:mailto:|//)[^\s/?#<>]*[^\x00-\x7f]")
 _NEAR_DELIMITER = re.compile(r"[^\x00-\x7f](?=[*_~])|(?<=[*_~])[^\x00-\x7f]")
@@ -60,7 +61,8 @@ def rust_may_differ(source: str) -> bool:
     (``tests/renderers/test_parsers.py``): a control character (``links_in`` reads
     uncleaned text, and a NUL ends a link's target in Rust only); an empty list item,
     which Rust reads as a quote's lazy continuation; a table whose head has no ``|``,
-    which only Rust accepts; whitespace beyond ASCII (no-break, ideographic), which
+    which only Rust accepts; a run of 3+ tildes inside a line, which the two pair
+    differently for strikethrough; whitespace beyond ASCII (no-break, ideographic), which
     Python's ``str.strip`` removes at line and cell edges; a link to a non-ASCII host,
     which only Python turns into punycode; and a symbol (``€``, ``✅``, ``¬``) next to
     ``*``, ``_`` or ``~`` (CommonMark 0.31 counts symbols as punctuation for emphasis,
@@ -69,6 +71,9 @@ def rust_may_differ(source: str) -> bool:
     lines = "\n" + source
     if _CONTROL.search(source) or _EMPTY_ITEM.search(lines):
         return True
+    for run in _TILDES.finditer(source):  # after text on its line: not a ``~~~`` fence
+        if source[source.rfind("\n", 0, run.start()) + 1:run.start()].strip(" \t>"):
+            return True
     for rule in _TABLE_RULE.finditer(lines):
         start = rule.start()  # the newline before the rule; the head line ends there
         if start and "-" in rule.group() and "|" not in lines[lines.rfind("\n", 0, start):start]:

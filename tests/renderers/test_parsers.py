@@ -43,7 +43,7 @@ TRICKY = [
     "[![img](https://a.example/i)](https://b.example/) [x][r] ![y][r] [r]\n\n[r]: /u 'T'",
     "<http://xn--bcher-kva.example/%C3%A4> <a@b.c> <HTTP://X.Y/a b> <javascript:alert(1)>",
     "[a](https://x.io/p|q>r) [b](<x y>) [c](http://bücher.example/ä) [d](tel:1) [e]()",
-    "[nul](\x002) [c](\x07)",
+    "[nul](\x002) [c](\x07)", "~~<!channel>~~~~<!channel>", "~~x~~~~y ~~a~~~~~b",
     "\\@here \\<!channel> &amp;#35; &#64;everyone &lt;at id=all&gt; @\u2060here &#x202e;x",
     "*a **b *c* d** e* _x_y_ __u__ ~~s~~ ~t~ ***bi*** **`code`** a*b*c 3*4*5",
     "line  \nbreak\\\nagain\nsoft", "a\tb\n\n\t- tab list", "&nbsp;&copy;&ngE;&Ascr;&bogus;",
@@ -147,6 +147,7 @@ def test_what_the_parsers_disagree_on_goes_to_python() -> None:
     assert not parser.rust_may_differ("**重要**：中文 *é* ~~ü~~ — “q” 。")
     assert parser.rust_may_differ("[a](\x002)") and parser.rust_may_differ("> q\n- ")
     assert parser.rust_may_differ("head\n|---|") and not parser.rust_may_differ("Title\n---")
+    assert parser.rust_may_differ("~~x~~~~y") and not parser.rust_may_differ("> ~~~\n> x\n> ~~~")
     assert not parser.rust_may_differ("plain\ttext\r\n| a |\n|---|")
 
 
