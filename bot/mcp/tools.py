@@ -109,6 +109,14 @@ def _result(payload: dict[str, Any]) -> types.CallToolResult:
                                 structured_content=payload)
 
 
+def _permission_result(payload: dict[str, Any]) -> types.CallToolResult:
+    """Claude Code's permission-prompt answer: one text block holding the JSON, and
+    nothing else. Claude Code (2.1) refuses a permission-prompt result that also has
+    ``structuredContent`` ("Expected a single text block param…") and runs nothing."""
+    text = json.dumps(payload, ensure_ascii=False)
+    return types.CallToolResult(content=[types.TextContent(text=text)])
+
+
 # ---------------------------------------------------------------- ask_human
 
 async def _ask_human(ctx: ServerRequestContext[Any, Any], backend: Backend, route: str,
@@ -283,10 +291,34 @@ async def _request_approval(ctx: ServerRequestContext[Any, Any], backend: Backen
         return _error(exc.detail)
     async with _cancel_if_abandoned(backend, str(view["ref"])):
         final = await _wait(ctx, backend, view, options)
-    decision = final.get("decision") or {"approved": False,
-                                         "reason": "Nobody decided before the deadline."}
+    decision = final.get("decision") or {}
     if decision.get("approved"):
         edited = final.get("updated_input")  # an approver's edit, or the input as asked
-        return _result({"behavior": "allow",
-                        "updatedInput": edited if isinstance(edited, dict) else tool_input})
-    return _result({"behavior": "deny", "message": str(decision.get("reason") or "Denied.")})
+        return _permission_result({"behavior": "allow", "updatedInput":
+                                   edited if isinstance(edited, dict) else tool_input})
+    return _permission_result({"behavior": "deny", "message": deny_message(final, tool_name)})
+
+
+def deny_message(view: dict[str, Any], tool_name: str) -> str:
+    """What the agent is told when its call is not approved: who said no and why, or
+    that nobody answered in time, or why nobody could."""
+    status = view.get("status")
+    reason = str((view.get("decision") or {}).get("reason") or "").strip()
+    if status == "submitted":
+        who = view.get("decided_by") or {}
+        by = f" by {who['name']}" if isinstance(who, dict) and who.get("name") else ""
+        where = f" in {PLATFORM_NAMES.get(str(who.get('platform')), who.get('platform'))}" \
+            if isinstance(who, dict) and who.get("platform") else ""
+        note = f": {reason}" if reason and reason != "Rejected." else " (no reason given)."
+        return f"Rejected{by}{where}{note}"
+    if status == "cancelled":
+        return f"The approval request for {tool_name} was cancelled: {reason}"
+    if status == "unavailable":
+        return f"Nobody could be asked to approve {tool_name}: {reason}"
+    deadline = view.get("deadline")
+    when = f" ({deadline})" if isinstance(deadline, str) else ""
+    return (f"Nobody approved or rejected this {tool_name} call before the approval "
+            f"deadline{when}, so it is not approved.")
+
+
+PLATFORM_NAMES = {"slack": "Slack", "feishu": "Feishu"}
