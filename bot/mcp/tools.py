@@ -349,8 +349,8 @@ def deny_message(view: dict[str, Any], tool_name: str) -> str:
         return f"The approval request for {tool_name} was cancelled: {reason}"
     if status == "unavailable":
         return f"Nobody could be asked to approve {tool_name}: {reason}"
-    deadline = view.get("deadline")
-    when = f" ({deadline})" if isinstance(deadline, str) else ""
+    deadline = _parse_time(view.get("deadline"))
+    when = f" ({deadline.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC)" if deadline else ""
     return (f"Nobody approved or rejected this {tool_name} call before the approval "
             f"deadline{when}, so it is not approved.")
 

@@ -10,6 +10,7 @@ nobody answered before the deadline). ``docs/integrations/claude-code.md`` quote
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -155,9 +156,10 @@ async def test_claude_code_permission_prompt_times_out_to_a_deny(
     listed = (await door.http.get(door.api("/requests"), headers=ci.headers)).json()
     [request] = listed["items"]
     assert request["status"] == "timeout"
+    deadline = dt.datetime.fromisoformat(request["deadline"].replace("Z", "+00:00"))
     assert answer == {"behavior": "deny", "message": (
         "Nobody approved or rejected this Bash call before the approval deadline "
-        f"({request['deadline']}), so it is not approved.")}
+        f"({deadline:%Y-%m-%d %H:%M:%S} UTC), so it is not approved.")}
     assert waited < 15
     ts = await card_for(door, "kubectl rollout restart", QUICK)
     assert ts  # the card was posted, and nobody clicked it
