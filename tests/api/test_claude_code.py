@@ -179,3 +179,21 @@ async def test_editable_rules_over_http(door: Door, ci: Client) -> None:
     bad = await door.http.post(door.url + "/mcp?editable=Bash", headers=ci.headers, json={})
     assert bad.status_code == 400
     assert "editable 'Bash' is not TOOL:ARG" in bad.json()["detail"]
+
+
+async def test_claude_code_exiting_withdraws_the_card(door: Door, ci: Client) -> None:
+    """Claude Code stopped (Ctrl-C, its own timeout) while the card waits: the stdio
+    server goes away with it, and the request is cancelled rather than left open."""
+    async with askhuman_mcp(door, ci, "--route", "fin") as session:
+        call = await ask(session, claude_code_arguments("Bash", COMMAND))
+        await card_for(door, "kubectl rollout restart", FIN)
+    call.cancel()
+    view: dict[str, Any] = {}
+    for _ in range(300):
+        listed = (await door.http.get(door.api("/requests"), headers=ci.headers)).json()
+        view = listed["items"][0]
+        if view["status"] != "pending":
+            break
+        await asyncio.sleep(0.05)
+    assert view["status"] == "cancelled", view
+    assert "stopped waiting" in view["result"]["message"]
