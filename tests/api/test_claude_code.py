@@ -197,3 +197,22 @@ async def test_claude_code_exiting_withdraws_the_card(door: Door, ci: Client) ->
         await asyncio.sleep(0.05)
     assert view["status"] == "cancelled", view
     assert "stopped waiting" in view["result"]["message"]
+
+
+async def test_claude_code_permission_prompt_rejected_in_feishu(door: Door, ci: Client) -> None:
+    """Route ``ops`` posts the card to Slack and Feishu; a Feishu reject decides."""
+    async with askhuman_mcp(door, ci, "--route", "ops") as session:
+        call = await ask(session, claude_code_arguments("Bash", COMMAND))
+        card = await door.feishu_card()
+        assert "kubectl rollout restart" in card.content
+        listed = (await door.http.get(door.api("/requests"), headers=ci.headers)).json()
+        ref = listed["items"][0]["ref"]
+        clicked = await door.click_feishu(card, ref, "reject",
+                                          form={"f_reason": "wait for the canary"})
+        assert clicked.status_code == 200, clicked.text
+        answer = permission_answer(await asyncio.wait_for(call, 20))
+    decided = (await door.get(ci, ref)).json()["decided_by"]
+    assert decided["platform"] == "feishu"
+    by = f" by {decided['name']}" if decided.get("name") else ""  # no name: the fake's
+    assert answer == {"behavior": "deny",                            # directory has none
+                      "message": f"Rejected{by} in Feishu: wait for the canary"}
