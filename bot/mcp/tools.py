@@ -25,6 +25,7 @@ import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 
+from bot.api.approval_args import REASON_FIELD
 from bot.askhuman.schema import AskHumanToolArgs, timeout_result
 from bot.askhuman.tool import build_prompt_hint, tool_parameters_schema
 from bot.mcp.backend import Backend, BackendError
@@ -339,12 +340,14 @@ def deny_message(view: dict[str, Any], tool_name: str) -> str:
     status = view.get("status")
     reason = str((view.get("decision") or {}).get("reason") or "").strip()
     if status == "submitted":
-        who = view.get("decided_by") or {}
-        by = f" by {who['name']}" if isinstance(who, dict) and who.get("name") else ""
-        where = f" in {PLATFORM_NAMES.get(str(who.get('platform')), who.get('platform'))}" \
-            if isinstance(who, dict) and who.get("platform") else ""
-        note = f": {reason}" if reason and reason != "Rejected." else " (no reason given)."
-        return f"Rejected{by}{where}{note}"
+        who = view.get("decided_by")
+        who = who if isinstance(who, dict) else {}
+        by = f" by {who['name']}" if who.get("name") else ""
+        platform = who.get("platform")
+        where = f" in {PLATFORM_NAMES.get(str(platform), platform)}" if platform else ""
+        values = (view.get("result") or {}).get("values") or {}
+        note = str(values.get(REASON_FIELD) or "").strip()  # what the approver typed
+        return f"Rejected{by}{where}" + (f": {note}" if note else " (no reason given).")
     if status == "cancelled":
         return f"The approval request for {tool_name} was cancelled: {reason}"
     if status == "unavailable":
