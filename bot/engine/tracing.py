@@ -37,6 +37,7 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
@@ -137,8 +138,36 @@ def resolved(session: Session, request: HumanRequest, status: str, action: str |
     the decision commits. ``by``: the decider's ``Identity`` (None: the system)."""
     if _tracer is None:
         return
-    tracer, parent = _tracer, _parent(request.trace_context)
-    common = {"askhuman.request.ref": request.ref, "askhuman.route": request.route,
+    _resolution(session, Resolution(request.ref, request.route, request.kind,
+                                    request.created_at, request.trace_context),
+                status, action, by, now)
+
+
+def timed_out(session: Session, rows: list[Resolution], status: str,
+              action: str | None, now: dt.datetime) -> None:
+    """The set-based timeout sweep (``expiry``) decided ``rows``: their spans, as above."""
+    if _tracer is None:
+        return
+    for row in rows:
+        _resolution(session, row, status, action, None, now)
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What the spans of a resolved request need from its row."""
+
+    ref: str
+    route: str
+    kind: str | None
+    created_at: dt.datetime
+    trace_context: Mapping[str, Any] | None
+
+
+def _resolution(session: Session, row: Resolution, status: str, action: str | None,
+                by: Any, now: dt.datetime) -> None:
+    tracer, parent = _tracer, _parent(row.trace_context)
+    assert tracer is not None
+    common = {"askhuman.request.ref": row.ref, "askhuman.route": row.route,
               "askhuman.outcome": status}
     decider = f"{by.platform}:{by.user_id}" if by is not None else "system"
     decided: dict[str, Any] = {**common, "askhuman.decider": decider,
@@ -149,8 +178,8 @@ def resolved(session: Session, request: HumanRequest, status: str, action: str |
         decided["askhuman.decider.via"] = by.via
     if action:
         decided["askhuman.action"] = action
-    started, created = time.time_ns(), _ns(request.created_at)
-    waited = {**common, "askhuman.request.kind": request.kind or "ask_human"}
+    started, created = time.time_ns(), _ns(row.created_at)
+    waited = {**common, "askhuman.request.kind": row.kind or "ask_human"}
 
     def end() -> None:
         tracer.start_span("askhuman.request.decided", context=parent, attributes=decided,

@@ -240,3 +240,50 @@ def test_tracestate_validation() -> None:
     assert valid_tracestate(",".join(f"k{i}=v" for i in range(33))) is None
     headers: dict[str, Any] = {"tracestate": "a=1"}
     assert from_headers(headers) is None  # tracestate alone means nothing
+
+
+async def test_a_timeout_is_decided_by_the_system_in_the_callers_trace(
+    door: Door, ci: Client, spans: InMemorySpanExporter
+) -> None:
+    trace_id, parent_id, traceparent = caller()
+    created = await door.create(ci, {"route": "quick", "args": DEPLOY_ARGS},
+                                headers={"traceparent": traceparent})
+    assert created.status_code == 201, created.text
+    done = await wait_spans(spans, {"askhuman.request.decided": 1, "askhuman.request.wait": 1})
+    [decided] = named(done, "askhuman.request.decided")
+    [wait] = named(done, "askhuman.request.wait")
+    assert hex_ids(decided) == hex_ids(wait) == (trace_id, parent_id)
+    attributes = dict(decided.attributes or {})
+    assert attributes["askhuman.decider"] == "system"
+    assert attributes["askhuman.outcome"] == "timeout"
+    assert attributes["askhuman.request.ref"] == created.json()["ref"]
+    assert wait.end_time is not None and wait.start_time is not None
+    assert wait.end_time - wait.start_time >= 900_000_000  # the route's 1 s timeout
+
+
+async def test_each_webhook_attempt_is_a_span_with_its_status(
+    door: Door, ci: Client, spans: InMemorySpanExporter
+) -> None:
+    trace_id, parent_id, traceparent = caller()
+    receiver = Receiver(status=503)
+    async with serve_in_loop(receiver.app()) as hook_url:
+        created = await door.create(ci, {"route": "fin", "args": DEPLOY_ARGS,
+                                         "callback_url": hook_url + "/hook"},
+                                    headers={"traceparent": traceparent})
+        assert created.status_code == 201, created.text
+        ts = await door.slack.wait_for_card(FIN)
+        await door.approve_in_slack(ts, channel=FIN)
+        await receiver.wait(1)
+        receiver.status = 200
+        got = await receiver.wait(2)
+        done = await wait_spans(spans, {"askhuman.webhook.sent": 2})
+    sent = sorted(named(done, "askhuman.webhook.sent"),
+                  key=lambda s: int((s.attributes or {})["askhuman.webhook.attempt"]))
+    assert [(s.attributes or {})["http.response.status_code"] for s in sent[:2]] == [503, 200]
+    assert [(s.attributes or {})["askhuman.webhook.attempt"] for s in sent[:2]] == [1, 2]
+    assert not sent[0].status.is_ok and sent[1].status.is_ok
+    for span, (headers, _raw) in zip(sent[:2], got[:2], strict=True):
+        assert hex_ids(span) == (trace_id, parent_id)
+        context = span.get_span_context()
+        assert context is not None
+        assert headers["traceparent"] == f"00-{trace_id}-{context.span_id:016x}-01"
