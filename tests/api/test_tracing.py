@@ -22,10 +22,17 @@ from standardwebhooks import Webhook
 
 from bot.engine import tracing
 from bot.engine.trace_context import from_headers, valid_traceparent, valid_tracestate
+from bot.settings import Settings
 from storage import HumanRequest, Run
-from tests.api.conftest import DEPLOY_ARGS, FIN, Client, Door, Receiver
+from tests.api.conftest import DEPLOY_ARGS, FIN, Client, Door, Receiver, make_settings
 from tests.fakes.asgi_server import serve_in_loop
 from tests.slack.conftest import ALICE
+
+
+@pytest.fixture
+def settings(db_url: str) -> Settings:
+    """The door on SQLite, and on PostgreSQL when ``ASKHUMAN_TEST_POSTGRES_URL`` is set."""
+    return make_settings(db_url)
 
 
 @pytest.fixture
