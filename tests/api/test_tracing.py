@@ -294,3 +294,24 @@ async def test_each_webhook_attempt_is_a_span_with_its_status(
         context = span.get_span_context()
         assert context is not None
         assert headers["traceparent"] == f"00-{trace_id}-{context.span_id:016x}-01"
+
+
+async def test_an_mcp_tool_call_over_http_keeps_its_traceparent(door: Door, ci: Client) -> None:
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    _, _, traceparent = caller()
+    headers = {**ci.headers, "traceparent": traceparent}
+    async with create_mcp_http_client(headers=headers) as http, \
+            streamable_http_client(door.url + "/mcp", http_client=http) as (read, write), \
+            ClientSession(read, write) as session:
+        await session.initialize()
+        call = asyncio.create_task(session.call_tool("ask_human", DEPLOY_ARGS))
+        ts = await door.slack.wait_for_card()
+        with door.database.read() as stored:
+            [context] = list(stored.scalars(select(HumanRequest.trace_context)))
+        assert context == {"traceparent": traceparent}
+        await door.approve_in_slack(ts)
+        result = await asyncio.wait_for(call, 15)
+    assert not result.is_error
