@@ -123,9 +123,12 @@ def raised(session: Session, request: HumanRequest, agent: str) -> None:
                                           "askhuman.agent": agent})
     if not request.trace_context:
         request.trace_context = carrier(span)
-    kind = request.kind
 
     def end() -> None:
+        try:  # read at the commit: the door makes an approval of it after this call
+            kind = request.kind
+        except Exception:  # the row object is no longer readable: the span still ends
+            kind = None
         span.set_attribute("askhuman.request.kind", kind or "ask_human")
         span.end()
 

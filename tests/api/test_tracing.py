@@ -315,3 +315,38 @@ async def test_an_mcp_tool_call_over_http_keeps_its_traceparent(door: Door, ci: 
         await door.approve_in_slack(ts)
         result = await asyncio.wait_for(call, 15)
     assert not result.is_error
+
+
+async def test_an_approval_is_raised_as_a_tool_approval(
+    door: Door, ci: Client, spans: InMemorySpanExporter
+) -> None:
+    trace_id, parent_id, traceparent = caller()
+    created = await door.http.post(door.api("/approvals"), json={
+        "route": "fin", "tool_name": "refund", "args": {"order": "A-17", "amount": 250}},
+        headers={**ci.headers, "traceparent": traceparent})
+    assert created.status_code == 201, created.text
+    done = await wait_spans(spans, {"askhuman.request.raised": 1,
+                                    "askhuman.request.delivered": 1})
+    [raised] = named(done, "askhuman.request.raised")
+    assert hex_ids(raised) == (trace_id, parent_id)
+    assert (raised.attributes or {})["askhuman.request.kind"] == "tool_approval"
+    assert (raised.attributes or {})["askhuman.agent"] == "ci-bot"
+
+
+async def test_tracing_off_a_webhook_passes_the_callers_traceparent_on(
+    door: Door, ci: Client
+) -> None:
+    assert not tracing.on()
+    _, _, traceparent = caller()
+    receiver = Receiver()
+    async with serve_in_loop(receiver.app()) as hook_url:
+        created = await door.create(ci, {"route": "fin", "args": DEPLOY_ARGS,
+                                         "callback_url": hook_url + "/hook"},
+                                    headers={"traceparent": traceparent,
+                                             "tracestate": "vendor=abc"})
+        assert created.status_code == 201, created.text
+        ts = await door.slack.wait_for_card(FIN)
+        await door.approve_in_slack(ts, channel=FIN)
+        [(headers, raw)] = await receiver.wait(1)
+    assert headers["traceparent"] == traceparent and headers["tracestate"] == "vendor=abc"
+    assert Webhook(ci.secret).verify(raw, headers)["data"]["ref"] == created.json()["ref"]
