@@ -54,3 +54,14 @@ def test_otlp_without_its_exporter_package_says_what_to_install() -> None:
     with pytest.raises(TracingConfigError, match=r"opentelemetry-exporter-otlp-proto-http: "
                                                  r"pip install 'askhuman\[otel\]'"):
         build({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"})
+
+
+def test_serve_refuses_to_start_with_an_exporter_it_cannot_use() -> None:
+    from typer.testing import CliRunner
+
+    from bot.cli import app
+
+    result = CliRunner().invoke(app, ["serve"], env={"OTEL_TRACES_EXPORTER": "jaeger"})
+    assert result.exit_code == 2
+    assert "OTEL_TRACES_EXPORTER=jaeger" in result.output
+    assert "otlp, console, none" in result.output
