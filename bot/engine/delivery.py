@@ -136,8 +136,8 @@ class DeliveryHandlers:
             log.exception("adapter crashed while delivering", extra={"ref": request.ref})
             return False, str(exc) or type(exc).__name__, delivery_reason(exc)
         tracing.finish(span, attributes={"askhuman.message.channel": ref.channel,
-                                             "askhuman.message.id": ref.message_id,
-                                             "askhuman.message.reused": ref.reused})
+                                         "askhuman.message.id": ref.message_id,
+                                         "askhuman.message.reused": ref.reused})
         await self._committer.tx(partial(self._store_delivery, request=request, target=target,
                                          ref=ref, version=card.version))
         return None
