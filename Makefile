@@ -37,3 +37,4 @@ bench:  # ~5 minutes on 2 cores; set ASKHUMAN_TEST_POSTGRES_URL to add the Postg
 	.venv/bin/python benchmarks/grant_api.py --concurrency 200 --sequential 100 --rounds 3
 	.venv/bin/python benchmarks/grant_latency.py --concurrency 200 --rounds 3
 	.venv/bin/python benchmarks/api_latency.py --requests 40
+	.venv/bin/python benchmarks/tracing_cost.py --lives 20000

@@ -24,6 +24,7 @@ import typer
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
+from bot import otel
 from bot.engine import heap
 from bot.engine.core import Engine
 from bot.engine.health import DatabaseProbe
@@ -168,6 +169,8 @@ def shutdown_steps(
             shutdown.add(f"{runtime.name} clients {number}", close)
     if owns_database:
         shutdown.add("database", _dispose(engine))
+    if otel.owned() is not None:
+        shutdown.add("traces", otel.shutdown)  # flush the spans still queued
     return shutdown
 
 
@@ -260,6 +263,11 @@ def register(app: typer.Typer) -> None:
         from bot.platforms.slack.config import SlackConfigError
 
         configure_logging(log_level)
+        try:
+            otel.configure(os.environ)  # OTEL_TRACES_EXPORTER & co.: traces (docs/tracing.md)
+        except otel.TracingConfigError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
         try:
             settings = load_settings(config)
             check_tool_settings(settings)

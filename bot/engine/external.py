@@ -93,6 +93,8 @@ class ExternalAsk:
     """Arguments approvers may change ("Edit and approve")."""
     input_schema: dict[str, Any] | None = None
     """JSON Schema of ``tool_input`` (None: types inferred from the values)."""
+    trace_context: dict[str, Any] | None = None
+    """The caller's checked ``traceparent``/``tracestate`` (``bot.engine.trace_context``)."""
 
 
 @dataclass(frozen=True)
@@ -238,7 +240,8 @@ class ExternalRequests:
         run = Run(id=uuid.uuid4().hex, agent=display, prompt=ask.args.question, status="waiting",
                   started_by_platform=who.platform, started_by_user=who.user_id,
                   started_by_name=who.display_name, origin_platform=EXTERNAL_PLATFORM,
-                  origin_channel=None, origin_thread=None, created_at=now, updated_at=now)
+                  origin_channel=None, origin_thread=None, created_at=now, updated_at=now,
+                  trace_context=ask.trace_context)
         session.add(run)
         session.flush()
         deadline = now + dt.timedelta(seconds=route.timeout)

@@ -24,6 +24,7 @@ from starlette.types import Receive, Scope, Send
 from bot.api.auth import RateLimiter, bearer_token, client_for_key
 from bot.api.problems import Problem
 from bot.api.service import Door
+from bot.engine import trace_context
 from bot.engine.external import ApiClientInfo
 from bot.mcp.backend import BackendError, LocalBackend
 from bot.mcp.tools import Caller, ToolOptions, build_server, parse_editable
@@ -59,7 +60,9 @@ class McpEndpoint:
         if not isinstance(client, ApiClientInfo):
             raise BackendError(401, "not authenticated")
         route = scope.get(ROUTE_KEY) or (client.routes[0] if client.routes else None)
-        return Caller(LocalBackend(self.door, client), route, scope.get(EDITABLE_KEY) or {})
+        trace = trace_context.from_headers(Headers(scope=scope)) if scope else None
+        return Caller(LocalBackend(self.door, client, trace), route,
+                      scope.get(EDITABLE_KEY) or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
