@@ -7,6 +7,10 @@ platform HTTP endpoints) under uvicorn. Platforms plug in through
 environment, registers its adapter with the engine and returns what must be
 mounted or run, or None when that platform is not configured. Slack's starter is
 here; Feishu appends its own.
+
+``serve --no-background`` and ``askhuman worker`` split that process in two roles
+(``roles.Role``: events in, or the loops); ``serve --workers N`` runs N such processes
+on one port under uvicorn (``serve_workers``).
 """
 
 from __future__ import annotations
