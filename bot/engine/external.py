@@ -304,8 +304,17 @@ class ExternalRequests:
             view = await self.view(client_id, ref)
             if view is None or view.status != store.OPEN or timeout <= 0:
                 return view
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(future, timeout)
+            recheck = self._ctx.tuning.wait_recheck
+            deadline = asyncio.get_running_loop().time() + timeout
+            while (left := deadline - asyncio.get_running_loop().time()) > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(future), min(left, recheck or left))
+                    break
+                if recheck is None:
+                    break
+                view = await self.view(client_id, ref)  # another process may have decided
+                if view is None or view.status != store.OPEN:
+                    return view
             return await self.view(client_id, ref)
         finally:
             self._waiters.discard(ref, future)
