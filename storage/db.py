@@ -1,5 +1,11 @@
 """Engine and session helpers, plus programmatic Alembic upgrades.
 
+Alembic (with Mako and Pygments, about 12 MB of a server's memory) is imported only
+when there is something to migrate: ``upgrade`` first reads the stored revision with
+plain SQLAlchemy and returns when it is already the newest one shipped
+(``newest_migration``: the highest-numbered file in ``migrations/versions``; a test
+holds that it is Alembic's one head).
+
 SQLite gets ``BEGIN IMMEDIATE`` for every write transaction: the write lock is taken
 up front, so a read-then-conditional-write (a compare-and-set) can never interleave
 with another writer, across threads or processes. :meth:`Database.read` is the
@@ -19,14 +25,15 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event, make_url
+from sqlalchemy import Engine, create_engine, event, inspect, make_url, text
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 log = logging.getLogger(__name__)
 
@@ -224,6 +231,8 @@ class Database:
 
 def alembic_config(url: str) -> Config:
     """An Alembic config pointing at the packaged migrations (no alembic.ini needed)."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
@@ -232,10 +241,14 @@ def alembic_config(url: str) -> Config:
 
 def upgrade(url: str, revision: str = "head", engine: Engine | None = None) -> None:
     """Apply migrations up to ``revision`` (idempotent; safe to call on every start)."""
-    config = alembic_config(url)
     own = engine is None
     engine = engine or make_engine(url)
     try:
+        if revision == "head" and stored_revision(engine) == newest_migration():
+            return  # nothing to do, and Alembic stays unloaded
+        from alembic import command
+
+        config = alembic_config(url)
         with engine.begin() as connection:
             if connection.dialect.name == "postgresql":
                 # Serialize concurrent upgrades from several replicas.
@@ -246,6 +259,23 @@ def upgrade(url: str, revision: str = "head", engine: Engine | None = None) -> N
         if own:
             engine.dispose()
     log.info("database schema upgraded", extra={"revision": revision})
+
+
+def newest_migration() -> str:
+    """The revision of the highest-numbered migration file (each file's revision is its
+    name; ``tests/storage/test_migrations.py`` holds that this is Alembic's head)."""
+    return max(path.stem for path in (MIGRATIONS_DIR / "versions").glob("[0-9]*.py"))
+
+
+def stored_revision(engine: Engine) -> str | None:
+    """The one revision in ``alembic_version``, read without Alembic (None when there is
+    no table yet, or not exactly one row)."""
+    with engine.connect() as connection:
+        connection.execution_options(**{READ_ONLY: True})  # SQLite: no write lock
+        if not inspect(connection).has_table("alembic_version"):
+            return None
+        rows = connection.execute(text("SELECT version_num FROM alembic_version")).all()
+    return str(rows[0][0]) if len(rows) == 1 else None
 
 
 def current_revision(url: str) -> str | None:
