@@ -39,7 +39,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
 UVICORN: dict[str, Any] = {"log_level": "warning", "log_config": None,
-                           "timeout_graceful_shutdown": 15}
+                           "timeout_graceful_shutdown": 15, "ws": "none"}
 """What ``askhuman serve --log-level warning`` passes to ``uvicorn.run`` (besides host
 and port): baselines are served with exactly these settings."""
 FAKE_BACKLOG = 4096

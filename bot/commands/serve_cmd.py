@@ -230,7 +230,7 @@ def _metrics(engine: Engine) -> tuple[list[BaseRoute], BackgroundTask | None]:
 
         app = Starlette(routes=[Route("/metrics", endpoint, methods=["GET"])])
         server = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=port,
-                                               log_config=None, lifespan="off"))
+                                               log_config=None, lifespan="off", ws="none"))
         serving = asyncio.create_task(server.serve())
         await stop.wait()
         server.should_exit = True
@@ -355,6 +355,7 @@ def _run(config: Path | None, host: str, port: int, log_level: str, role: Role,
     heap.freeze_startup_heap()  # before the first burst of clicks, not in it
     with exit_zero_on_stop_signals():  # SIGTERM: graceful shutdown, then exit code 0
         uvicorn.run(asgi, host=host, port=port, log_level=log_level.lower(),
-                    log_config=None, timeout_graceful_shutdown=15)  # long-polls and
-        # MCP streams must not hold a shutdown for minutes; callers retry (requests
-        # are idempotent).
+                    log_config=None, timeout_graceful_shutdown=15, ws="none")
+        # Long-polls and MCP streams must not hold a shutdown for minutes; callers retry
+        # (requests are idempotent). No route is a WebSocket: ``ws="none"`` keeps the
+        # websockets library out of the process (about 1 MB).

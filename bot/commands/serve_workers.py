@@ -84,7 +84,8 @@ def run(config: Path | None, settings: Settings, *, host: str, port: int, worker
     log.info("serving with workers", extra={"host": host, "port": port, "workers": workers,
                                             "role": role.value, "config": settings.source})
     uvicorn.run(FACTORY, factory=True, workers=workers, host=host, port=port,
-                log_level=log_level.lower(), log_config=None, timeout_graceful_shutdown=15)
+                log_level=log_level.lower(), log_config=None, timeout_graceful_shutdown=15,
+                ws="none")
 
 
 def _in_memory(url: str) -> bool:

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from croniter import croniter
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -257,6 +256,8 @@ def _due_time(
     """
     start = after.replace(tzinfo=dt.UTC)
     limit = now.replace(tzinfo=dt.UTC)
+    from croniter import croniter  # loaded with the first schedule (about 1 MB)
+
     # The latest cron time <= now (get_prev is strict, hence the extra second).
     latest: dt.datetime = croniter(schedule.cron, limit + dt.timedelta(seconds=1)).get_prev(
         dt.datetime)
