@@ -29,8 +29,8 @@ from bot.api.bodies import (
 )
 from bot.api.callbacks import CallbackPolicy, CallbackRefused
 from bot.api.problems import Problem
+from bot.askhuman.args import validate_and_normalize_args
 from bot.askhuman.schema import AskHumanToolArgs
-from bot.askhuman.tool import validate_and_normalize_args
 from bot.engine.core import Engine
 from bot.engine.external import ApiClientInfo, ExternalAsk, ExternalView, IdempotencyConflict
 from bot.engine.triggers import RunView, origin_for_route

@@ -20,7 +20,6 @@ import datetime as dt
 import json
 from typing import Any
 
-import httpx
 from standardwebhooks import Webhook
 
 from bot.api.callbacks import CallbackPolicy, CallbackRefused
@@ -93,6 +92,8 @@ class HttpWebhookSender:
             **delivery.trace_headers,  # not signed: Standard Webhooks signs id.timestamp.body
         }
         extensions = {"sni_hostname": target.host} if target.url.scheme == "https" else {}
+        import httpx  # with the first webhook sent: about 9 MB a server without them skips
+
         async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=False,
                                      trust_env=False) as http:
             try:

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.util import identity_key
 
 from bot.agents.base import Outcome
-from bot.askhuman.tool import validate_and_normalize_args
+from bot.askhuman.args import validate_and_normalize_args
 from bot.engine import approvals, outbox, policy, routing, store, waiting
 from bot.engine.cards import output_text
 from bot.engine.committer import Committer, log

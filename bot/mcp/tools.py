@@ -26,8 +26,8 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 
 from bot.api.approval_args import REASON_FIELD
+from bot.askhuman.args import build_prompt_hint, tool_parameters_schema
 from bot.askhuman.schema import AskHumanToolArgs, timeout_result
-from bot.askhuman.tool import build_prompt_hint, tool_parameters_schema
 from bot.mcp.backend import Backend, BackendError
 
 log = logging.getLogger("askhuman.mcp")
