@@ -4,9 +4,11 @@
 ways: no chat platform (a console route), Slack over HTTP, and Feishu in HTTP-callback
 mode, each against its fake API in a process of its own; each on a database already at
 the newest schema (a restarted server, the usual case) and on an empty one (the first
-start, which migrates: Alembic stays loaded). Once ``/healthz`` answers
-and the process has idled for ``--idle`` seconds, its VmRSS (and its PSS, the share of
-pages it does not share with other processes counted in full) is read from ``/proc``.
+start, which migrates: Alembic stays loaded), and once more at the newest schema after
+one run of the configured (scripted) agent has asked its question through the API, since
+pydantic-ai loads with an agent's first run. Once ``/healthz`` answers and the process
+has idled for ``--idle`` seconds, its VmRSS (and its PSS, the share of pages it does not
+share with other processes counted in full) is read from ``/proc``.
 Each setup is started ``--repeat`` times; the median and the largest are reported.
 ``askhuman --help`` is timed as a fresh process (``python -m bot.cli --help``).
 
@@ -21,11 +23,14 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -79,10 +84,12 @@ def pss_mb(pid: int) -> float:
     raise RuntimeError(f"no Pss for pid {pid}")
 
 
-def idle_rss(setup: str, idle: float, *, fresh: bool,
+def idle_rss(setup: str, idle: float, *, fresh: bool, after_run: bool = False,
              extra_env: dict[str, str] | None = None) -> tuple[float, float, str]:
     """(RSS MB, PSS MB, the process's log) of an idle ``serve`` with ``setup``, started
-    on an empty database (``fresh``: it migrates) or on one at the newest schema."""
+    on an empty database (``fresh``: it migrates) or on one at the newest schema; with
+    ``after_run``, idle again after one agent run (``POST /api/v1/runs``) has asked its
+    question: the agent runtime and pydantic-ai are loaded on that first run."""
     with tempfile.TemporaryDirectory() as tmp, Parties(Path(tmp)) as parties:
         env, route = platform_env(parties, setup, Path(tmp))
         env.update(extra_env or {})
@@ -95,11 +102,44 @@ def idle_rss(setup: str, idle: float, *, fresh: bool,
         config.write_text(yaml.safe_dump({
             "database_url": database_url,
             "agents": {"deploy": AGENT}, "routes": {"ops": {"timeout": "30m", **route}}}))
+        key = api_key(config) if after_run else None
         app = parties.askhuman(config, free_port(), env)
         wait_http(app)
+        if key is not None:
+            run_once(app.url, key)
         time.sleep(idle)
         app.check()
         return rss_mb(app.pid), pss_mb(app.pid), app.log.read_text(errors="replace")
+
+
+def api_key(config: Path) -> str:
+    """A key that may start the agent (``askhuman api-key create``; the secret key is
+    only the CLI's: the server runs without one, webhooks off, as in the idle runs)."""
+    env = child_env({"ASKHUMAN_CONFIG": str(config),
+                     "ASKHUMAN_SECRET_KEY": "bench-secret-key-0123456789"})
+    created = subprocess.run([sys.executable, "-m", "bot.cli", "api-key", "create", "bench",
+                              "--routes", "ops", "--agents", "deploy"], env=env, cwd=ROOT,
+                             capture_output=True, text=True, check=True)
+    found = re.search(r"API key:\s+(\S+)", created.stdout)
+    assert found, created.stdout + created.stderr
+    return found.group(1)
+
+
+def run_once(url: str, key: str) -> None:
+    """Start one run of the scripted agent and wait until it waits for its human."""
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    body = json.dumps({"agent": "deploy", "prompt": "ship v1.2.3"}).encode()
+    request = urllib.request.Request(f"{url}/api/v1/runs", body, headers, method="POST")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        run = json.load(response)["id"]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        request = urllib.request.Request(f"{url}/api/v1/runs/{run}", headers=headers)
+        with urllib.request.urlopen(request, timeout=30) as response:
+            if json.load(response)["status"] in ("waiting", "succeeded", "failed"):
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"run {run} did not reach its question in 30 s")
 
 
 def import_report(log: str, top: int) -> str:
@@ -136,15 +176,18 @@ def main() -> None:
                         help="also list the N packages each idle serve imported most")
     parser.add_argument("--setups", nargs="+", default=list(SETUPS), choices=SETUPS)
     ns = parser.parse_args()
+    cases = {"at the newest schema": {"fresh": False},
+             "empty (migrates)": {"fresh": True},
+             "newest schema, after one agent run": {"fresh": False, "after_run": True}}
     print("| `serve` with | database | idle RSS median MB | max MB | PSS median MB |\n"
           "|---|---|---|---|---|")
     for setup in ns.setups:
-        for fresh in (False, True):
-            sizes = [idle_rss(setup, ns.idle, fresh=fresh) for _ in range(ns.repeat)]
+        for case, options in cases.items():
+            sizes = [idle_rss(setup, ns.idle, **options) for _ in range(ns.repeat)]
             rss = [size[0] for size in sizes]
             pss = statistics.median(size[1] for size in sizes)
-            print(f"| {setup} | {'empty (migrates)' if fresh else 'at the newest schema'} | "
-                  f"{statistics.median(rss):.1f} | {max(rss):.1f} | {pss:.1f} |", flush=True)
+            print(f"| {setup} | {case} | {statistics.median(rss):.1f} | {max(rss):.1f} | "
+                  f"{pss:.1f} |", flush=True)
     for setup in ns.setups if ns.imports else ():
         _, _, log = idle_rss(setup, ns.idle, fresh=False,
                              extra_env={"PYTHONPROFILEIMPORTTIME": "1"})
