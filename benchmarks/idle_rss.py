@@ -1,8 +1,10 @@
 """Idle resident memory of one ``askhuman serve`` process, and ``askhuman --help`` time.
 
-``askhuman serve`` is started with the real CLI in its own process (``harness``) three
-ways: no chat platform (a console route), Slack over HTTP, and Feishu in HTTP-callback
-mode, each against its fake API in a process of its own; each on a database already at
+``askhuman serve`` is started with the real CLI in its own process (``harness``) four
+ways: no chat platform (a console route), Slack over HTTP, Feishu in HTTP-callback mode,
+and Feishu over the long connection (``feishu-ws``: the fake has no WebSocket, so the
+SDK's client keeps retrying to connect, but it is loaded as in production), each against
+its fake API in a process of its own; each on a database already at
 the newest schema (a restarted server, the usual case) and on an empty one (the first
 start, which migrates: Alembic stays loaded), and once more at the newest schema after
 one run of the configured (scripted) agent has asked its question through the API, since
@@ -48,7 +50,7 @@ from harness import (  # noqa: E402
 )
 
 AGENT = {"model": "scripted:deploy", "route": "ops"}
-SETUPS = ("none", "slack", "feishu")
+SETUPS = ("none", "slack", "feishu", "feishu-ws")
 
 
 def platform_env(parties: Parties, setup: str, tmp: Path) -> tuple[dict[str, str], dict]:
@@ -71,7 +73,8 @@ def platform_env(parties: Parties, setup: str, tmp: Path) -> tuple[dict[str, str
     fake.url = f"http://127.0.0.1:{port}"
     wait_http(fake, "/")
     return ({"FEISHU_APP_ID": app_id, "FEISHU_APP_SECRET": "bench-app-secret",
-             "FEISHU_MODE": "http", "FEISHU_DOMAIN": fake.url, "FEISHU_ENCRYPT_KEY": "k",
+             "FEISHU_MODE": "ws" if setup == "feishu-ws" else "http",
+             "FEISHU_DOMAIN": fake.url, "FEISHU_ENCRYPT_KEY": "k",
              "FEISHU_VERIFICATION_TOKEN": "t"},
             {"feishu": {"chat_id": "oc_bench_approvals", "approvers": {"users": ["ou_a"]}}})
 
