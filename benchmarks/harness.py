@@ -20,6 +20,7 @@ concurrent HTTP bursts and the median/p99/ratio tables every benchmark prints.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -38,7 +39,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
 UVICORN: dict[str, Any] = {"log_level": "warning", "log_config": None,
-                           "timeout_graceful_shutdown": 15}
+                           "timeout_graceful_shutdown": 15, "ws": "none"}
 """What ``askhuman serve --log-level warning`` passes to ``uvicorn.run`` (besides host
 and port): baselines are served with exactly these settings."""
 FAKE_BACKLOG = 4096
@@ -129,11 +130,12 @@ class Parties(AbstractContextManager["Parties"]):
                                          *args], env)
 
     def askhuman(self, config: Path, port: int, env: dict[str, str],
-                 name: str = "askhuman") -> Party:
-        """The real CLI: ``askhuman serve`` with ``config`` on ``port``."""
+                 name: str = "askhuman", *flags: str) -> Party:
+        """The real CLI: ``askhuman serve`` with ``config`` on ``port`` (and ``flags``,
+        e.g. ``--workers 2``)."""
         party = self.spawn(name, [sys.executable, "-m", "bot.cli", "serve", "--config",
-                                  str(config), "--port", str(port), "--log-level", "warning"],
-                           env)
+                                  str(config), "--port", str(port), "--log-level", "warning",
+                                  *flags], env)
         party.url = f"http://127.0.0.1:{port}"
         return party
 
@@ -200,6 +202,23 @@ def cpu_seconds(pid: int) -> float:
     """CPU time (user + system, all threads) process ``pid`` has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """``cpu_seconds`` of process ``pid`` and every live descendant (``serve
+    --workers N``: uvicorn's parent and its workers); one that just ended is skipped."""
+    total, stack = 0.0, [pid]
+    while stack:
+        current = stack.pop()
+        try:
+            total += cpu_seconds(current)
+            tasks = list(Path(f"/proc/{current}/task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            with contextlib.suppress(OSError):
+                stack += [int(child) for child in (task / "children").read_text().split()]
+    return total
 
 
 def cpu_of(pids: dict[str, int]) -> dict[str, float]:

@@ -13,6 +13,11 @@ outbox → resume of the agent → final answer posted.
     decisions/s = N / (first click sent → last final answer seen)
 
     python benchmarks/serve_throughput.py --runs 200 [--in-flight 100]
+    python benchmarks/serve_throughput.py --runs 200 --workers 1,2 --repeat 3
+
+``--workers 1,2`` runs ``serve`` and ``serve --workers 2`` (uvicorn's workers on one
+port) in turn, ``--repeat`` times, alternating which goes first; the askhuman CPU is
+summed over the parent and its workers.
 
 The in-process variant (``throughput.py``) measures the engine alone, with the
 answer → resume-start latency.
@@ -64,8 +69,28 @@ async def post_cards(url: str, fake_url: str, api_port: str, runs: int) -> dict[
     raise RuntimeError(f"only {len(cards)} of {runs} cards were posted")
 
 
-async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int
-                    ) -> tuple[float, dict[str, float]]:
+def wait_workers(database_url: str, workers: int, timeout: float = 120.0) -> None:
+    """Until ``workers`` processes beat their ``instances`` row: ``/healthz`` answers
+    as soon as the first worker is up, and a run must not start before the last."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(database_url)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            with engine.connect() as conn:
+                live = conn.execute(text("SELECT count(*) FROM instances "
+                                         "WHERE stopped_at IS NULL")).scalar_one()
+            if live >= workers:
+                return
+            time.sleep(0.2)
+    finally:
+        engine.dispose()
+    raise RuntimeError(f"{workers} workers did not come up within {timeout:.0f} s")
+
+
+async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int,
+                    workers: int = 1) -> tuple[float, dict[str, float]]:
     from tests.fakes.slack_api import BOT_TOKEN
 
     with tempfile.TemporaryDirectory() as tmp, h.Parties(Path(tmp)) as parties:
@@ -80,15 +105,19 @@ async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int
         env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": slack.SECRET,
                "SLACK_API_URL": api_url}
         servers = []
+        flags = ("--workers", str(workers)) if workers > 1 else ()
         for i in range(replicas):  # one after another: the first one migrates the database
-            servers.append(parties.askhuman(config, h.free_port(), env, name=f"askhuman {i}"))
+            servers.append(parties.askhuman(config, h.free_port(), env, f"askhuman {i}",
+                                            *flags))
             h.wait_http(servers[-1])
+        if workers > 1:
+            wait_workers(database_url, workers)
         cards = await post_cards(servers[0].url, fake.url, api_port, runs)
         clicks = [slack.signed(slack.click_body(blocks, ts, APPROVER, api_port))
                   for ts, blocks in cards.items()]
         count = (f"{fake.url}/_bench/count?channel={slack.ORIGIN}&text=Deployed")
         pids = {"askhuman": servers, "fake Slack": [fake]}
-        before = {name: sum(h.cpu_seconds(p.pid) for p in group)
+        before = {name: sum(h.tree_cpu_seconds(p.pid) for p in group)
                   for name, group in pids.items()}
         before["client"] = h.cpu_seconds(os.getpid())
         begin = time.perf_counter()
@@ -102,7 +131,7 @@ async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int
                 raise RuntimeError(f"only {done} of {runs} final answers were posted")
             await asyncio.sleep(0.05)
         rate = runs / (time.perf_counter() - begin)
-        after = {name: sum(h.cpu_seconds(p.pid) for p in group)
+        after = {name: sum(h.tree_cpu_seconds(p.pid) for p in group)
                  for name, group in pids.items()}
         after["client"] = h.cpu_seconds(os.getpid())
         cpu = {name: (after[name] - before[name]) / runs * 1000 for name in after}
@@ -113,18 +142,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--in-flight", type=int, default=100)
+    parser.add_argument("--workers", default="1",
+                        help="comma-separated `serve --workers` counts on SQLite, run in "
+                             "turn (e.g. 1,2)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run the SQLite setups this many times, interleaved")
     ns = parser.parse_args()
     base = os.environ.get("ASKHUMAN_TEST_POSTGRES_URL")
     print("| setup | decisions/s (click → final answer posted) | CPU ms per decision: "
           "askhuman / fake Slack / client |\n|---|---|---|")
-    with tempfile.TemporaryDirectory() as tmp:
-        rate, cpu = asyncio.run(one_setup(f"sqlite:///{Path(tmp) / 'askhuman.db'}", 1,
-                                          ns.runs, ns.in_flight))
-    print(f"| one `serve`, SQLite | {rate:.1f} | {_cpu(cpu)} |", flush=True)
+    for round_no in range(ns.repeat):
+        for count in h.interleaved(round_no, ns.workers.split(",")):
+            workers = int(count)
+            with tempfile.TemporaryDirectory() as tmp:
+                rate, cpu = asyncio.run(one_setup(f"sqlite:///{Path(tmp) / 'askhuman.db'}",
+                                                  1, ns.runs, ns.in_flight, workers))
+            setup = "one `serve`" if workers == 1 else f"`serve --workers {workers}`"
+            print(f"| {setup}, SQLite | {rate:.1f} | {_cpu(cpu)} |", flush=True)
     if base:
         with scratch(base) as url:
             rate, cpu = asyncio.run(one_setup(url, 2, ns.runs, ns.in_flight))
         print(f"| two `serve` replicas, PostgreSQL | {rate:.1f} | {_cpu(cpu)} |")
+        with scratch(base) as url:
+            rate, cpu = asyncio.run(one_setup(url, 1, ns.runs, ns.in_flight, 2))
+        print(f"| `serve --workers 2`, PostgreSQL | {rate:.1f} | {_cpu(cpu)} |")
 
 
 def _cpu(cpu: dict[str, float]) -> str:

@@ -256,7 +256,22 @@ def main() -> None:
                         help="PostgreSQL: replica processes sharing the in-flight answers")
     parser.add_argument("--instant-resume", action="store_true",
                         help="resumes finish at once (no pydantic-ai run): the engine alone")
+    parser.add_argument("--otel", action="store_true",
+                        help="tracing on: the SDK with a batch processor to an in-memory "
+                             "exporter (docs/tracing.md); off by default, as in serve")
     ns = parser.parse_args()
+    if ns.otel:
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter,
+        )
+
+        from bot.engine import tracing
+
+        provider = TracerProvider()
+        provider.add_span_processor(BatchSpanProcessor(InMemorySpanExporter()))
+        tracing.use(provider)
     global INSTANT
     INSTANT = ns.instant_resume
     base = os.environ.get("ASKHUMAN_TEST_POSTGRES_URL")

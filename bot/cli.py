@@ -20,6 +20,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("serve_cmd", "Run the bot: Slack (Socket Mode if SLACK_APP_TOKEN is set, else "
                            "HTTP /slack/events), other configured platforms, and the "
                            "resume/timeout worker."),
+    "worker": ("serve_cmd", "Run the background work only (outbox, resumes, stored clicks, "
+                            "timeouts, reminders, schedules, webhooks) beside `askhuman serve "
+                            "--no-background` processes on the same database; serves only "
+                            "/healthz and /readyz."),
     "preview": ("preview_cmd", "Render ask_human ARGS.json as a Slack, Feishu or plain-text "
                                "message."),
     "mcp": ("mcp_cmd", "MCP server over stdio (tools ask_human, request_approval), acting for "

@@ -10,6 +10,12 @@ scripts/bootstrap.sh
 if [ -z "${ASKHUMAN_TEST_POSTGRES_URL:-}" ] && [ "$(id -u)" = 0 ]; then
   eval "$(scripts/ci-postgres.sh)"
 fi
+# Claude Code (npm) for the real --permission-prompt-tool test; skipped without npm
+if command -v npm >/dev/null 2>&1; then
+  scripts/install-claude-code.sh >/dev/null || echo "note: Claude Code did not install; its test is skipped." >&2
+else
+  echo "note: npm is missing; the real Claude Code test is skipped (apt-get install nodejs npm)." >&2
+fi
 if [ -z "${ASKHUMAN_TEST_POSTGRES_URL:-}" ]; then
   echo "note: ASKHUMAN_TEST_POSTGRES_URL is not set; PostgreSQL tests will be skipped." >&2
 fi

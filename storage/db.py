@@ -1,5 +1,11 @@
 """Engine and session helpers, plus programmatic Alembic upgrades.
 
+Alembic (with Mako and Pygments, about 12 MB of a server's memory) is imported only
+when there is something to migrate: ``upgrade`` first reads the stored revision with
+plain SQLAlchemy and returns when it is already the newest one shipped
+(``newest_migration``: the highest-numbered file in ``migrations/versions``; a test
+holds that it is Alembic's one head).
+
 SQLite gets ``BEGIN IMMEDIATE`` for every write transaction: the write lock is taken
 up front, so a read-then-conditional-write (a compare-and-set) can never interleave
 with another writer, across threads or processes. :meth:`Database.read` is the
@@ -11,20 +17,23 @@ row locks (``SELECT … FOR UPDATE [SKIP LOCKED]``) chosen by the caller via
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, inspect, make_url, text
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +120,61 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     return engine
 
 
+class WriterLock:
+    """SQLite's writers queue here, in this process and across processes, instead of in
+    SQLite's busy handler, which sleeps and polls (1, 2, 5 … 100 ms) and so hands the
+    write lock over late and out of order under a burst. Threads of one process queue
+    on an ``RLock``; the holder then takes an exclusive ``flock`` on a file beside the
+    database (``<file>-writer``), on which the kernel queues other processes and wakes
+    one the moment it is released (a killed holder's lock is released by the kernel).
+    It is held exactly as long as SQLite's own write lock would be (``BEGIN IMMEDIATE``
+    to ``COMMIT``), so it adds no wait, only order. Processes that do not take it (an
+    older askhuman, ``sqlite3``) still wait in ``busy_timeout``."""
+
+    def __init__(self, database_file: str | None) -> None:
+        self._threads = threading.RLock()
+        self._path = None if database_file is None else f"{database_file}-writer"
+        self._fd: int | None = None
+        self._depth = 0
+
+    def __enter__(self) -> WriterLock:
+        self._threads.acquire()
+        try:
+            if self._depth == 0 and self._path is not None:
+                if self._fd is None:
+                    self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
+                fcntl.flock(self._fd, fcntl.LOCK_EX)
+        except BaseException:
+            self._threads.release()
+            raise
+        self._depth += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._depth -= 1
+        try:
+            if self._depth == 0 and self._fd is not None:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+        finally:
+            self._threads.release()
+
+
+    def close(self) -> None:
+        """Close the lock file (``Database.dispose``); taken again on the next write."""
+        with self._threads:
+            if self._fd is not None and self._depth == 0:
+                os.close(self._fd)
+                self._fd = None
+
+
+def _sqlite_file(url: str) -> str | None:
+    """The database file of a SQLite URL (None: in memory)."""
+    if _sqlite_in_memory(url):
+        return None
+    database = make_url(url).database
+    return os.path.abspath(database) if database else None
+
+
 class Database:
     """One database: a sync engine and a session factory (sessions never autoflush late)."""
 
@@ -118,11 +182,9 @@ class Database:
         self.url = url
         self.engine = make_engine(url, **engine_kwargs)
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
-        self._writer = threading.RLock() if self.engine.dialect.name == "sqlite" else None
-        """SQLite: writers of this process queue here instead of in SQLite's busy
-        handler, which sleeps and polls (1, 2, 5 … 100 ms) and so hands the write lock
-        over late and out of order under a burst. Other processes still wait in
-        ``busy_timeout``."""
+        self._writer = (WriterLock(_sqlite_file(url))
+                        if self.engine.dialect.name == "sqlite" else None)
+        """SQLite: every write transaction holds it (``WriterLock``)."""
 
     @property
     def is_postgres(self) -> bool:
@@ -163,10 +225,14 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+        if self._writer is not None:
+            self._writer.close()
 
 
 def alembic_config(url: str) -> Config:
     """An Alembic config pointing at the packaged migrations (no alembic.ini needed)."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
@@ -175,10 +241,14 @@ def alembic_config(url: str) -> Config:
 
 def upgrade(url: str, revision: str = "head", engine: Engine | None = None) -> None:
     """Apply migrations up to ``revision`` (idempotent; safe to call on every start)."""
-    config = alembic_config(url)
     own = engine is None
     engine = engine or make_engine(url)
     try:
+        if revision == "head" and stored_revision(engine) == newest_migration():
+            return  # nothing to do, and Alembic stays unloaded
+        from alembic import command
+
+        config = alembic_config(url)
         with engine.begin() as connection:
             if connection.dialect.name == "postgresql":
                 # Serialize concurrent upgrades from several replicas.
@@ -189,6 +259,23 @@ def upgrade(url: str, revision: str = "head", engine: Engine | None = None) -> N
         if own:
             engine.dispose()
     log.info("database schema upgraded", extra={"revision": revision})
+
+
+def newest_migration() -> str:
+    """The revision of the highest-numbered migration file (each file's revision is its
+    name; ``tests/storage/test_migrations.py`` holds that this is Alembic's head)."""
+    return max(path.stem for path in (MIGRATIONS_DIR / "versions").glob("[0-9]*.py"))
+
+
+def stored_revision(engine: Engine) -> str | None:
+    """The one revision in ``alembic_version``, read without Alembic (None when there is
+    no table yet, or not exactly one row)."""
+    with engine.connect() as connection:
+        connection.execution_options(**{READ_ONLY: True})  # SQLite: no write lock
+        if not inspect(connection).has_table("alembic_version"):
+            return None
+        rows = connection.execute(text("SELECT version_num FROM alembic_version")).all()
+    return str(rows[0][0]) if len(rows) == 1 else None
 
 
 def current_revision(url: str) -> str | None:

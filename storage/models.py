@@ -47,6 +47,9 @@ class Run(Base):
     updated_at: Mapped[dt.datetime] = mapped_column()
     redacted_at: Mapped[dt.datetime | None] = mapped_column()
     """When retention cleared the prompt, snapshot and output (None: kept)."""
+    trace_context: Mapped[Json | None] = mapped_column(JSON)
+    """The W3C trace context ``{traceparent, tracestate?}`` the run was started with
+    (``POST /api/v1/runs``); None: none was sent. Its resume spans are its children."""
 
     __table_args__ = (
         Index("ix_runs_redacted_updated", "redacted_at", "updated_at"),
@@ -113,6 +116,10 @@ class HumanRequest(Base):
     policy: Mapped[Json | None] = mapped_column(JSON)
     """The route's rules frozen when the request was raised (``bot.engine.policy``);
     None for requests stored before 0010_policy (the live route applies)."""
+    trace_context: Mapped[Json | None] = mapped_column(JSON)
+    """The W3C trace context ``{traceparent, tracestate?}`` of its creator (the API
+    caller, or its run's), or of its own "raised" span when tracing is on and none was
+    sent; the request's spans are its children (``bot.engine.tracing``)."""
 
     __table_args__ = (
         Index("ix_human_requests_run_batch", "run_id", "batch"),
@@ -421,6 +428,8 @@ class RunTrigger(Base):
     lease_until: Mapped[dt.datetime | None] = mapped_column()
     created_at: Mapped[dt.datetime] = mapped_column()
     updated_at: Mapped[dt.datetime] = mapped_column()
+    trace_context: Mapped[Json | None] = mapped_column(JSON)
+    """The W3C trace context of ``POST /api/v1/runs``, handed to the run it starts."""
 
     __table_args__ = (
         UniqueConstraint("schedule", "fire_at"),

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from bot.askhuman.args import validate_and_normalize_args
 from bot.askhuman.config import AskHumanConfig
 from bot.askhuman.schema import AskHumanToolArgs
-from bot.askhuman.tool import validate_and_normalize_args
 
 APPROVE = "approve"
 APPROVE_EDIT = "approve_edit"

@@ -20,9 +20,7 @@ import json
 import sys
 from typing import Any
 
-from bot.askhuman.config import AskHumanConfig
-from bot.askhuman.schema import FILE_FIELD_TYPES
-from bot.askhuman.tool import (
+from bot.askhuman.args import (
     MAX_DEFAULT_CHARS,
     MAX_IDENTIFIER_CHARS,
     MAX_OPTION_CHARS,
@@ -31,6 +29,8 @@ from bot.askhuman.tool import (
     MAX_TITLE_CHARS,
     tool_parameters_schema,
 )
+from bot.askhuman.config import AskHumanConfig
+from bot.askhuman.schema import FILE_FIELD_TYPES
 
 IDENTIFIER = f"^[A-Za-z_][A-Za-z0-9_]{{0,{MAX_IDENTIFIER_CHARS - 1}}}$"
 CROSS_FIELD_RULES = ("Field names and action ids are unique, select option values are "

@@ -6,6 +6,8 @@ Webhook secrets (Standard Webhooks ``whsec_…``) must be readable to sign, so t
 stored encrypted with AES-256-GCM under a key derived from ``ASKHUMAN_SECRET_KEY``
 (environment only, never in the database or the config file); the client's name is
 bound in as associated data, so a ciphertext copied to another client does not open.
+``cryptography`` (about 7 MB once loaded) is imported by the first ``SecretBox``: a
+server without webhooks (no ``ASKHUMAN_SECRET_KEY``) never holds it.
 """
 
 from __future__ import annotations
@@ -15,9 +17,6 @@ import hashlib
 import os
 import secrets
 from collections.abc import Mapping
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 KEY_PREFIX = "ahk_"
 SECRET_ENV = "ASKHUMAN_SECRET_KEY"
@@ -53,6 +52,8 @@ class SecretBox:
             raise SecretKeyError(
                 f"{SECRET_ENV} must be at least {MIN_SECRET_KEY_CHARS} characters; make one "
                 "with: python -c \"import secrets; print(secrets.token_urlsafe(32))\"")
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         self._aead = AESGCM(hashlib.sha256(b"askhuman webhook secrets|" + master.encode()).digest())
 
     def seal(self, secret: str, client_name: str) -> str:
@@ -63,6 +64,8 @@ class SecretBox:
     def open(self, sealed: str, client_name: str) -> str:
         if not sealed.startswith(_VERSION):
             raise SecretKeyError("unknown secret format")
+        from cryptography.exceptions import InvalidTag
+
         raw = base64.b64decode(sealed[len(_VERSION):])
         try:
             return self._aead.decrypt(raw[:12], raw[12:], client_name.encode()).decode()

@@ -60,6 +60,12 @@ _REF = {"name": "ref", "in": "path", "required": True, "schema": {"type": "strin
 _IDEMPOTENCY = {"name": "Idempotency-Key", "in": "header", "required": False,
                 "description": "Same as the body's idempotency_key (the body's wins).",
                 "schema": {"type": "string", "minLength": 1, "maxLength": 200}}
+_TRACE = [
+    {"name": "traceparent", "in": "header", "required": False, "schema": {"type": "string"},
+     "description": "W3C Trace Context: the caller's span. Kept with the request; its spans "
+                    "and webhook join this trace. A malformed value is ignored, not refused."},
+    {"name": "tracestate", "in": "header", "required": False, "schema": {"type": "string"},
+     "description": "W3C Trace Context vendor data, kept with a valid traceparent."}]
 _LOCATION = {"Location": {"required": True, "schema": {"type": "string"}}}
 _REQUEST_LINKS = {
     "GetRequest": {"operationId": "getRequest", "parameters": {"ref": "$response.body#/ref"},
@@ -72,7 +78,7 @@ _REQUEST_LINKS = {
 def _create(summary: str, op_id: str, body: str, links: dict[str, Any]) -> dict[str, Any]:
     replayed = {**_LOCATION, "Idempotent-Replayed": {"required": True, "schema": {
         "const": "true"}}}
-    return {"operationId": op_id, "summary": summary, "parameters": [_IDEMPOTENCY],
+    return {"operationId": op_id, "summary": summary, "parameters": [_IDEMPOTENCY, *_TRACE],
             "requestBody": _body(body),
             "responses": {
                 "201": _json(ref("Request"), "Created; the card is on its way",
@@ -135,7 +141,7 @@ def _paths() -> dict[str, Any]:
             "CreateApproval", _REQUEST_LINKS)},
         "/api/v1/runs": {"post": {
             "operationId": "createRun", "summary": "Start an embedded agent run from an event",
-            "requestBody": _body("CreateRun"),
+            "parameters": _TRACE, "requestBody": _body("CreateRun"),
             "responses": {"202": _json(ref("Run"), "Started", headers=_LOCATION, links={
                 "GetRun": {"operationId": "getRun",
                            "parameters": {"run_id": "$response.body#/id"}}}),

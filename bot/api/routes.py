@@ -21,6 +21,7 @@ from bot.api.problems import Problem
 from bot.api.query import query_integer, query_number
 from bot.api.service import MAX_WAIT_SECONDS, Door
 from bot.api.views import API, request_json, run_json
+from bot.engine import trace_context
 from bot.engine.committer import log
 from bot.engine.external import ApiClientInfo
 
@@ -101,13 +102,15 @@ class ApiRoutes:
 
     async def create_request(self, request: Request, client: ApiClientInfo) -> Response:
         data = await self._body(request)
-        view, created = await self.door.ask(client, data, request.headers.get("idempotency-key"))
+        view, created = await self.door.ask(client, data, request.headers.get("idempotency-key"),
+                                            trace_context.from_headers(request.headers))
         return _created(request_json(view), created)
 
     async def create_approval(self, request: Request, client: ApiClientInfo) -> Response:
         data = await self._body(request)
         view, created = await self.door.approval(client, data,
-                                                 request.headers.get("idempotency-key"))
+                                                 request.headers.get("idempotency-key"),
+                                                 trace_context.from_headers(request.headers))
         return _created(request_json(view), created)
 
     async def get_request(self, request: Request, client: ApiClientInfo) -> Response:
@@ -145,7 +148,8 @@ class ApiRoutes:
 
     async def create_run(self, request: Request, client: ApiClientInfo) -> Response:
         data = await self._body(request)
-        view = await self.door.start_run(client, data)
+        view = await self.door.start_run(client, data,
+                                         trace_context.from_headers(request.headers))
         return JSONResponse(run_json(view), status_code=202,
                             headers={"Location": f"{API}/runs/{view.id}"})
 

@@ -29,8 +29,8 @@ from bot.api.bodies import (
 )
 from bot.api.callbacks import CallbackPolicy, CallbackRefused
 from bot.api.problems import Problem
+from bot.askhuman.args import validate_and_normalize_args
 from bot.askhuman.schema import AskHumanToolArgs
-from bot.askhuman.tool import validate_and_normalize_args
 from bot.engine.core import Engine
 from bot.engine.external import ApiClientInfo, ExternalAsk, ExternalView, IdempotencyConflict
 from bot.engine.triggers import RunView, origin_for_route
@@ -131,7 +131,8 @@ class Door:
     # ------------------------------------------------------------------ requests
 
     async def ask(self, client: ApiClientInfo, data: dict[str, Any],
-                  idempotency_header: str | None = None) -> tuple[ExternalView, bool]:
+                  idempotency_header: str | None = None,
+                  trace: dict[str, Any] | None = None) -> tuple[ExternalView, bool]:
         header_key = idempotency_key_header(idempotency_header)
         body: AskBody = parse(AskBody, data)
         key = body.idempotency_key or header_key
@@ -141,11 +142,12 @@ class Door:
         await self.check_callback(body.callback_url)
         ask = ExternalAsk(client=client, route=body.route, args=args, fingerprint=fingerprint(
             data), agent_name=body.agent_name, idempotency_key=key,
-            callback_url=body.callback_url, context=body.context)
+            callback_url=body.callback_url, context=body.context, trace_context=trace)
         return await self._create(ask)
 
     async def approval(self, client: ApiClientInfo, data: dict[str, Any],
-                       idempotency_header: str | None = None) -> tuple[ExternalView, bool]:
+                       idempotency_header: str | None = None,
+                       trace: dict[str, Any] | None = None) -> tuple[ExternalView, bool]:
         header_key = idempotency_key_header(idempotency_header)
         body: ApprovalBody = parse(ApprovalBody, data)
         key = body.idempotency_key or header_key
@@ -161,7 +163,7 @@ class Door:
                           idempotency_key=key, callback_url=body.callback_url,
                           context=body.context, tool_name=body.tool_name, tool_input=body.args,
                           reason=body.reason, editable=tuple(body.editable),
-                          input_schema=body.input_schema)
+                          input_schema=body.input_schema, trace_context=trace)
         return await self._create(ask)
 
     async def _create(self, ask: ExternalAsk) -> tuple[ExternalView, bool]:
@@ -225,7 +227,8 @@ class Door:
 
     # ------------------------------------------------------------------ runs
 
-    async def start_run(self, client: ApiClientInfo, data: dict[str, Any]) -> RunView:
+    async def start_run(self, client: ApiClientInfo, data: dict[str, Any],
+                        trace: dict[str, Any] | None = None) -> RunView:
         body: RunBody = parse(RunBody, data)
         if body.agent not in client.agents:
             raise Problem(403, "agent-not-allowed",
@@ -244,7 +247,8 @@ class Door:
             self.check_route(client, route)
         origin = origin_for_route(dict(self.settings.routes), route)
         run_id = await self.engine.start_triggered_run(
-            body.agent, body.prompt, client.identity, origin, source="api", client_id=client.id)
+            body.agent, body.prompt, client.identity, origin, source="api", client_id=client.id,
+            trace_context=trace)
         view = await self.engine.run_view(client.id, run_id)
         assert view is not None
         return view

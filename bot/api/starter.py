@@ -2,8 +2,8 @@
 
 ``build_door`` registers the webhook sender with the engine and returns the routes
 to mount (``/api/v1/…``, ``/mcp``) and the background tasks to run: the PostgreSQL
-resolution listener (cross-replica long-poll wake-ups), the MCP session manager and
-the schedule sweep.
+resolution listener (cross-replica long-poll wake-ups) and the MCP session manager
+where requests are taken in; the schedule sweep where the engine's loops run.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ class DoorRuntime:
     door: Door
     routes: list[BaseRoute] = field(default_factory=list)
     tasks: list[Task] = field(default_factory=list)
+    loop_tasks: list[Task] = field(default_factory=list)
 
 
 def build_door(
@@ -69,5 +70,5 @@ def build_door(
     async def schedules(stop: asyncio.Event) -> None:
         await engine.schedule_forever(stop, schedule_interval)
 
-    runtime.tasks.append(schedules)
+    runtime.loop_tasks.append(schedules)
     return runtime

@@ -5,7 +5,10 @@ Standard Webhooks envelope ``{type, timestamp, data}``; ``data.result`` is the
 ``AskHumanToolResult``. Headers: ``webhook-id`` (``msg_<ref>``, the same on every
 retry, so receivers can drop repeats), ``webhook-timestamp`` (this attempt) and
 ``webhook-signature`` (``v1,<base64 HMAC-SHA256>``, made with the ``standardwebhooks``
-package; during a secret rotation's grace period it carries both signatures).
+package; during a secret rotation's grace period it carries both signatures), and,
+when the request has a trace context, ``traceparent`` (``tracestate``): the span of
+this attempt (``bot.engine.tracing``), outside the signature, which covers
+``id.timestamp.body`` only, so Standard Webhooks verification is unchanged.
 The URL is re-checked and the host re-resolved before each attempt; the connection
 goes to the address that passed the check, with the original Host (and TLS SNI).
 Anything but 2xx is retried by the engine's outbox; 410 Gone stops the retries.
@@ -17,7 +20,6 @@ import datetime as dt
 import json
 from typing import Any
 
-import httpx
 from standardwebhooks import Webhook
 
 from bot.api.callbacks import CallbackPolicy, CallbackRefused
@@ -50,6 +52,16 @@ def sign(secrets: list[str], webhook_id: str, timestamp: dt.datetime, payload: s
 class WebhookFailed(Exception):
     """The receiver did not answer 2xx (retried)."""
 
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class WebhookGone(DeliveryError):
+    """The receiver answered 410 Gone: no more retries."""
+
+    status_code = 410
+
 
 class HttpWebhookSender:
     """``WebhookSender`` over httpx, with the allow-list checked before every attempt."""
@@ -60,7 +72,7 @@ class HttpWebhookSender:
         self.box = box
         self.timeout = timeout
 
-    async def send(self, delivery: WebhookDelivery) -> None:
+    async def send(self, delivery: WebhookDelivery) -> int:
         if self.box is None:
             raise WebhookFailed("ASKHUMAN_SECRET_KEY is not set on this replica")
         try:
@@ -77,8 +89,11 @@ class HttpWebhookSender:
             "webhook-id": delivery.webhook_id,
             "webhook-timestamp": str(int(now.timestamp())),
             "webhook-signature": sign(secrets, delivery.webhook_id, now, payload),
+            **delivery.trace_headers,  # not signed: Standard Webhooks signs id.timestamp.body
         }
         extensions = {"sni_hostname": target.host} if target.url.scheme == "https" else {}
+        import httpx  # with the first webhook sent: about 9 MB a server without them skips
+
         async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=False,
                                      trust_env=False) as http:
             try:
@@ -87,7 +102,8 @@ class HttpWebhookSender:
             except httpx.HTTPError as exc:
                 raise WebhookFailed(f"{type(exc).__name__}: {exc}") from None
         if 200 <= response.status_code < 300:
-            return
+            return response.status_code
         if response.status_code == 410:
-            raise DeliveryError("the receiver answered 410 Gone")
-        raise WebhookFailed(f"the receiver answered HTTP {response.status_code}")
+            raise WebhookGone("the receiver answered 410 Gone")
+        raise WebhookFailed(f"the receiver answered HTTP {response.status_code}",
+                            response.status_code)

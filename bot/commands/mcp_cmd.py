@@ -25,6 +25,11 @@ def register(app: typer.Typer) -> None:
             help="Seconds between progress notifications while waiting.")] = 15.0,
         local_answers: Annotated[bool, typer.Option(
             help="Also offer ask_human forms to the MCP client's user (elicitation).")] = True,
+        editable: Annotated[list[str] | None, typer.Option(
+            metavar="TOOL:ARG[,ARG…]",
+            help="Repeatable: approvers may edit these arguments of this "
+                 "tool's request_approval calls, e.g. Bash:command for Claude Code's "
+                 "--permission-prompt-tool.")] = None,
         log_level: Annotated[str, typer.Option(help="Logs go to stderr.")] = "warning",
     ) -> None:
         """MCP server over stdio (tools ask_human, request_approval), acting for the API
@@ -32,7 +37,7 @@ def register(app: typer.Typer) -> None:
         import anyio
 
         from bot.mcp.stdio import StdioError, serve_stdio
-        from bot.mcp.tools import ToolOptions
+        from bot.mcp.tools import ToolOptions, parse_editable
 
         configure_logging(log_level)
         key = os.environ.get(KEY_ENV, "").strip()
@@ -44,7 +49,12 @@ def register(app: typer.Typer) -> None:
         base = url or os.environ.get(URL_ENV) or "http://127.0.0.1:3000"
         options = ToolOptions(progress_seconds=progress_seconds, local_answers=local_answers)
         try:
-            anyio.run(serve_stdio, base, key, route, options)
+            rules = parse_editable(editable or [])
+        except ValueError as exc:
+            typer.echo(f"error: --{exc}", err=True)
+            raise typer.Exit(2) from None
+        try:
+            anyio.run(serve_stdio, base, key, route, options, rules)
         except StdioError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None

@@ -15,9 +15,9 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from bot.askhuman.args import validate_and_normalize_args
 from bot.askhuman.config import HARD_LIMITS, AskHumanConfig
 from bot.askhuman.schema import EXTENSION_FIELD_TYPES, FILE_FIELD_TYPES
-from bot.askhuman.tool import validate_and_normalize_args
 from renderers import feishu, slack, text
 from renderers.card import RequestCard
 

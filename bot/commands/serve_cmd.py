@@ -7,6 +7,10 @@ platform HTTP endpoints) under uvicorn. Platforms plug in through
 environment, registers its adapter with the engine and returns what must be
 mounted or run, or None when that platform is not configured. Slack's starter is
 here; Feishu appends its own.
+
+``serve --no-background`` and ``askhuman worker`` split that process in two roles
+(``roles.Role``: events in, or the loops); ``serve --workers N`` runs N such processes
+on one port under uvicorn (``serve_workers``).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ import typer
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
+from bot import otel
+from bot.commands.roles import Role
 from bot.engine import heap
 from bot.engine.core import Engine
 from bot.engine.health import DatabaseProbe
@@ -34,6 +40,10 @@ from bot.shutdown import Shutdown, exit_zero_on_stop_signals, stop_tasks
 from bot.web import Endpoint, create_app
 
 log = logging.getLogger("askhuman.serve")
+
+SQLITE_WAIT_RECHECK_SECONDS = 1.0
+"""How often a long-poll re-reads its request when several processes share a SQLite
+file (no LISTEN/NOTIFY): the bound on hearing of another process's decision."""
 
 BackgroundTask = Callable[[asyncio.Event], Awaitable[None]]
 """A coroutine that runs until the event is set (e.g. a Socket Mode connection)."""
@@ -50,6 +60,11 @@ class PlatformRuntime:
     """Routes mounted as they are (any method): the API's ``/api/v1/…`` and ``/mcp``."""
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     """Run at shutdown after the engine drained (pooled HTTP connections)."""
+    sender_tasks: list[BackgroundTask] = field(default_factory=list)
+    """Run instead of ``tasks`` by a process that takes no events in (``askhuman
+    worker``): what sending needs, without an inbound connection."""
+    loop_tasks: list[BackgroundTask] = field(default_factory=list)
+    """Run beside the engine's loops, wherever they run (the schedule sweep)."""
 
 
 PlatformStarter = Callable[[Engine, Settings, Mapping[str, str]], PlatformRuntime | None]
@@ -74,7 +89,7 @@ def start_slack(
     mode = "socket mode" if platform.config.socket_mode else "http /slack/events"
     log.info("slack enabled", extra={"platform": "slack", "mode": mode})
     return PlatformRuntime("slack", platform.endpoints(), platform.background_tasks(),
-                           closers=[platform.aclose])
+                           closers=[platform.aclose])  # a worker only sends: no tasks
 
 
 def start_feishu(
@@ -90,7 +105,8 @@ def start_feishu(
     platform = build_feishu_platform(settings, engine, env)  # registers adapter + directory
     log.info("feishu enabled", extra={"platform": "feishu", "mode": platform.config.mode})
     return PlatformRuntime("feishu", platform.endpoints(), platform.background_tasks(),
-                           closers=[platform.aclose])
+                           closers=[platform.aclose],
+                           sender_tasks=platform.background_tasks(receive=False))
 
 
 def start_door(
@@ -100,7 +116,8 @@ def start_door(
     from bot.api.starter import build_door
 
     door = build_door(engine, settings, env)
-    return PlatformRuntime("door", tasks=door.tasks, routes=door.routes)
+    return PlatformRuntime("door", tasks=door.tasks, routes=door.routes,
+                           loop_tasks=door.loop_tasks)
 
 
 PLATFORM_STARTERS: list[PlatformStarter] = [start_slack, start_feishu, start_door]
@@ -118,11 +135,13 @@ def start_platforms(
 
 
 def build_app(
-    engine: Engine, runtimes: list[PlatformRuntime], *, owns_database: bool = False
+    engine: Engine, runtimes: list[PlatformRuntime], *, owns_database: bool = False,
+    role: Role = Role.ALL,
 ) -> Starlette:
-    """The ASGI app; its lifespan runs the engine worker and platform background tasks,
-    and at shutdown closes everything they opened (``shutdown_steps``). With
-    ``owns_database`` (``serve``) the database's connections are closed last."""
+    """The ASGI app; its lifespan runs what ``role`` asks of this process (the engine's
+    loops, platform background tasks) and at shutdown closes everything they opened
+    (``shutdown_steps``). With ``owns_database`` (``serve``) the database's connections
+    are closed last. A worker mounts only ``/healthz``, ``/readyz`` (and ``/metrics``)."""
 
     metrics_routes, metrics_port = _metrics(engine)
 
@@ -130,14 +149,15 @@ def build_app(
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         stop = asyncio.Event()
         uninstall_sighup = install_sighup(engine)
-        tasks = [asyncio.create_task(engine.serve_forever(stop), name="engine-worker")]
+        tasks = [asyncio.create_task(engine.serve_forever(stop, loops=role.runs_loops),
+                                     name="engine-worker")]
         if metrics_port is not None:
             tasks.append(asyncio.create_task(_until_stopped(metrics_port, stop),
                                              name="metrics-port"))
         for runtime in runtimes:
             tasks += [
                 asyncio.create_task(_until_stopped(task, stop), name=f"{runtime.name}-background")
-                for task in runtime.tasks
+                for task in _role_tasks(runtime, role)
             ]
         try:
             yield
@@ -146,10 +166,18 @@ def build_app(
             stop.set()
             await shutdown_steps(engine, runtimes, tasks, owns_database=owns_database).run()
 
-    endpoints = [endpoint for runtime in runtimes for endpoint in runtime.endpoints]
-    extra = [route for runtime in runtimes for route in runtime.routes] + metrics_routes
+    taking = runtimes if role.takes_events else []
+    endpoints = [endpoint for runtime in taking for endpoint in runtime.endpoints]
+    extra = [route for runtime in taking for route in runtime.routes] + metrics_routes
     return create_app(endpoints, lifespan, extra, ready=DatabaseProbe(engine.db).check,
                       max_body_bytes=engine.settings.http.max_body_bytes)
+
+
+def _role_tasks(runtime: PlatformRuntime, role: Role) -> list[BackgroundTask]:
+    """A platform's tasks for this process: its receiving tasks, or (a worker) its
+    sending ones; plus the loop tasks where the engine's loops run."""
+    tasks = list(runtime.tasks if role.takes_events else runtime.sender_tasks)
+    return tasks + (runtime.loop_tasks if role.runs_loops else [])
 
 
 def shutdown_steps(
@@ -168,6 +196,8 @@ def shutdown_steps(
             shutdown.add(f"{runtime.name} clients {number}", close)
     if owns_database:
         shutdown.add("database", _dispose(engine))
+    if otel.owned() is not None:
+        shutdown.add("traces", otel.shutdown)  # flush the spans still queued
     return shutdown
 
 
@@ -200,7 +230,7 @@ def _metrics(engine: Engine) -> tuple[list[BaseRoute], BackgroundTask | None]:
 
         app = Starlette(routes=[Route("/metrics", endpoint, methods=["GET"])])
         server = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=port,
-                                               log_config=None, lifespan="off"))
+                                               log_config=None, lifespan="off", ws="none"))
         serving = asyncio.create_task(server.serve())
         await stop.wait()
         server.should_exit = True
@@ -213,16 +243,26 @@ async def _until_stopped(task: BackgroundTask, stop: asyncio.Event) -> None:
     await task(stop)
 
 
-def prepare(settings: Settings, env: Mapping[str, str] | None = None) -> Starlette:
-    """Create/upgrade the database, build the engine and platforms, return the app."""
+def prepare(
+    settings: Settings, env: Mapping[str, str] | None = None, *, role: Role = Role.ALL,
+    processes: int = 1, upgrade: bool = True,
+) -> Starlette:
+    """Create/upgrade the database, build the engine and platforms, return the app for
+    ``role``. ``processes`` is how many ``serve`` processes share this database (with
+    ``--workers``): on SQLite, which has no notifications, a long-poll then re-reads
+    its request every second, since another process may decide it."""
     from storage import Database
 
     for warning in config_warnings(settings.agents):
         log.warning("config warning", extra={"warning": warning})
     database = Database(settings.database_url)
-    database.upgrade()
+    if upgrade:
+        database.upgrade()
     engine = Engine(database, settings)
-    return build_app(engine, start_platforms(engine, settings, env), owns_database=True)
+    if not database.is_postgres and (processes > 1 or role is not Role.ALL):
+        engine.tuning.wait_recheck = SQLITE_WAIT_RECHECK_SECONDS
+    runtimes = start_platforms(engine, settings, env)
+    return build_app(engine, runtimes, owns_database=True, role=role)
 
 
 def check_tool_settings(settings: Settings) -> None:
@@ -240,7 +280,7 @@ def check_tool_settings(settings: Settings) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``askhuman serve``."""
+    """Add ``askhuman serve`` and ``askhuman worker``."""
 
     @app.command("serve")
     def serve(
@@ -251,26 +291,71 @@ def register(app: typer.Typer) -> None:
         host: Annotated[str, typer.Option(help="Address for the HTTP endpoints.")] = "127.0.0.1",
         port: Annotated[int, typer.Option(help="Port for the HTTP endpoints.")] = 3000,
         log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+        workers: Annotated[int, typer.Option(
+            min=1, help="Processes serving the port (uvicorn's workers); each is a full "
+                        "replica. Not with Socket Mode or the Feishu long connection.")] = 1,
+        no_background: Annotated[bool, typer.Option(
+            "--no-background", help="Take events in only; run the background work "
+                                    "(outbox, resumes, sweeps) in `askhuman worker`.")] = False,
     ) -> None:
         """Run the bot: Slack (Socket Mode if SLACK_APP_TOKEN is set, else HTTP
         /slack/events), other configured platforms, and the resume/timeout worker."""
-        import uvicorn
+        role = Role.WEB if no_background else Role.ALL
+        _run(config, host, port, log_level, role, workers)
 
-        from bot.platforms.feishu import FeishuConfigError
-        from bot.platforms.slack.config import SlackConfigError
+    @app.command("worker")
+    def worker(
+        config: Annotated[
+            Path | None,
+            typer.Option(help="Config file (default: $ASKHUMAN_CONFIG, else the built-in one)."),
+        ] = None,
+        host: Annotated[str, typer.Option(help="Address for /healthz and /readyz.")]
+        = "127.0.0.1",
+        port: Annotated[int, typer.Option(help="Port for /healthz and /readyz.")] = 3001,
+        log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+    ) -> None:
+        """Run the background work only (outbox, resumes, stored clicks, timeouts,
+        reminders, schedules, webhooks) beside `askhuman serve --no-background`
+        processes on the same database; serves only /healthz and /readyz."""
+        _run(config, host, port, log_level, Role.WORKER, 1)
 
-        configure_logging(log_level)
-        try:
-            settings = load_settings(config)
-            check_tool_settings(settings)
-            asgi = prepare(settings)
-        except (ConfigError, SlackConfigError, FeishuConfigError) as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from None
-        log.info("serving", extra={"host": host, "port": port, "config": settings.source})
-        heap.freeze_startup_heap()  # before the first burst of clicks, not in it
-        with exit_zero_on_stop_signals():  # SIGTERM: graceful shutdown, then exit code 0
-            uvicorn.run(asgi, host=host, port=port, log_level=log_level.lower(),
-                        log_config=None, timeout_graceful_shutdown=15)  # long-polls and
-            # MCP streams must not hold a shutdown for minutes; callers retry (requests
-            # are idempotent).
+
+def _run(config: Path | None, host: str, port: int, log_level: str, role: Role,
+         workers: int) -> None:
+    """Check the config, then serve ``role`` in this process or in ``workers``."""
+    import uvicorn
+
+    from bot.commands import serve_workers
+    from bot.commands.roles import ReceiverError
+    from bot.platforms.feishu import FeishuConfigError
+    from bot.platforms.slack.config import SlackConfigError
+
+    configure_logging(log_level)
+    try:
+        otel.configure(os.environ)  # OTEL_TRACES_EXPORTER & co.: traces (docs/tracing.md)
+    except otel.TracingConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        settings = load_settings(config)
+        check_tool_settings(settings)
+        if workers > 1:
+            serve_workers.check(workers, settings)
+        else:
+            asgi = prepare(settings, role=role)
+    except (ConfigError, SlackConfigError, FeishuConfigError, ReceiverError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if workers > 1:
+        serve_workers.run(config, settings, host=host, port=port, workers=workers, role=role,
+                          log_level=log_level)
+        return
+    log.info("serving", extra={"host": host, "port": port, "config": settings.source,
+                               "role": role.value})
+    heap.freeze_startup_heap()  # before the first burst of clicks, not in it
+    with exit_zero_on_stop_signals():  # SIGTERM: graceful shutdown, then exit code 0
+        uvicorn.run(asgi, host=host, port=port, log_level=log_level.lower(),
+                    log_config=None, timeout_graceful_shutdown=15, ws="none")
+        # Long-polls and MCP streams must not hold a shutdown for minutes; callers retry
+        # (requests are idempotent). No route is a WebSocket: ``ws="none"`` keeps the
+        # websockets library out of the process (about 1 MB).

@@ -32,8 +32,7 @@ from bot.engine import grant_hook, grant_use, outbox, policy, routing, store, wa
 from bot.engine.edits import CALL, resume_edit
 from bot.logs import scrub
 from bot.tools.approval import ApprovalTicket, ToolApprovalRequest
-from bot.tools.binding import short
-from bot.tools.guard import jsonable
+from bot.tools.binding import jsonable, short
 from bot.tools.observer import ToolCall, ToolDone, call_args
 from renderers.tool_card import tool_approval_args, tool_approval_view, view_to_json
 from storage import HumanRequest, Run

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session
 
-from bot.engine import outbox, queued, waiters
+from bot.engine import outbox, queued, tracing, waiters
 from bot.engine.outbox import OutboxClaim
 from storage import Database
 
@@ -50,6 +50,8 @@ class Committed:
     """It queued resume jobs (``queued.resumes``)."""
     outbox_queued: bool = False
     """It queued outbox rows for the outbox loop (``queued.outbox_rows``)."""
+    spans: tuple[tracing.Note, ...] = ()
+    """Spans it noted (``bot.engine.tracing``), ended now that it committed."""
 
     @property
     def quiet(self) -> bool:
@@ -117,11 +119,13 @@ class Committer:
         claims = outbox.taken(session)
         resolved = waiters.taken(session, self._db.is_postgres)
         resumes, rows = queued.taken(session)
-        return result, Committed(claims, resolved, resumes, rows)
+        return result, Committed(claims, resolved, resumes, rows, tuple(tracing.taken(session)))
 
     async def _after_commit(self, committed: Committed) -> None:
         """Wake this replica's long-polls, then hand the rest to the ``on_commit`` hook."""
         self._waiters.wake(committed.resolved)  # long-polls of this replica, at once
+        if committed.spans:
+            tracing.emit(list(committed.spans))
         if not committed.quiet and self._on_commit is not None:
             await self._on_commit(committed)
 

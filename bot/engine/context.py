@@ -65,6 +65,10 @@ class Tuning:
     webhook_backoff: tuple[float, ...] = WEBHOOK_BACKOFF
     webhook_max_attempts: int = 14
     trigger_lease: dt.timedelta = field(default_factory=lambda: dt.timedelta(minutes=5))
+    wait_recheck: float | None = None
+    """A long-poll re-reads its request this often, in seconds (None: only when woken).
+    Set when several processes share a SQLite file, which has no LISTEN/NOTIFY: another
+    process's decision reaches the waiter within this bound instead of at its timeout."""
 
 
 @dataclass

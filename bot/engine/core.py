@@ -301,12 +301,14 @@ class Engine:
         await self.recover_starts()
         return await self.resumes.due(limit)
 
-    async def serve_forever(self, stop: asyncio.Event, poll_interval: float = 2.0) -> None:
+    async def serve_forever(self, stop: asyncio.Event, poll_interval: float = 2.0, *,
+                            loops: bool = True) -> None:
         """Run the worker loops until ``stop`` is set: timeouts, reminders, the outbox,
         stored clicks, stored run starts and resumes, each in its own loop so none waits
         behind another (a resume stuck behind a slow model call never delays a timeout).
         Decisions wake the resume loop early. The first call in a process freezes its
-        startup heap (``heap``).
+        startup heap (``heap``). Without ``loops`` (``serve --no-background``: an
+        ``askhuman worker`` runs them) only the heartbeat below runs.
 
         While it runs, this process beats its ``instances`` row, so rows it holds are
         never taken from it, and a dead holder's are taken over within seconds. The
@@ -318,7 +320,10 @@ class Engine:
         heartbeat = asyncio.create_task(self.instances.beat_forever(signed_off),
                                         name="instance-heartbeat")
         try:
-            await self._run_loops(stop, poll_interval)
+            if loops:
+                await self._run_loops(stop, poll_interval)
+            else:
+                await stop.wait()
             await self.drain(timeout=5)  # post-commit tries the loops started
         finally:
             signed_off.set()

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import JsonValue
 from sqlalchemy.orm import Session
 
+from bot import metrics
 from bot.askhuman.schema import (
     AskHumanSelectedAction,
     AskHumanToolResult,
@@ -291,12 +292,14 @@ class Decider:
         resumes, audits and card updates queued with it; the outbox loop then sends
         the card updates concurrently.
         """
-        expired = 0
+        expired, timed_out = 0, timeout_result().status
         while True:
             now = self._ctx.now()
             sweep = partial(expiry.expire_chunk, now=now, postgres=self._ctx.db.is_postgres,
                             notify=partial(waiting.queue_timeout_notices, self._ctx, now=now))
             chunk = await self._committer.tx(sweep)
+            for request in chunk:  # committed: the decision histogram counts timeouts too
+                metrics.observe_decision(request.route, timed_out, request.created_at, now)
             expired += len(chunk)
             if chunk:  # the commit woke the resume and outbox loops (``queued``)
                 log.info("requests timed out", extra={"count": len(chunk)})

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from bot.engine import outbox, policy, store
+from bot.engine import outbox, policy, store, tracing
 from bot.engine.cards import as_utc
 from bot.engine.committer import Committer, log
 from bot.engine.context import EngineContext
@@ -122,13 +122,22 @@ class DeliveryHandlers:
     ) -> tuple[bool, str, str] | None:
         """Post to one target and record it; None on success, else (permanent, error,
         reason): the error keeps the platform's code (log, audit), the reason is words."""
+        span = tracing.start("askhuman.request.delivered", request.trace_context, {
+            "askhuman.request.ref": request.ref, "askhuman.platform": adapter.platform,
+            "askhuman.target.kind": target.kind, "askhuman.target.id": target.id,
+            "askhuman.card.version": card.version}, client=True)
         try:
             ref = await adapter.deliver(card, target, key=key)
         except DeliveryError as exc:
+            tracing.finish(span, exc, attributes={"askhuman.delivery.permanent": True})
             return True, str(exc) or type(exc).__name__, delivery_reason(exc)
         except Exception as exc:
+            tracing.finish(span, exc)
             log.exception("adapter crashed while delivering", extra={"ref": request.ref})
             return False, str(exc) or type(exc).__name__, delivery_reason(exc)
+        tracing.finish(span, attributes={"askhuman.message.channel": ref.channel,
+                                         "askhuman.message.id": ref.message_id,
+                                         "askhuman.message.reused": ref.reused})
         await self._committer.tx(partial(self._store_delivery, request=request, target=target,
                                          ref=ref, version=card.version))
         return None

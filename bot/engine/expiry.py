@@ -31,7 +31,7 @@ from sqlalchemy import Table, func, insert, not_, select, update
 from sqlalchemy.orm import Session
 
 from bot.askhuman.schema import timeout_result
-from bot.engine import inbox, queued, store, waiters
+from bot.engine import inbox, queued, store, tracing, waiters
 from storage import HumanRequest, OutboxItem, ResumeJob, Run
 
 CHUNK = 1000
@@ -48,6 +48,8 @@ class Expired:
     run_id: str
     batch: str | None
     version: int
+    route: str
+    created_at: dt.datetime
 
 
 def expire_chunk(session: Session, now: dt.datetime, postgres: bool,
@@ -63,6 +65,8 @@ def expire_chunk(session: Session, now: dt.datetime, postgres: bool,
     if postgres:
         due = due.with_for_update(skip_locked=True)
     result = timeout_result()
+    traced = tracing.on()  # the spans' columns are read back only when they are emitted
+    spanned = (HumanRequest.kind, HumanRequest.trace_context) if traced else ()
     rows = session.execute(
         update(HumanRequest)
         .where(HumanRequest.id.in_(due.scalar_subquery()), HumanRequest.status == store.OPEN)
@@ -71,12 +75,17 @@ def expire_chunk(session: Session, now: dt.datetime, postgres: bool,
                 decided_by_platform=None, decided_by_user=None, decided_by_name=None,
                 decided_at=now, version=HumanRequest.version + 1, updated_at=now)
         .returning(HumanRequest.id, HumanRequest.ref, HumanRequest.run_id,
-                   HumanRequest.batch, HumanRequest.version)
+                   HumanRequest.batch, HumanRequest.version, HumanRequest.route,
+                   HumanRequest.created_at, *spanned)
         .execution_options(synchronize_session=False)
     ).all()
-    expired = [Expired(*row) for row in rows]
+    expired = [Expired(*row[:7]) for row in rows]
     if not expired:
         return []
+    if traced:
+        tracing.timed_out(session, [tracing.Resolution(row[1], row[5], row[7], row[6], row[8])
+                                    for row in rows],
+                          result.status, result.action.id if result.action else None, now)
     for request in expired:
         waiters.mark(session, request.ref)
     store.audit_many(session, now, "timed_out", [(r.run_id, r.ref) for r in expired],

@@ -93,6 +93,8 @@ class ExternalAsk:
     """Arguments approvers may change ("Edit and approve")."""
     input_schema: dict[str, Any] | None = None
     """JSON Schema of ``tool_input`` (None: types inferred from the values)."""
+    trace_context: dict[str, Any] | None = None
+    """The caller's checked ``traceparent``/``tracestate`` (``bot.engine.trace_context``)."""
 
 
 @dataclass(frozen=True)
@@ -238,7 +240,8 @@ class ExternalRequests:
         run = Run(id=uuid.uuid4().hex, agent=display, prompt=ask.args.question, status="waiting",
                   started_by_platform=who.platform, started_by_user=who.user_id,
                   started_by_name=who.display_name, origin_platform=EXTERNAL_PLATFORM,
-                  origin_channel=None, origin_thread=None, created_at=now, updated_at=now)
+                  origin_channel=None, origin_thread=None, created_at=now, updated_at=now,
+                  trace_context=ask.trace_context)
         session.add(run)
         session.flush()
         deadline = now + dt.timedelta(seconds=route.timeout)
@@ -301,8 +304,17 @@ class ExternalRequests:
             view = await self.view(client_id, ref)
             if view is None or view.status != store.OPEN or timeout <= 0:
                 return view
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(future, timeout)
+            recheck = self._ctx.tuning.wait_recheck
+            deadline = asyncio.get_running_loop().time() + timeout
+            while (left := deadline - asyncio.get_running_loop().time()) > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(future), min(left, recheck or left))
+                    break
+                if recheck is None:
+                    break
+                view = await self.view(client_id, ref)  # another process may have decided
+                if view is None or view.status != store.OPEN:
+                    return view
             return await self.view(client_id, ref)
         finally:
             self._waiters.discard(ref, future)

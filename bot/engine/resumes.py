@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from bot import metrics
 from bot.agents.base import ToolBindingError
 from bot.askhuman.schema import AskHumanToolResult
-from bot.engine import approvals, store, worker
+from bot.engine import approvals, store, tracing, worker
 from bot.engine.committer import Committer, log
 from bot.engine.context import EngineContext
 from bot.engine.leases import Heartbeat
@@ -219,28 +219,47 @@ class ResumeWorker:
             return
         if claim.attempts == 1:  # answer -> resume started, once per decision
             metrics.observe_resume(request.decided_at, self._ctx.now())
+        span = tracing.start("askhuman.run.resumed", run.trace_context or request.trace_context,
+                             {"askhuman.run.id": run.id, "askhuman.agent": run.agent,
+                              "askhuman.request.ref": request.ref,
+                              "askhuman.resume.attempt": claim.attempts})
+        try:
+            failed = await self._resume(claim, run, request, results, tickets, span, extra)
+        except BaseException as exc:
+            tracing.finish(span, exc)
+            raise
+        tracing.finish(span, failed)
+
+    async def _resume(self, claim: worker.Claim, run: Run, request: HumanRequest,
+                      results: Any, tickets: Any, span: tracing.Span | None,
+                      extra: dict[str, Any]) -> BaseException | str | None:
+        """Run the agent's next leg and store its outcome (``process``'s second half);
+        returns what went wrong, for the span (None: resumed and stored)."""
         try:
             result = AskHumanToolResult.model_validate(request.result)
             runtime = self._runtimes.get(run.agent)
             async with Heartbeat(self._ctx.db, self._ctx.now, ResumeJob, claim.job_id,
                                  claim.token, self._ctx.tuning.lease,
                                  self._ctx.tuning.heartbeat_seconds) as beat:
-                outcome = await beat.guard(runtime.resume(
-                    dict(run.snapshot or {}), results,
-                    **approvals.resume_kwargs(self._ctx, self._committer, run.agent, run.id,
-                                              tickets)))
+                with tracing.current(span):  # an instrumented agent's spans nest under it
+                    outcome = await beat.guard(runtime.resume(
+                        dict(run.snapshot or {}), results,
+                        **approvals.resume_kwargs(self._ctx, self._committer, run.agent,
+                                                  run.id, tickets)))
         except worker.LeaseLost:
             log.warning("lease lost during the resume; another worker owns it", extra=extra)
-            return
+            return "lease lost"
         except ToolBindingError as exc:  # not the approved call: nothing runs, no retry
             log.warning("resume refused: tool call differs", extra={**extra, "error": str(exc)})
             await self._jobs.refuse_binding(claim, run.id, exc)
-            return
+            return exc
         except Exception as exc:
             log.warning("resume failed", extra={**extra, "error": str(exc)})
             metrics.resume_failed(run.agent)
             await self._jobs.retry_or_fail(claim, run.id, str(exc) or type(exc).__name__)
-            return
+            return exc
+        if span is not None:
+            span.set_attribute("askhuman.run.outcome", outcome.kind)
 
         def commit(session: Session) -> None:
             worker.complete(session, claim, self._ctx.now())
@@ -252,10 +271,11 @@ class ResumeWorker:
             await self._committer.grouped(commit)
         except worker.LeaseLost:
             log.warning("lease lost; another worker owns the resume", extra=extra)
-            return
+            return "lease lost"
         except Exception as exc:
             log.exception("storing the resume outcome failed", extra=extra)
             await self._jobs.retry_or_fail(claim, run.id, str(exc) or type(exc).__name__)
-            return
+            return exc
         log.info("run resumed", extra=extra)
+        return None
 

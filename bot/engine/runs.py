@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.orm.util import identity_key
 
 from bot.agents.base import Outcome
-from bot.askhuman.tool import validate_and_normalize_args
+from bot.askhuman.args import validate_and_normalize_args
 from bot.engine import approvals, outbox, policy, routing, store, waiting
 from bot.engine.cards import output_text
 from bot.engine.committer import Committer, log
@@ -124,6 +124,7 @@ class RunStarter:
     async def start(
         self, agent: str, prompt: str, started_by: Identity, origin: Origin, *,
         check_starters: bool = True, run_id: str | None = None,
+        trace_context: dict[str, Any] | None = None,
     ) -> str:
         """Start ``agent`` on ``prompt``; returns the run id once the first leg is handled.
 
@@ -132,7 +133,8 @@ class RunStarter:
         ``started_by`` must be one of the agent's ``starters`` (``StartRefusedError``,
         audited) unless ``check_starters=False``: only for callers that authenticated
         themselves otherwise (an API key, a schedule in the admin config). ``run_id``
-        lets a caller that announced the id already (API runs, schedules) choose it.
+        lets a caller that announced the id already (API runs, schedules) choose it;
+        ``trace_context``: the caller's W3C context, kept on the run for its spans.
         """
         if check_starters:
             await self._starters.require(agent, started_by)
@@ -149,7 +151,8 @@ class RunStarter:
         now = self._ctx.now()
 
         await self._committer.tx(
-            lambda s: insert_run(s, now, run_id, agent, prompt, started_by, origin))
+            lambda s: insert_run(s, now, run_id, agent, prompt, started_by, origin,
+                                 trace_context))
         log.info("run started", extra={"run_id": run_id, "agent": agent})
         try:
             extra = approvals.run_kwargs(self._ctx, self._committer, agent, run_id)
@@ -177,7 +180,8 @@ class RunStarter:
         await self._committer.tx(fail)
 
 def insert_run(session: Session, now: dt.datetime, run_id: str, agent: str, prompt: str,
-               started_by: Identity, origin: Origin) -> bool:
+               started_by: Identity, origin: Origin,
+               trace_context: dict[str, Any] | None = None) -> bool:
     """Add the ``runs`` row (audited ``run_started``) unless it exists already (a stored
     start tried before); True when it was added."""
     if session.get(Run, run_id) is not None:
@@ -188,7 +192,7 @@ def insert_run(session: Session, now: dt.datetime, run_id: str, agent: str, prom
             started_by_platform=started_by.platform, started_by_user=started_by.user_id,
             started_by_name=started_by.display_name, origin_platform=origin.platform,
             origin_channel=origin.channel, origin_thread=origin.thread,
-            created_at=now, updated_at=now,
+            created_at=now, updated_at=now, trace_context=trace_context,
         )
     )
     store.audit(session, now, "run_started", run_id=run_id, actor=started_by,

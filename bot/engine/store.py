@@ -21,7 +21,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from bot import metrics
 from bot.askhuman.schema import AskHumanToolArgs, AskHumanToolResult
-from bot.engine import queued, waiters
+from bot.engine import queued, tracing, waiters
 from bot.engine.ports import Identity
 from bot.logs import scrub, scrub_json
 from storage import AuditLog, Delivery, HumanRequest, ResumeJob, Run, StagedFile, Vote
@@ -247,9 +247,11 @@ def create_request(
         version=1,
         created_at=now,
         updated_at=now,
+        trace_context=run.trace_context,  # the run's (an API caller's), or None
     )
     session.add(request)
     session.flush()
+    tracing.raised(session, request, run.agent)
     return request
 
 
@@ -279,6 +281,7 @@ def resolve(
         return False
     _show_resolved(request, result.status, stored, action, by, now, int(version))
     metrics.observe_decision(request.route, result.status, request.created_at, now)
+    tracing.resolved(session, request, result.status, action, by, now)
     waiters.mark(session, request.ref)  # woken (and NOTIFYed) when this commits
     if not resume or not batch_resolved(session, request):
         return True  # the run resumes when the last request of its step is resolved

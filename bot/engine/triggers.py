@@ -19,8 +19,8 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
-from croniter import croniter
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -82,8 +82,10 @@ class Triggers:
     async def start_run(
         self, agent: str, prompt: str, started_by: Identity, origin: Origin, *,
         source: str = "api", client_id: int | None = None,
+        trace_context: dict[str, Any] | None = None,
     ) -> str:
-        """Record the trigger, then start the run in the background; returns its id."""
+        """Record the trigger, then start the run in the background; returns its id.
+        ``trace_context``: the caller's W3C context, kept for the run it starts."""
         run_id = uuid.uuid4().hex
         now = self._ctx.now()
 
@@ -92,26 +94,29 @@ class Triggers:
                 id=run_id, source=source, client_id=client_id, agent=agent, prompt=prompt,
                 origin_platform=origin.platform, origin_channel=origin.channel,
                 state="claimed", lease_until=now + self._ctx.tuning.trigger_lease, created_at=now,
-                updated_at=now))
+                updated_at=now, trace_context=trace_context))
             store.audit(session, now, "run_triggered", run_id=run_id, actor=started_by,
                         details={"agent": agent, "source": source})
 
         await self._committer.tx(insert)
-        self._launch(run_id, agent, prompt, started_by, origin)
+        self._launch(run_id, agent, prompt, started_by, origin, trace_context)
         return run_id
 
     def _launch(
-        self, run_id: str, agent: str, prompt: str, who: Identity, origin: Origin
+        self, run_id: str, agent: str, prompt: str, who: Identity, origin: Origin,
+        trace_context: dict[str, Any] | None = None,
     ) -> None:
-        self._background.start(self._run_trigger(run_id, agent, prompt, who, origin))
+        self._background.start(self._run_trigger(run_id, agent, prompt, who, origin,
+                                                 trace_context))
 
     async def _run_trigger(
-        self, run_id: str, agent: str, prompt: str, who: Identity, origin: Origin
+        self, run_id: str, agent: str, prompt: str, who: Identity, origin: Origin,
+        trace_context: dict[str, Any] | None,
     ) -> None:
         try:
             # Authenticated otherwise: an API key scoped to this agent, or admin config.
             await self._starter.start(agent, prompt, who, origin, run_id=run_id,
-                                      check_starters=False)
+                                      check_starters=False, trace_context=trace_context)
         except Exception:
             log.exception("triggered run could not start", extra={"run_id": run_id})
         finally:
@@ -214,7 +219,7 @@ class Triggers:
                 "api", "api", None)
             origin = Origin(row.origin_platform, row.origin_channel)
             log.warning("restarting a trigger whose run never began", extra={"run_id": row.id})
-            self._launch(row.id, row.agent, row.prompt, who, origin)
+            self._launch(row.id, row.agent, row.prompt, who, origin, row.trace_context)
         return len(rows)
 
     async def schedule_forever(self, stop: asyncio.Event, interval: float = 10.0) -> None:
@@ -251,6 +256,8 @@ def _due_time(
     """
     start = after.replace(tzinfo=dt.UTC)
     limit = now.replace(tzinfo=dt.UTC)
+    from croniter import croniter  # loaded with the first schedule (about 1 MB)
+
     # The latest cron time <= now (get_prev is strict, hence the extra second).
     latest: dt.datetime = croniter(schedule.cron, limit + dt.timedelta(seconds=1)).get_prev(
         dt.datetime)

@@ -10,12 +10,14 @@ the signature are the door's job (``bot.api.webhooks``), attached as the ``sende
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from bot.engine import tracing
 from bot.engine.committer import Committer, log
 from bot.engine.context import EngineContext
 from bot.engine.dispatch import Handler
@@ -36,14 +38,20 @@ class WebhookDelivery:
     secrets_enc: tuple[str, ...]
     """The current secret first; the previous one during a rotation's grace period."""
     attempt: int
+    trace_context: dict[str, Any] | None = None
+    """The request's stored trace context (``bot.engine.trace_context``)."""
+    trace_headers: dict[str, str] = field(default_factory=dict)
+    """``traceparent`` (and ``tracestate``) to send: this attempt's ``webhook.sent`` span
+    with tracing on, else the stored context as it came (``tracing.carrier``)."""
 
 
 class WebhookSender(Protocol):
     """The door's side of webhooks. Raise ``DeliveryError`` when retrying cannot help
     (the URL is no longer allowed, the receiver answered 410 Gone); any other error is
-    retried with ``webhook_backoff``."""
+    retried with ``webhook_backoff``. Returns the receiver's HTTP status; an exception
+    may carry it as ``status_code`` (both only end up on the span)."""
 
-    async def send(self, delivery: WebhookDelivery) -> None: ...
+    async def send(self, delivery: WebhookDelivery) -> int | None: ...
 
 
 
@@ -93,20 +101,33 @@ class Webhooks:
                 secrets.append(client.previous_secret_enc)
             return WebhookDelivery(str(claim.payload.get("webhook_id") or f"msg_{ref}"),
                                    ext.callback_url, view_of(request, run, ext), client.name,
-                                   tuple(secrets), claim.attempts)
+                                   tuple(secrets), claim.attempts, request.trace_context)
 
         delivery = await self._committer.read(load)
         if delivery is None:
             log.info("webhook dropped: request gone, no callback or client revoked",
                      extra={"ref": ref})
             return Attempt()
+        span = tracing.start("askhuman.webhook.sent", delivery.trace_context, {
+            "askhuman.request.ref": ref, "askhuman.webhook.id": delivery.webhook_id,
+            "askhuman.webhook.attempt": claim.attempts, "http.request.method": "POST",
+            "server.address": urlsplit(delivery.url).hostname or ""}, client=True)
+        delivery = replace(delivery, trace_headers=tracing.carrier(span, delivery.trace_context))
         try:
-            await sender.send(delivery)
+            status = await sender.send(delivery)
         except DeliveryError as exc:
+            tracing.finish(span, exc, attributes={"http.response.status_code": _status_of(exc)})
             return Attempt(str(exc), permanent=True)
         except Exception as exc:
+            tracing.finish(span, exc, attributes={"http.response.status_code": _status_of(exc)})
             log.warning("webhook attempt failed", extra={"ref": ref, "attempt": claim.attempts,
                                                          "error": str(exc)[:300]})
             return Attempt(str(exc)[:2000] or type(exc).__name__)
+        tracing.finish(span, attributes={"http.response.status_code": status})
         log.info("webhook delivered", extra={"ref": ref, "attempt": claim.attempts})
         return Attempt()
+
+
+def _status_of(exc: BaseException) -> int | None:
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None

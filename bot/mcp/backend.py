@@ -45,23 +45,26 @@ class Backend(Protocol):
 class LocalBackend:
     """The ``Door`` of this process, acting for one authenticated client."""
 
-    def __init__(self, door: Door, client: ApiClientInfo) -> None:
+    def __init__(self, door: Door, client: ApiClientInfo,
+                 trace: dict[str, Any] | None = None) -> None:
         self.door = door
         self.client = client
+        self.trace = trace
+        """The W3C trace context of the HTTP request carrying the tool call."""
         self.client_name = client.name
         self.routes = client.routes
         self.limits = door.settings.api.limits_for(client.name)
 
     async def ask(self, data: dict[str, Any]) -> dict[str, Any]:
         try:
-            view, _created = await self.door.ask(self.client, data)
+            view, _created = await self.door.ask(self.client, data, trace=self.trace)
         except Problem as exc:
             raise BackendError(exc.status, exc.detail) from None
         return request_json(view)
 
     async def approval(self, data: dict[str, Any]) -> dict[str, Any]:
         try:
-            view, _created = await self.door.approval(self.client, data)
+            view, _created = await self.door.approval(self.client, data, trace=self.trace)
         except Problem as exc:
             raise BackendError(exc.status, exc.detail) from None
         return request_json(view)

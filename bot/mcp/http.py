@@ -4,7 +4,8 @@ Every HTTP request is authenticated with the same bearer keys as ``/api/v1`` (40
 problem+json otherwise) and counts against the client's rate limit. The MCP session
 is bound to the client that opened it (the SDK refuses a session id presented with
 another key). ``?route=ops`` picks the default route among the client's routes
-(else its first one).
+(else its first one); ``&editable=Bash:command`` (repeatable) lets approvers edit those
+arguments of that tool's ``request_approval`` calls (``bot.mcp.tools.parse_editable``).
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ from starlette.types import Receive, Scope, Send
 from bot.api.auth import RateLimiter, bearer_token, client_for_key
 from bot.api.problems import Problem
 from bot.api.service import Door
+from bot.engine import trace_context
 from bot.engine.external import ApiClientInfo
-from bot.mcp.backend import Backend, BackendError, LocalBackend
-from bot.mcp.tools import ToolOptions, build_server
+from bot.mcp.backend import BackendError, LocalBackend
+from bot.mcp.tools import Caller, ToolOptions, build_server, parse_editable
 
 CLIENT_KEY = "askhuman.client"
 ROUTE_KEY = "askhuman.route"
+EDITABLE_KEY = "askhuman.editable"
 PATH = "/mcp"
 
 
@@ -51,29 +54,36 @@ class McpEndpoint:
             self.started.set()
             await stop.wait()
 
-    async def resolve(self, ctx: ServerRequestContext[Any, Any]) -> tuple[Backend, str | None]:
+    async def resolve(self, ctx: ServerRequestContext[Any, Any]) -> Caller:
         scope = getattr(ctx.request, "scope", None) or {}
         client = scope.get(CLIENT_KEY)
         if not isinstance(client, ApiClientInfo):
             raise BackendError(401, "not authenticated")
         route = scope.get(ROUTE_KEY) or (client.routes[0] if client.routes else None)
-        return LocalBackend(self.door, client), route
+        trace = trace_context.from_headers(Headers(scope=scope)) if scope else None
+        return Caller(LocalBackend(self.door, client, trace), route,
+                      scope.get(EDITABLE_KEY) or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             headers = Headers(scope=scope)
             client = await client_for_key(self.door.engine, bearer_token(headers))
             await self.limiter.take(client)
-            route = QueryParams(scope.get("query_string", b"")).get("route")
+            query = QueryParams(scope.get("query_string", b""))
+            route = query.get("route")
             if route is not None:
                 self.door.check_route(client, route)
+            try:
+                editable = parse_editable(query.getlist("editable"))
+            except ValueError as exc:
+                raise Problem(400, "bad-query", str(exc)) from None
             await asyncio.wait_for(self.started.wait(), 10)
         except Problem as problem:
             await problem.response(PATH)(scope, receive, send)
             return
         token = AccessToken(token="", client_id=f"api-client:{client.id}", scopes=[])
         scope = {**scope, "user": AuthenticatedUser(token), CLIENT_KEY: client,
-                 ROUTE_KEY: route}
+                 ROUTE_KEY: route, EDITABLE_KEY: editable}
         await self.manager.handle_request(scope, receive, send)
 
 

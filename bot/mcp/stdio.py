@@ -13,8 +13,8 @@ from typing import Any
 from mcp.server import ServerRequestContext
 from mcp.server.stdio import stdio_server
 
-from bot.mcp.backend import Backend, BackendError, RemoteBackend
-from bot.mcp.tools import ToolOptions, build_server
+from bot.mcp.backend import BackendError, RemoteBackend
+from bot.mcp.tools import Caller, EditableRules, ToolOptions, build_server
 
 
 class StdioError(RuntimeError):
@@ -42,11 +42,13 @@ async def prepare(url: str, key: str, route: str | None) -> tuple[RemoteBackend,
     return backend, chosen
 
 
-async def serve_stdio(url: str, key: str, route: str | None, options: ToolOptions) -> None:
+async def serve_stdio(url: str, key: str, route: str | None, options: ToolOptions,
+                      editable: EditableRules | None = None) -> None:
     backend, chosen = await prepare(url, key, route)
+    caller = Caller(backend, chosen, dict(editable or {}))
 
-    async def resolve(_ctx: ServerRequestContext[Any, Any]) -> tuple[Backend, str | None]:
-        return backend, chosen
+    async def resolve(_ctx: ServerRequestContext[Any, Any]) -> Caller:
+        return caller
 
     server = build_server(resolve, options)
     try:

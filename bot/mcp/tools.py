@@ -13,10 +13,11 @@ the request is cancelled so the card does not wait for nobody.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,8 +25,9 @@ import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 
+from bot.api.approval_args import REASON_FIELD
+from bot.askhuman.args import build_prompt_hint, tool_parameters_schema
 from bot.askhuman.schema import AskHumanToolArgs, timeout_result
-from bot.askhuman.tool import build_prompt_hint, tool_parameters_schema
 from bot.mcp.backend import Backend, BackendError
 
 log = logging.getLogger("askhuman.mcp")
@@ -51,8 +53,36 @@ DEADLINE_SLACK = dt.timedelta(seconds=30)
 """If the server has not timed a request out this long after its deadline, the tool
 answers with the timeout result itself."""
 
-Resolver = Callable[[ServerRequestContext[Any, Any]], Awaitable[tuple[Backend, str | None]]]
-"""``ctx → (backend for the caller, default route)``; raise ``BackendError`` to refuse."""
+EditableRules = Mapping[str, tuple[str, ...]]
+"""Tool name → the arguments approvers may edit in its ``request_approval`` calls."""
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who calls, as a resolver sees it: the backend acting for the caller, the default
+    route, and which arguments of which tools approvers may edit when a
+    ``request_approval`` call does not say (Claude Code's permission prompt never does)."""
+
+    backend: Backend
+    route: str | None
+    editable: EditableRules = dataclasses.field(default_factory=dict)
+
+
+Resolver = Callable[[ServerRequestContext[Any, Any]], Awaitable[Caller]]
+"""``ctx → Caller``; raise ``BackendError`` to refuse."""
+
+
+def parse_editable(specs: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """``["Bash:command", "Write:file_path,content"]`` → ``{"Bash": ("command",), …}``;
+    ``ValueError`` names a spec that is not ``TOOL:ARG[,ARG…]``."""
+    rules: dict[str, tuple[str, ...]] = {}
+    for spec in specs:
+        tool, _, names = spec.partition(":")
+        args = tuple(n.strip() for n in names.split(",") if n.strip())
+        if not tool.strip() or not args:
+            raise ValueError(f"editable '{spec}' is not TOOL:ARG[,ARG…] (e.g. Bash:command)")
+        rules[tool.strip()] = tuple(dict.fromkeys(rules.get(tool.strip(), ()) + args))
+    return rules
 
 
 @dataclass(frozen=True)
@@ -67,8 +97,7 @@ def build_server(resolve: Resolver, options: ToolOptions) -> Server[Any]:
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        backend, _route = await resolve(ctx)
-        limits = backend.limits
+        limits = (await resolve(ctx)).backend.limits
         hint = build_prompt_hint(limits)
         return types.ListToolsResult(tools=[
             types.Tool(name="ask_human", input_schema=tool_parameters_schema(limits),
@@ -82,14 +111,15 @@ def build_server(resolve: Resolver, options: ToolOptions) -> Server[Any]:
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         try:
-            backend, route = await resolve(ctx)
+            caller = await resolve(ctx)
+            backend, route = caller.backend, caller.route
             if route is None:
                 return _error("This API client has no route to ask on.")
             arguments = dict(params.arguments or {})
             if params.name == "ask_human":
                 return await _ask_human(ctx, backend, route, arguments, options)
             if params.name == "request_approval":
-                return await _request_approval(ctx, backend, route, arguments, options)
+                return await _request_approval(ctx, caller, route, arguments, options)
             return _error(f"Unknown tool '{params.name}'.")
         except BackendError as exc:
             return _error(exc.detail)
@@ -107,6 +137,14 @@ def _result(payload: dict[str, Any]) -> types.CallToolResult:
     text = json.dumps(payload, ensure_ascii=False)
     return types.CallToolResult(content=[types.TextContent(text=text)],
                                 structured_content=payload)
+
+
+def _permission_result(payload: dict[str, Any]) -> types.CallToolResult:
+    """Claude Code's permission-prompt answer: one text block holding the JSON, and
+    nothing else. Claude Code (2.1) refuses a permission-prompt result that also has
+    ``structuredContent`` ("Expected a single text block param…") and runs nothing."""
+    text = json.dumps(payload, ensure_ascii=False)
+    return types.CallToolResult(content=[types.TextContent(text=text)])
 
 
 # ---------------------------------------------------------------- ask_human
@@ -262,9 +300,12 @@ async def _answer_locally(ctx: ServerRequestContext[Any, Any], backend: Backend,
 
 # ---------------------------------------------------------------- request_approval
 
-async def _request_approval(ctx: ServerRequestContext[Any, Any], backend: Backend, route: str,
+async def _request_approval(ctx: ServerRequestContext[Any, Any], caller: Caller, route: str,
                             arguments: dict[str, Any],
                             options: ToolOptions) -> types.CallToolResult:
+    """Claude Code calls it as ``{tool_name, input, tool_use_id}``; other properties it
+    may add are ignored."""
+    backend = caller.backend
     tool_name = arguments.get("tool_name")
     tool_input = arguments.get("input")
     reason = arguments.get("reason")
@@ -272,7 +313,9 @@ async def _request_approval(ctx: ServerRequestContext[Any, Any], backend: Backen
         return _error("request_approval needs tool_name (a string) and input (an object).")
     data: dict[str, Any] = {"route": route, "tool_name": tool_name, "args": tool_input}
     editable = arguments.get("editable")
-    if isinstance(editable, list) and all(isinstance(n, str) for n in editable):
+    if not isinstance(editable, list):  # the caller's rules, for the args this call has
+        editable = [n for n in caller.editable.get(tool_name, ()) if n in tool_input]
+    if editable and all(isinstance(n, str) for n in editable):
         data["editable"] = editable  # approvers may change these ("Edit and approve")
     if isinstance(reason, str) and reason.strip():
         data["reason"] = reason
@@ -283,10 +326,36 @@ async def _request_approval(ctx: ServerRequestContext[Any, Any], backend: Backen
         return _error(exc.detail)
     async with _cancel_if_abandoned(backend, str(view["ref"])):
         final = await _wait(ctx, backend, view, options)
-    decision = final.get("decision") or {"approved": False,
-                                         "reason": "Nobody decided before the deadline."}
+    decision = final.get("decision") or {}
     if decision.get("approved"):
         edited = final.get("updated_input")  # an approver's edit, or the input as asked
-        return _result({"behavior": "allow",
-                        "updatedInput": edited if isinstance(edited, dict) else tool_input})
-    return _result({"behavior": "deny", "message": str(decision.get("reason") or "Denied.")})
+        return _permission_result({"behavior": "allow", "updatedInput":
+                                   edited if isinstance(edited, dict) else tool_input})
+    return _permission_result({"behavior": "deny", "message": deny_message(final, tool_name)})
+
+
+def deny_message(view: dict[str, Any], tool_name: str) -> str:
+    """What the agent is told when its call is not approved: who said no and why, or
+    that nobody answered in time, or why nobody could."""
+    status = view.get("status")
+    reason = str((view.get("decision") or {}).get("reason") or "").strip()
+    if status == "submitted":
+        who = view.get("decided_by")
+        who = who if isinstance(who, dict) else {}
+        by = f" by {who['name']}" if who.get("name") else ""
+        platform = who.get("platform")
+        where = f" in {PLATFORM_NAMES.get(str(platform), platform)}" if platform else ""
+        values = (view.get("result") or {}).get("values") or {}
+        note = str(values.get(REASON_FIELD) or "").strip()  # what the approver typed
+        return f"Rejected{by}{where}" + (f": {note}" if note else " (no reason given).")
+    if status == "cancelled":
+        return f"The approval request for {tool_name} was cancelled: {reason}"
+    if status == "unavailable":
+        return f"Nobody could be asked to approve {tool_name}: {reason}"
+    deadline = _parse_time(view.get("deadline"))
+    when = f" ({deadline.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC)" if deadline else ""
+    return (f"Nobody approved or rejected this {tool_name} call before the approval "
+            f"deadline{when}, so it is not approved.")
+
+
+PLATFORM_NAMES = {"slack": "Slack", "feishu": "Feishu"}

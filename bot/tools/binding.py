@@ -14,6 +14,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic_core import to_jsonable_python
+
 SHORT_CHARS = 12
 """Characters of the hash shown on cards and in the audit."""
 
@@ -33,3 +35,9 @@ def binding_hash(tool: str, args: Mapping[str, Any], fixed: Mapping[str, Any]) -
 def short(digest: str | None) -> str:
     """The short form people see (e.g. ``3f9c2a1b0d4e``)."""
     return (digest or "")[:SHORT_CHARS]
+
+
+def jsonable(value: Any) -> Any:
+    """JSON-safe copy of validated arguments (dates, models... become JSON values). Here,
+    not in ``guard``, so the engine stores a call without importing pydantic-ai."""
+    return to_jsonable_python(value, fallback=str)

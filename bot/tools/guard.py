@@ -26,9 +26,9 @@ from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ToolFailed
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import ApprovalRequiredToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
-from pydantic_core import to_jsonable_python
 
 from bot.tools.approval import format_wait
+from bot.tools.binding import jsonable
 from bot.tools.config import Approval, WhenRule
 from bot.tools.edits import EDIT_NOTE, editable_metadata, with_note
 from bot.tools.observer import ToolCall, ToolDeps, ToolDone, ToolObserver
@@ -57,11 +57,6 @@ class ToolPolicy:
     def of(cls, approval: Approval, **kw: Any) -> ToolPolicy:
         rule = approval.compiled() if isinstance(approval, WhenRule) else None
         return cls(approval=approval, rule=rule, **kw)
-
-
-def jsonable(value: Any) -> Any:
-    """JSON-safe copy of validated arguments (dates, models... become JSON values)."""
-    return to_jsonable_python(value, fallback=str)
 
 
 def cap_output(result: Any, limit: int) -> Any:

@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 from tests.api.conftest import Client, Door
-from tests.api.test_mcp import card_for, mcp_http
+from tests.api.test_mcp import card_for, mcp_http, permission_answer
 from tests.slack.conftest import ALICE
 from tests.slack.test_tool_edits import _submission
 
@@ -72,5 +72,5 @@ async def test_mcp_request_approval_returns_the_edited_input(door: Door, ci: Cli
         ts = await card_for(door, "web-7", FIN)
         assert await _edit(door, ts, "3") == {}
         allowed = await asyncio.wait_for(call, 15)
-    assert allowed.structured_content == {"behavior": "allow",
+    assert permission_answer(allowed) == {"behavior": "allow",
                                           "updatedInput": {"service": "web-7", "replicas": 3}}

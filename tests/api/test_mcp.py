@@ -4,6 +4,7 @@ stdio (``askhuman mcp`` in a subprocess), round trips through the fake Slack."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -33,6 +34,18 @@ async def mcp_http(door: Door, client: Client, route: str | None = None,
             ClientSession(read, write, elicitation_callback=elicitation) as session:
         await session.initialize()
         yield session
+
+
+def permission_answer(result: types.CallToolResult) -> dict[str, Any]:
+    """``request_approval``'s answer as Claude Code reads it: exactly one text block whose
+    text is the JSON, and no ``structuredContent`` (Claude Code refuses a permission-prompt
+    result that has one, and runs nothing)."""
+    assert not result.is_error
+    assert result.structured_content is None
+    [block] = result.content
+    assert isinstance(block, types.TextContent)
+    answer: dict[str, Any] = json.loads(block.text)
+    return answer
 
 
 class Progress:
@@ -88,16 +101,15 @@ async def test_http_request_approval_allow_and_deny(door: Door, ci: Client) -> N
         ts = await card_for(door, "kubectl delete pod web-1", "C0FIN")
         await click(door, ts, "Approve", "C0FIN")
         allowed = await asyncio.wait_for(allow, 15)
-        assert allowed.structured_content == {"behavior": "allow", "updatedInput": command}
-        assert isinstance(allowed.content[0], types.TextContent)
-        assert '"behavior": "allow"' in allowed.content[0].text
+        assert permission_answer(allowed) == {"behavior": "allow", "updatedInput": command}
 
         deny = asyncio.create_task(session.call_tool("request_approval", {
             "tool_name": "Bash", "input": {"command": "rm -rf /"}, "reason": "cleanup"}))
         ts = await card_for(door, "rm -rf /", "C0FIN")
         await click(door, ts, "Reject", "C0FIN")
         denied = await asyncio.wait_for(deny, 15)
-    assert denied.structured_content == {"behavior": "deny", "message": "lgtm"}
+    assert permission_answer(denied) == {"behavior": "deny",
+                                         "message": "Rejected by u0alice in Slack: lgtm"}
 
 
 async def test_http_refusals(door: Door, ci: Client) -> None:
@@ -208,7 +220,8 @@ async def test_stdio_round_trips(door: Door, ci: Client) -> None:
         ts = await card_for(door, "/etc/hosts", "C0FIN")
         await click(door, ts, "Reject", "C0FIN")
         denied = await asyncio.wait_for(approve, 20)
-    assert denied.structured_content == {"behavior": "deny", "message": "lgtm"}
+    assert permission_answer(denied) == {"behavior": "deny",
+                                         "message": "Rejected by u0alice in Slack: lgtm"}
 
 
 async def test_stdio_refuses_a_bad_key(door: Door) -> None:

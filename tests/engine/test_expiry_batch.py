@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from bot import metrics
 from bot.askhuman.schema import timeout_result
 from bot.engine import expiry
 from storage import AuditLog, HumanRequest, OutboxItem, ResumeJob
@@ -83,3 +84,29 @@ async def test_the_outbox_loop_updates_every_timed_out_card_once(db_url: str) ->
     assert {card.status for card, _ in adapter.updates} == {"timeout"}
     assert _count(engine, OutboxItem, OutboxItem.kind == "update_card",
                   OutboxItem.state != "done") == 0
+
+
+async def test_the_decision_histogram_counts_each_timeout_once(db_url: str) -> None:
+    """The sweep's timeouts are decisions too: ``askhuman_time_to_decision_seconds``
+    observes each once, with its route and how long it waited (the alerts and the
+    dashboard read it by outcome)."""
+    engine, _, clock = make_engine(db_url)
+    seed(engine.db, engine.now(), [(f"h{i}", None, 10) for i in range(3)], prefix="hist")
+
+    def sample(name: str) -> float:
+        return sum(s.value for family in metrics.TIME_TO_DECISION.collect()
+                   for s in family.samples if s.name == name
+                   and s.labels == {"route": "ops", "outcome": "timeout"})
+
+    def count() -> float:
+        return sample("askhuman_time_to_decision_seconds_count")
+
+    def total() -> float:
+        return sample("askhuman_time_to_decision_seconds_sum")
+
+    before, waited = count(), total()
+    clock.advance(11 * 60)
+    assert await engine.expire_due() == 3
+    assert count() == before + 3
+    assert total() - waited >= 3 * 11 * 60  # each waited its eleven minutes
+    assert await engine.expire_due() == 0 and count() == before + 3  # never twice

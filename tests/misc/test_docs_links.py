@@ -1,4 +1,4 @@
-"""Every relative link in README.md and docs/*.md resolves.
+"""Every relative link in README.md and docs/ (its subfolders too) resolves.
 
 The README is the front page and docs/ holds the manual, one file per topic; a section
 renamed or moved must not leave a dead link behind. A link resolves when its file (or
@@ -20,7 +20,7 @@ from markdown_it.token import Token
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
-PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
 
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 _NOT_SLUG = re.compile(r"[^\w\- ]")

@@ -75,11 +75,15 @@ class FeishuPlatform:
         """Routes for ``create_app``: ``/feishu/events`` in HTTP mode, none for ws."""
         return [(HTTP_PATH, self.http_endpoint)] if self.config.mode == "http" else []
 
-    def background_tasks(self) -> list[Callable[[asyncio.Event], Awaitable[None]]]:
-        """One task for the server's lifespan: ``start()``, wait for shutdown, ``stop()``."""
+    def background_tasks(
+        self, *, receive: bool = True
+    ) -> list[Callable[[asyncio.Event], Awaitable[None]]]:
+        """One task for the server's lifespan: ``start()``, wait for shutdown, ``stop()``.
+        ``receive=False`` (``askhuman worker``, which only sends) never opens the long
+        connection."""
 
         async def run(stop: asyncio.Event) -> None:
-            await self.start()
+            await self.start(receive=receive)
             try:
                 await stop.wait()
             finally:
@@ -87,12 +91,13 @@ class FeishuPlatform:
 
         return [run]
 
-    async def start(self) -> None:
-        """Bind to the running loop, resolve approvers, and open the long connection (ws)."""
+    async def start(self, *, receive: bool = True) -> None:
+        """Bind to the running loop, resolve approvers, and open the long connection (ws;
+        not when ``receive`` is False)."""
         self.handlers.bind_loop(asyncio.get_running_loop())
         if self.approver_entries:
             await self.directory.warm_up(self.approver_entries)
-        if self.config.mode == "ws":
+        if self.config.mode == "ws" and receive:
             self.start_long_connection()
         log.info("feishu platform started", extra={"mode": self.config.mode})
 

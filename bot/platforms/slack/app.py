@@ -139,6 +139,10 @@ def build_app(
     bolt_log.addFilter(quiet)
     try:
         app = AsyncApp(
+            # Bolt's default name comes from ``inspect.stack()``, which reads the source of
+            # every calling module into ``linecache`` (about 0.5 MB kept). The name it
+            # would find here is this file's, so Bolt's logger names stay as they were.
+            name="app.py",
             client=client,
             signing_secret=signing_secret or "",
             request_verification_enabled=signing_secret is not None,

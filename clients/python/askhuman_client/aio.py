@@ -35,6 +35,7 @@ class AsyncClient:
         await self.aclose()
 
     async def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        kwargs["headers"] = wire.with_trace(kwargs.get("headers"))  # the caller's trace
         attempt = 0
         while True:
             last: httpx.Response | None = None

@@ -34,6 +34,7 @@ class Client:
         self.close()
 
     def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        kwargs["headers"] = wire.with_trace(kwargs.get("headers"))  # the caller's trace
         attempt = 0
         while True:
             last: httpx.Response | None = None

@@ -138,4 +138,9 @@ def approve_call_sync(client: Client, route: str, tool_name: str, args: dict[str
     created = client.request_approval(
         route, tool_name, args, reason=reason, editable=editable, input_schema=input_schema,
         idempotency_key=idempotency_key, context=context, agent_name=agent_name)
-    return verdict_of(client.wait(created.ref, timeout=timeout), args)
+    try:
+        return verdict_of(client.wait(created.ref, timeout=timeout), args)
+    except BaseException:  # Ctrl-C, a lost server: no card keeps asking nobody
+        with contextlib.suppress(AskHumanError, httpx.HTTPError):
+            client.cancel(created.ref, WITHDRAWN)
+        raise

@@ -2,6 +2,11 @@
 
 Retries keep the idempotency key: a create gets its key once, before the first try,
 so a create retried after a lost answer returns the same request, never a second card.
+
+Every call carries the caller's W3C ``traceparent`` (``tracestate``) when
+``opentelemetry-api`` is importable and a span is active (``trace_headers``), so the
+request, its webhook and the long-polls join the caller's trace. Without it, nothing
+is sent and nothing else changes: the import is optional.
 """
 
 from __future__ import annotations
@@ -36,6 +41,32 @@ class Retry:
 
 def headers(api_key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}", "Accept": "application/json"}
+
+
+try:  # optional: the client needs only httpx and pydantic
+    from opentelemetry import propagate as _propagate
+    from opentelemetry import trace as _trace
+except ImportError:  # pragma: no cover - exercised where opentelemetry is absent
+    _propagate = None  # type: ignore[assignment]
+    _trace = None  # type: ignore[assignment]
+
+
+def trace_headers() -> dict[str, str]:
+    """``traceparent`` / ``tracestate`` of the current span ({} without opentelemetry-api
+    or an active, valid span). Uses the global propagator, as instrumented code does."""
+    if _trace is None or not _trace.get_current_span().get_span_context().is_valid:
+        return {}
+    carrier: dict[str, str] = {}
+    _propagate.inject(carrier)
+    return {k: v for k, v in carrier.items() if k in ("traceparent", "tracestate")}
+
+
+def with_trace(extra: dict[str, str] | None) -> dict[str, str] | None:
+    """``extra`` headers plus the caller's trace context (a call's own headers win)."""
+    traced = trace_headers()
+    if not traced:
+        return extra
+    return {**traced, **(extra or {})}
 
 
 def create_body(key: str | None, **fields: Any) -> tuple[dict[str, Any], dict[str, str]]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from askhuman_client.verdicts import approve_call
+import pytest
+from askhuman_client import Client, HumanRequest
+from askhuman_client.verdicts import approve_call, approve_call_sync
 from served import QUICK, Served
 
 
@@ -41,3 +43,17 @@ async def test_edit_and_timeout(askhuman: Served) -> None:
         await askhuman.next_card(QUICK)
     assert not verdict.approved and verdict.status == "timeout"
     assert "No one answered" in verdict.message
+
+
+def test_a_sync_approval_its_caller_abandons_is_withdrawn(askhuman: Served) -> None:
+    class Impatient(Client):
+        def wait(self, ref: str, *, timeout: float | None = None) -> HumanRequest:
+            raise KeyboardInterrupt  # the person at the terminal gave up
+
+    with Impatient(askhuman.url, askhuman.api_key) as client:
+        with pytest.raises(KeyboardInterrupt):
+            approve_call_sync(client, "agents", "deploy", {"v": "abandoned"})
+        asyncio.run(askhuman.next_card())  # its card was posted (and is read here)
+        newest = client.list(limit=1).items[0]
+    assert newest.args and newest.status == "cancelled"
+    assert newest.result is not None and newest.result.status == "cancelled"
