@@ -30,13 +30,14 @@ lost click is cheaper than a lie.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from urllib.parse import unquote, urlsplit
 
 import idna
 
-from renderers.parser import PARSER
+from renderers import parser
+from renderers.parser import Node, TooDeep, Tree
 
 _TRIM = "()[]{}<>\"'`.,;:!?*_~|"
 _SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*:", re.IGNORECASE)
@@ -133,19 +134,33 @@ WORD_JOINER = "\u2060"
 
 def links_in(source: str) -> list[tuple[str, str]]:
     """``(words shown, href)`` of every link and image Markdown ``source`` renders."""
+    return parser.read(source, _links)
+
+
+def _links(tree: Tree) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
-    for block in PARSER.parse(source):
-        open_links: list[tuple[str, list[str]]] = []
-        for tok in block.children or []:
-            if tok.type == "link_open":
-                open_links.append((str(tok.attrs.get("href", "")), []))
-            elif tok.type == "link_close" and open_links:
-                href, words = open_links.pop()
-                found.append(("".join(words), href))
-            elif tok.type == "image":
-                found.append((tok.content, str(tok.attrs.get("src", ""))))
-            elif tok.type in ("text", "code_inline") and open_links:
-                open_links[-1][1].append(tok.content)
+
+    def visit(nodes: Sequence[Node], words: list[str] | None, depth: int) -> None:
+        if depth > tree.depth_limit:
+            raise TooDeep
+        for node in nodes:
+            name = node.name
+            if name == "link":
+                inner: list[str] = []
+                visit(node.children, inner, depth + 1)
+                found.append(("".join(inner), str(node.meta["url"])))
+            elif name == "autolink":
+                found.append((tree.autolink_text(node), str(node.meta["url"])))
+            elif name == "image":  # its label is not walked: markdown-it-py keeps it whole
+                found.append((tree.label(node), str(node.meta["url"])))
+            elif name in ("text", "text_special") and words is not None:
+                words.append(node.meta["content"])
+            elif name == "code_inline" and words is not None:
+                words.extend(c.meta["content"] for c in node.children)
+            else:
+                visit(node.children, words, depth + 1)
+
+    visit(tree.root.children, None, 1)
     return found
 
 

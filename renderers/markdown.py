@@ -25,114 +25,61 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
-from markdown_it.token import Token
-
-from renderers import i18n
+from renderers import i18n, parser
+from renderers.escapes import (
+    BROADCAST_WORD,
+    ELLIPSIS,
+    FEISHU_LINK,
+    FEISHU_TAGS,
+    SAFE_SCHEMES,
+    WORD_JOINER,
+    clean,
+    defuse_broadcasts,
+    feishu_escape,
+    is_safe_url,
+    message_text,
+    plain,
+    safe_cut,
+    slack_escape,
+    truncate,
+)
 from renderers.links import misleading_host
-from renderers.parser import PARSER as _PARSER
+from renderers.parser import Node, TooDeep, Tree
 
-ELLIPSIS = "…"
-WORD_JOINER = "\u2060"
-SAFE_SCHEMES = frozenset({"http", "https", "mailto"})
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ufeff]")
-_BROADCAST_WORD = re.compile(r"@(?=here|channel|everyone|all)", re.IGNORECASE)
-_SLACK_ANGLE = re.compile(r"<(?=\s*[!@#])")
-_FEISHU_TAGS = "at|a|link|font|person|local_datetime|number_tag|text_tag|raw|img|br|hr"
-_FEISHU_TAG = re.compile(rf"<(?=\s*/?\s*(?:{_FEISHU_TAGS})\b)", re.IGNORECASE)
-_FEISHU_LINK = re.compile(r"\](?=\s*\()")
+__all__ = [  # the primitives are re-exported from renderers.escapes
+    "ELLIPSIS",
+    "FEISHU",
+    "SAFE_SCHEMES",
+    "SLACK",
+    "WORD_JOINER",
+    "Dialect",
+    "UnsafeOutputError",
+    "check_feishu",
+    "check_plain",
+    "check_slack",
+    "clean",
+    "defuse_broadcasts",
+    "feishu_escape",
+    "fit_chunks",
+    "is_safe_url",
+    "markdown_chunks",
+    "markdown_units",
+    "message_text",
+    "plain",
+    "slack_escape",
+    "split_units",
+    "truncate",
+]
 
 _SLACK_FORBIDDEN = re.compile(r"<\s*[!@#]|@(?:here|channel|everyone)", re.IGNORECASE)
-_FEISHU_FORBIDDEN = re.compile(rf"<\s*/?\s*(?:{_FEISHU_TAGS})\b", re.IGNORECASE)
+_FEISHU_FORBIDDEN = re.compile(rf"<\s*/?\s*(?:{FEISHU_TAGS})\b", re.IGNORECASE)
 _FEISHU_MD_LINK = re.compile(r"\]\(([^)\s]*)\)")
-
-_FEISHU_ESCAPES = {
-    "<": "&#60;", ">": "&#62;", "[": "&#91;", "]": "&#93;", "(": "&#40;", ")": "&#41;",
-    "*": "&#42;", "_": "&#95;", "`": "&#96;", "~": "&sim;", "#": "&#35;", "-": "&#45;",
-    "!": "&#33;", ":": "&#58;", "\\": "&#92;", "|": "&#124;",
-}
-_FEISHU_ESCAPE_RE = re.compile(r"[<>\[\]()*_`~#\-!:\\|]|&(?=#|[A-Za-z][A-Za-z0-9]*;)")
 
 
 class UnsafeOutputError(RuntimeError):
     """Raised when rendered output still carries mention, broadcast or link syntax."""
-
-
-# ---------------------------------------------------------------- primitives
-
-
-def clean(text: str) -> str:
-    """Drop control and bidi characters; they can rewrite terminals or reorder text."""
-    return _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
-
-
-def defuse_broadcasts(text: str) -> str:
-    """Put a word joiner after ``@`` in @here/@channel/@everyone/@all (still readable)."""
-    return _BROADCAST_WORD.sub("@" + WORD_JOINER, text)
-
-
-def truncate(text: str, limit: int) -> str:
-    """Cut to ``limit`` characters with a visible ellipsis, never failing."""
-    if len(text) <= limit:
-        return text
-    return _safe_cut(text, max(limit - 1, 0)) + ELLIPSIS
-
-
-def _safe_cut(text: str, n: int) -> str:
-    """Cut at ``n`` but never inside an ``&…;`` entity we produced."""
-    head = text[:n]
-    amp = head.rfind("&", max(0, n - 8))
-    if amp != -1 and ";" not in head[amp:]:
-        head = head[:amp]
-    return head
-
-
-def plain(text: str, limit: int | None = None) -> str:
-    """Text for plain_text objects on either platform: cleaned, defused, truncated."""
-    out = _plain_full(text)
-    return out if limit is None else truncate(out, limit)
-
-
-@lru_cache(maxsize=4096)
-def _plain_full(text: str) -> str:
-    """``plain`` before truncation, memoized: a card shows the same labels and options
-    on every step of the budget ladder and on every update of the card."""
-    out = _FEISHU_TAG.sub("<" + WORD_JOINER, _SLACK_ANGLE.sub("<" + WORD_JOINER, clean(text)))
-    return defuse_broadcasts(out)
-
-
-def message_text(text: str, limit: int | None = None) -> str:
-    """Untrusted text for a message we write outside the card renderers.
-
-    For run results, reminders, replies, toasts and terminal output: ``plain`` (no
-    control characters, no mention tags, no broadcast words) and no ``[label](url)``
-    link either, because Feishu ``text`` messages parse links as well as ``<at>``.
-    """
-    out = _FEISHU_LINK.sub("]" + WORD_JOINER, plain(text))
-    return out if limit is None else truncate(out, limit)
-
-
-def slack_escape(text: str) -> str:
-    """Untrusted text as literal Slack mrkdwn (only ``& < >`` have escapes in Slack)."""
-    out = clean(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return defuse_broadcasts(out)
-
-
-def feishu_escape(text: str) -> str:
-    """Untrusted text as literal Feishu markdown, using Feishu's documented entities."""
-    out = _FEISHU_ESCAPE_RE.sub(lambda m: _FEISHU_ESCAPES.get(m.group(), "&#38;"), clean(text))
-    return defuse_broadcasts(out)
-
-
-def is_safe_url(url: str) -> bool:
-    """Only web and mail links are clickable; ``javascript:``, ``tel:``, … stay text."""
-    try:
-        scheme = urlsplit(url).scheme.lower()
-    except ValueError:
-        return False
-    return scheme in SAFE_SCHEMES and not _CONTROL.search(url)
 
 
 # ---------------------------------------------------------------- dialects
@@ -166,7 +113,7 @@ def _feishu_link(url: str, label: str) -> str:
 
 def _feishu_code(content: str) -> str:
     """Code spans are literal in CommonMark, so defuse tags/links instead of escaping."""
-    body = _FEISHU_LINK.sub("]" + WORD_JOINER, plain(content.replace("`", "'")))
+    body = FEISHU_LINK.sub("]" + WORD_JOINER, plain(content.replace("`", "'")))
     return "`" + body + "`" if body.strip() else body
 
 
@@ -174,51 +121,68 @@ SLACK = Dialect(slack_escape, "*", "_", "~", _slack_link, _slack_code)
 FEISHU = Dialect(feishu_escape, "**", "*", "~~", _feishu_link, _feishu_code)
 
 
-
 # ---------------------------------------------------------------- Markdown → units
 
 
-def _inline(children: Sequence[Token], d: Dialect) -> str:
-    """Render one inline token run; links are rebuilt only for safe schemes and only
-    when their text does not name another host (``renderers.links``)."""
+_MARKS = {"strong": "bold", "em": "italic", "strikethrough": "strike"}
+_INLINE = frozenset({"text", "text_special", "softbreak", "hardbreak", "em", "strong",
+                     "strikethrough", "code_inline", "link", "autolink", "image"})
+
+
+def _inline(nodes: Sequence[Node], d: Dialect, tree: Tree, depth: int) -> str:
+    """One inline run as platform markup. Links are rebuilt only for safe schemes and
+    only when their text names no other host (``renderers.links``). Adjacent text is
+    escaped as one string, as markdown-it joins it: ``\\@here`` is still ``@here``."""
+    if depth > tree.depth_limit:
+        raise TooDeep
+    if len(nodes) == 1 and nodes[0].name == "text":  # most runs: a cell, an item, a title
+        return d.escape(nodes[0].meta["content"])
     out: list[str] = []
-    raw: list[str] = []  # the unescaped text of each piece, for the link-text check
-    links: list[tuple[str, int]] = []
-    for tok in children:
-        kind = tok.type
-        piece, said = _piece(tok, d)
-        if kind == "link_open":
-            links.append((str(tok.attrs.get("href", "")), len(out)))
-        elif kind == "link_close" and links:
-            href, start = links.pop()
-            label = "".join(out[start:]).replace("\n", " ")
-            shown = "".join(raw[start:])
-            del out[start:], raw[start:]
-            piece, said = _link_or_text(href, label, d, shown), shown
-        elif kind == "image":
-            said = tok.content or "image"
-            piece = _link_or_text(str(tok.attrs.get("src", "")), d.escape(said), d, said)
-        out.append(piece)
-        raw.append(said)
+    text = ""
+    for node in nodes:
+        name = node.name
+        if name == "text" or name == "text_special":
+            text += node.meta["content"]
+            continue
+        if text:
+            out.append(d.escape(text))
+            text = ""
+        if name == "softbreak" or name == "hardbreak":
+            out.append("\n")
+        elif name in _MARKS:
+            mark: str = getattr(d, _MARKS[name])
+            out.append(mark + _inline(node.children, d, tree, depth + 1) + mark)
+        elif name == "code_inline":
+            out.append(d.code("".join(c.meta["content"] for c in node.children)))
+        elif name == "link":
+            label = _inline(node.children, d, tree, depth + 1).replace("\n", " ")
+            said = _words(node.children, tree)
+            out.append(_link_or_text(node.meta["url"], label, d, said))
+        elif name == "autolink" or name == "image":
+            said = tree.autolink_text(node) if name == "autolink" else tree.label(node)
+            said = said or "image"
+            out.append(_link_or_text(node.meta["url"], d.escape(said), d, said))
+    if text:
+        out.append(d.escape(text))
     return "".join(out)
 
 
-_MARKS = {"strong_open": "bold", "strong_close": "bold", "em_open": "italic",
-          "em_close": "italic", "s_open": "strike", "s_close": "strike"}
-
-
-def _piece(tok: Token, d: Dialect) -> tuple[str, str]:
-    """One inline token as (platform markup, the plain words a reader sees)."""
-    kind = tok.type
-    if kind in ("softbreak", "hardbreak"):
-        return "\n", " "
-    if kind in _MARKS:
-        return str(getattr(d, _MARKS[kind])), ""
-    if kind == "code_inline":
-        return d.code(tok.content), tok.content
-    if kind in ("link_open", "link_close"):
-        return "", ""
-    return d.escape(tok.content), tok.content
+def _words(nodes: Sequence[Node], tree: Tree) -> str:
+    """The plain words a reader sees in a link's text (for ``misleading_host``)."""
+    out: list[str] = []
+    for node in nodes:
+        name = node.name
+        if name == "text" or name == "text_special":
+            out.append(node.meta["content"])
+        elif name == "softbreak" or name == "hardbreak":
+            out.append(" ")
+        elif name == "image":
+            out.append(tree.label(node) or "image")
+        elif name == "autolink":
+            out.append(tree.autolink_text(node))
+        else:  # marks and code: their words (a code span's text is its child)
+            out.append(_words(node.children, tree))
+    return "".join(out)
 
 
 def _link_or_text(href: str, label: str, d: Dialect, said: str = "") -> str:
@@ -238,14 +202,11 @@ class _Walk:
     """Mutable state while flattening one top-level block into text lines."""
 
     d: Dialect
+    tree: Tree
     lines: list[str]
     lists: list[list[int]]  # [ordered (0/1), counter]
     quote: int = 0
     fresh_item: bool = False
-    heading: bool = False
-    cells: list[str] | None = None
-    rows: list[tuple[bool, list[str]]] | None = None
-    header_row: bool = False
 
     def prefix(self) -> str:
         """Indentation, bullet and quote marks for the next line of a list item."""
@@ -261,6 +222,9 @@ class _Walk:
         return pre + indent + bullet
 
     def emit(self, text: str) -> None:
+        if not self.quote and not self.lists and "\n" not in text:
+            self.lines.append(text)
+            return
         first = self.prefix()
         rest = "> " * self.quote + ("    " * len(self.lists) if self.lists else "")
         parts = text.split("\n")
@@ -268,92 +232,87 @@ class _Walk:
         self.lines.extend(rest + p for p in parts[1:])
 
 
-def _table_lines(rows: list[tuple[bool, list[str]]], d: Dialect) -> list[str]:
-    """Tables become one ``a | b | c`` line per row, header cells in bold."""
-    out: list[str] = []
-    for header, cells in rows:
-        shown = [f"{d.bold}{c}{d.bold}" if header and c else c for c in cells]
-        out.append(" | ".join(shown))
-    return out
-
-
 def _code_lines(content: str, d: Dialect) -> list[str]:
     body = d.code(content.rstrip("\n"))[1:-1] if content.strip() else ""
     return ["```", *body.split("\n"), "```"]
 
 
-def _step(w: _Walk, tok: Token) -> None:
-    """Apply one block-level token to the walk state."""
-    kind = tok.type
-    if kind in ("bullet_list_open", "ordered_list_open"):
-        start = int(str(tok.attrs.get("start", 1)))
-        w.lists.append([int(kind == "ordered_list_open"), start - 1])
-    elif kind in ("bullet_list_close", "ordered_list_close"):
+def _block(w: _Walk, node: Node, depth: int) -> None:
+    """Flatten one block (and what it holds) into the walk's lines."""
+    if depth > w.tree.depth_limit:
+        raise TooDeep
+    name = node.name
+    if name == "paragraph":
+        w.emit(_inline(node.children, w.d, w.tree, depth + 1))
+    elif name == "heading" or name == "lheading":  # lheading: markdown-it.rs's setext
+        text = _inline(node.children, w.d, w.tree, depth + 1)
+        w.emit(f"{w.d.bold}{text}{w.d.bold}" if text.strip() else text)
+    elif name == "bullet_list" or name == "ordered_list":
+        ordered = name == "ordered_list"
+        w.lists.append([int(ordered), int(node.meta.get("start", 1)) - 1 if ordered else 0])
+        for item in node.children:
+            w.lists[-1][1] += 1
+            w.fresh_item = True
+            _blocks(w, item.children, depth + 2)
         w.lists.pop()
-    elif kind == "list_item_open":
-        w.lists[-1][1] += 1
-        w.fresh_item = True
-    elif kind in ("blockquote_open", "blockquote_close"):
-        w.quote += 1 if kind.endswith("open") else -1
-    elif kind in ("heading_open", "heading_close"):
-        w.heading = kind.endswith("open")
-    elif kind == "table_open":
-        w.rows = []
-    elif kind == "thead_open" or kind == "tbody_open":
-        w.header_row = kind == "thead_open"
-    elif kind == "tr_open":
-        w.cells = []
-    elif kind == "tr_close" and w.rows is not None and w.cells is not None:
-        w.rows.append((w.header_row, w.cells))
-        w.cells = None
-    elif kind == "table_close" and w.rows is not None:
-        for line in _table_lines(w.rows, w.d):
+    elif name == "blockquote":
+        w.quote += 1
+        _blocks(w, node.children, depth + 1)
+        w.quote -= 1
+    elif name == "table":  # one ``a | b | c`` line per row, header cells in bold
+        for part in node.children:
+            bold = w.d.bold if part.name == "thead" else ""
+            for row in part.children:
+                cells = [_inline(cell.children, w.d, w.tree, depth + 4).replace("\n", " ")
+                         for cell in row.children]
+                w.emit(" | ".join(f"{bold}{c}{bold}" if c else c for c in cells))
+    elif name == "fence" or name == "code_block":
+        for line in _code_lines(node.meta["content"], w.d):
             w.emit(line)
-        w.rows = None
-    elif kind == "inline":
-        _step_inline(w, tok)
-    elif kind in ("fence", "code_block"):
-        for line in _code_lines(tok.content, w.d):
-            w.emit(line)
-    elif kind == "hr":
+    elif name == "hr":
         w.emit("———")
 
 
-def _step_inline(w: _Walk, tok: Token) -> None:
-    text = _inline(tok.children or [], w.d)
-    if w.cells is not None:
-        w.cells.append(text.replace("\n", " "))
-    elif w.heading:
-        w.emit(f"{w.d.bold}{text}{w.d.bold}" if text.strip() else text)
-    else:
-        w.emit(text)
+def _blocks(w: _Walk, nodes: Sequence[Node], depth: int) -> None:
+    """A container's children; inlines directly in it (a tight list's item) are a line."""
+    run: list[Node] = []
+    for node in nodes:
+        if node.name in _INLINE:
+            run.append(node)
+            continue
+        if run:
+            w.emit(_inline(run, w.d, w.tree, depth))
+            run = []
+        _block(w, node, depth)
+    if run:
+        w.emit(_inline(run, w.d, w.tree, depth))
 
 
 def markdown_units(source: str, d: Dialect) -> list[str]:
     """Parse Markdown and return one text unit per top-level block (paragraph, list…).
 
-    Parsing is the costliest step of a render (markdown-it is pure Python: ~8 ms for
-    8000 dense characters) and a card is rendered many times with the same body (each
-    step of the budget ladder, every card update), so results are memoized. The cache
-    holds the bodies of the last 512 cards (a few MB at most: bodies are capped at
-    8000 characters), enough for the cards a busy replica updates at once; with 128,
-    a few hundred cards in flight evicted each other and every update parsed again.
+    A card is rendered many times with the same body (each step of the budget ladder,
+    every card update), so results are memoized: the bodies of the last 512 cards (a few
+    MB at most), enough for the cards a busy replica updates at once (128 was not). The
+    parser is in the key, so the tests comparing the two never read each other's results.
     """
-    return list(_markdown_units(source, d, i18n.current_locale()))
+    return list(_markdown_units(source, d, i18n.current_locale(), parser.active()))
 
 
 @lru_cache(maxsize=512)
-def _markdown_units(source: str, d: Dialect, locale: str) -> tuple[str, ...]:
+def _markdown_units(source: str, d: Dialect, locale: str, _parser: str) -> tuple[str, ...]:
     """``locale`` is part of the key: a misleading link's note is in the card's language."""
+    return parser.read(clean(source), lambda tree: _units(tree, d))
+
+
+def _units(tree: Tree, d: Dialect) -> tuple[str, ...]:
     units: list[str] = []
-    walk = _Walk(d, [], [])
-    for tok in _PARSER.parse(clean(source)):
-        _step(walk, tok)
-        if tok.level == 0 and tok.nesting <= 0 and walk.lines:
+    walk = _Walk(d, tree, [], [])
+    for node in tree.root.children:
+        _block(walk, node, 1)
+        if walk.lines:
             units.append("\n".join(walk.lines))
-            walk = _Walk(d, [], [])
-    if walk.lines:
-        units.append("\n".join(walk.lines))
+            walk.lines, walk.fresh_item = [], False
     return tuple(u for u in units if u.strip())
 
 
@@ -389,7 +348,7 @@ def _pieces(units: Iterable[str], limit: int) -> Iterable[str]:
 def _hard_split(line: str, limit: int) -> Iterable[str]:
     while len(line) > limit:
         cut = line.rfind(" ", limit // 2, limit)
-        head = _safe_cut(line, limit) if cut == -1 else line[:cut]
+        head = safe_cut(line, limit) if cut == -1 else line[:cut]
         head = head or line[:limit]
         yield head
         line = line[len(head):].lstrip(" ")
@@ -465,7 +424,7 @@ def check_feishu(payload: object, allowed_mentions: Iterable[str] = ()) -> None:
     for text in _displayed(payload):
         for mention in allowed:
             text = text.replace(mention, "")
-        hit = _FEISHU_FORBIDDEN.search(text) or _BROADCAST_WORD.search(text)
+        hit = _FEISHU_FORBIDDEN.search(text) or BROADCAST_WORD.search(text)
         if hit:
             raise UnsafeOutputError(f"Feishu mention syntax survived: {hit.group()!r}")
     for content in _markdown_contents(payload):

@@ -1,12 +1,260 @@
-"""The one Markdown parser configuration every renderer reads model Markdown with.
+"""The one Markdown parser every renderer reads model Markdown with, behind one seam.
 
 CommonMark without raw HTML, plus tables and strikethrough: the card renderers
-(``renderers.markdown``) and the link check for plain text (``renderers.links``)
-must agree on what is a link, so they share this instance.
+(``renderers.markdown``) and the link check for plain text (``renderers.links``) must
+agree on what is a link, so both read Markdown only through ``read``.
+
+Two parsers give the same tree, in markdown-it.rs's shape (``Node``):
+
+* **markdown-it-pyrs** (markdown-it.rs, in Rust) first: a maximum-size body parses in
+  about a millisecond instead of ten, so a card's first render is cheap.
+* **markdown-it-py** (the same algorithm in pure Python) when that wheel is missing,
+  and for a body the Rust tree may differ on: one that nests deeper than
+  markdown-it-py's ``maxNesting`` (it stops nesting at 20 levels; markdown-it.rs never
+  does), one the two read differently (``rust_may_differ``), or one the Rust parser
+  panics on (``![`` then three backticks does, in 0.4.0). Either way the rendered
+  output does not depend on which parser ran (``tests/renderers/test_parsers.py``).
+
+The tree: ``root`` → blocks (``paragraph``, ``heading``, ``lheading`` (a setext
+heading, from Rust), ``bullet_list`` and ``ordered_list`` → ``list_item``,
+``blockquote``, ``table`` → ``thead``/``tbody`` → ``trow`` → ``tcell``, ``fence``,
+``code_block``, ``hr``, ``definition``) → inlines (``text``, ``text_special``,
+``softbreak``, ``hardbreak``, ``em``, ``strong``, ``strikethrough``, ``code_inline``,
+``link``, ``autolink``, ``image``). A tight list's paragraphs are left out: their
+inlines sit in the ``list_item``, as markdown-it.rs does.
 """
 
 from __future__ import annotations
 
-from markdown_it import MarkdownIt
+import logging
+import re
+import unicodedata
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from functools import cached_property
+from typing import Any, Protocol, TypeVar
 
-PARSER = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
+from markdown_it import MarkdownIt
+from markdown_it.common.normalize_url import normalizeLinkText
+from markdown_it.token import Token
+
+log = logging.getLogger("askhuman.renderers.parser")
+T = TypeVar("T")
+
+RUST = "markdown-it-pyrs"
+PYTHON = "markdown-it-py"
+MAX_DEPTH = 16
+"""Deepest Rust tree trusted to equal markdown-it-py's: below its ``maxNesting`` (20)."""
+_EMPTY_ITEM = re.compile(r"\n[ \t>]*(?:[-*+]|\d{1,9}[.)])[ \t]*(?=\n|$)")
+_TABLE_RULE = re.compile(r"\n[ \t>]*[|:\- \t]*\|[|:\- \t]*(?=\n|$)")
+"""Both start with a newline (``rust_may_differ`` puts one first): a literal is fast."""
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_TILDES = re.compile(r"~~~+")
+_ODD_SPACE = re.compile(r"[^\S \t\n\r\f\v]")
+_ODD_HOST = re.compile(r"(?i:mailto:|//)[^\s/?#<>]*[^\x00-\x7f]")
+_NEAR_DELIMITER = re.compile(r"[^\x00-\x7f](?=[*_~])|(?<=[*_~])[^\x00-\x7f]")
+
+
+def rust_may_differ(source: str) -> bool:
+    """Where markdown-it.rs 0.6 and markdown-it-py 4 read a body differently, so ``read``
+    uses Python. Found by comparing the two on random Markdown
+    (``tests/renderers/test_parsers.py``): a control character (``links_in`` reads
+    uncleaned text, and a NUL ends a link's target in Rust only); an empty list item,
+    which Rust reads as a quote's lazy continuation; a table whose head has no ``|``,
+    which only Rust accepts; a run of 3+ tildes inside a line, which the two pair
+    differently for strikethrough; whitespace beyond ASCII (no-break, ideographic), which
+    Python's ``str.strip`` removes at line and cell edges; a link to a non-ASCII host,
+    which only Python turns into punycode; and a symbol (``€``, ``✅``, ``¬``) next to
+    ``*``, ``_`` or ``~`` (CommonMark 0.31 counts symbols as punctuation for emphasis,
+    markdown-it.rs follows 0.30). Letters, CJK and punctuation next to a delimiter, and
+    non-ASCII paths, stay on the fast path; an ASCII body takes a few regex scans."""
+    lines = "\n" + source
+    if _CONTROL.search(source) or _EMPTY_ITEM.search(lines):
+        return True
+    for run in _TILDES.finditer(source):  # after text on its line: not a ``~~~`` fence
+        if source[source.rfind("\n", 0, run.start()) + 1:run.start()].strip(" \t>"):
+            return True
+    for rule in _TABLE_RULE.finditer(lines):
+        start = rule.start()  # the newline before the rule; the head line ends there
+        if start and "-" in rule.group() and "|" not in lines[lines.rfind("\n", 0, start):start]:
+            return True
+    if source.isascii():
+        return False
+    if _ODD_SPACE.search(source) or _ODD_HOST.search(source):
+        return True
+    return any(unicodedata.category(m.group())[0] == "S"
+               for m in _NEAR_DELIMITER.finditer(source))
+
+
+class Node(Protocol):
+    """One node of the tree (a markdown-it-pyrs ``Node``, or ``_PyNode``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def children(self) -> Sequence[Node]: ...
+    @property
+    def meta(self) -> Mapping[str, Any]: ...
+    @property
+    def srcmap(self) -> tuple[int, int] | None: ...
+
+
+class TooDeep(Exception):
+    """Raised by a walk that went past ``Tree.depth_limit``: read again with Python."""
+
+
+class Tree:
+    """A parsed body: its ``root``, and what markdown-it-py's tokens say that the Rust
+    tree leaves to the reader (an image's label as written, an autolink's text)."""
+
+    depth_limit = 10**6
+
+    def __init__(self, root: Node, source: str) -> None:
+        self.root = root
+        self.source = source
+
+    def label(self, image: Node) -> str:
+        return str(image.meta.get("label", ""))
+
+    def autolink_text(self, autolink: Node) -> str:
+        return "".join(str(c.meta.get("content", "")) for c in autolink.children)
+
+
+class _RustTree(Tree):
+    depth_limit = MAX_DEPTH
+
+    @cached_property
+    def _bytes(self) -> bytes:
+        return self.source.encode()
+
+    def label(self, image: Node) -> str:
+        """The label's source: from after ``![`` to the first ``]`` after its last child
+        (only blanks can follow the last child). ``srcmap`` counts UTF-8 bytes."""
+        span = image.srcmap
+        if span is None:
+            return ""
+        data = self._bytes
+        tail = image.children[-1].srcmap if image.children else None
+        end = data.find(b"]", tail[1] if tail else span[0] + 2, span[1])
+        return data[span[0] + 2:end if end != -1 else span[0] + 2].decode(errors="replace")
+
+    def autolink_text(self, autolink: Node) -> str:
+        """markdown-it-py shows an autolink's address decoded (percent-escapes, punycode)."""
+        return normalizeLinkText(super().autolink_text(autolink))
+
+
+# ---------------------------------------------------------------- markdown-it-py → tree
+
+
+class _PyNode:
+    """A markdown-it-py token as a tree node of markdown-it.rs's shape."""
+
+    __slots__ = ("children", "meta", "name", "srcmap")
+
+    def __init__(self, name: str, meta: Mapping[str, Any] | None = None) -> None:
+        self.name = name
+        self.meta: Mapping[str, Any] = meta or {}
+        self.children: list[_PyNode] = []
+        self.srcmap: tuple[int, int] | None = None
+
+
+_NAMES = {"th": "tcell", "td": "tcell", "tr": "trow", "s": "strikethrough"}
+_PY = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
+
+
+def _py_meta(tok: Token) -> dict[str, Any]:
+    if tok.type == "ordered_list_open":
+        return {"start": int(str(tok.attrs.get("start", 1)))}
+    if tok.type == "link_open":
+        return {"url": str(tok.attrs.get("href", ""))}
+    if tok.type == "image":
+        return {"url": str(tok.attrs.get("src", "")), "label": tok.content}
+    return {"content": tok.content}
+
+
+def _py_nodes(tokens: Sequence[Token], root: _PyNode) -> _PyNode:
+    stack = [root]
+    for tok in tokens:
+        if tok.nesting == -1:
+            stack.pop()
+            continue
+        if tok.type == "inline":
+            _py_nodes(tok.children or [], stack[-1])
+            continue
+        if tok.type == "paragraph_open" and tok.hidden:
+            stack.append(stack[-1])  # a tight list's paragraph: its inlines join the item
+            continue
+        name = tok.type[:-5] if tok.nesting == 1 else tok.type
+        if tok.type == "link_open" and tok.markup == "autolink":
+            name = "autolink"
+        node = _PyNode(_NAMES.get(name, name), _py_meta(tok))
+        stack[-1].children.append(node)
+        if tok.type == "code_inline":
+            node.children.append(_PyNode("text", {"content": tok.content}))
+        elif tok.type == "image":
+            _py_nodes(tok.children or [], node)
+        if tok.nesting == 1:
+            stack.append(node)
+    return root
+
+
+def parse_python(source: str) -> Tree:
+    return Tree(_py_nodes(_PY.parse(source), _PyNode("root")), source)
+
+
+# ---------------------------------------------------------------- markdown-it-pyrs
+
+PARSERS: dict[str, Callable[[str], Tree]] = {}
+try:
+    import markdown_it_pyrs
+except ImportError:  # no wheel for this platform or Python: the Python parser alone
+    pass
+else:
+    _RS = markdown_it_pyrs.MarkdownIt("zero").enable_many([
+        "blockquote", "code", "fence", "heading", "hr", "lheading", "list", "paragraph",
+        "reference", "autolink", "backticks", "emphasis", "entity", "escape", "image",
+        "link", "newline", "strikethrough", "table",
+    ])  # markdown-it-py's "commonmark" rules less html_block/html_inline
+
+    def parse_rust(source: str) -> Tree:
+        return _RustTree(_RS.tree(source), source)
+
+    PARSERS[RUST] = parse_rust
+PARSERS[PYTHON] = parse_python
+_active = next(iter(PARSERS))
+
+
+def active() -> str:
+    """The parser ``read`` tries first (the Rust one when its wheel is installed)."""
+    return _active
+
+
+@contextmanager
+def using(name: str) -> Iterator[None]:
+    """Read with ``name`` first for a while (benchmarks and the tests that compare)."""
+    global _active
+    before, _active = _active, name
+    try:
+        yield
+    finally:
+        _active = before
+
+
+def read(source: str, walk: Callable[[Tree], T]) -> T:
+    """``walk`` the tree of ``source``, parsed by the active parser; again on
+    markdown-it-py's tree when the Rust one is too deep to trust or the parser fails."""
+    parse = PARSERS[_active]
+    if parse is parse_python or rust_may_differ(source):
+        return walk(parse_python(source))
+    try:
+        tree = parse(source)
+    except BaseException as exc:  # a Rust panic is a BaseException (pyo3's PanicException)
+        if not isinstance(exc, Exception) and type(exc).__name__ != "PanicException":
+            raise
+        log.warning("markdown-it-pyrs failed; parsing with markdown-it-py",
+                    extra={"error": type(exc).__name__, "chars": len(source)}, exc_info=True)
+        return walk(parse_python(source))
+    try:
+        return walk(tree)
+    except TooDeep:
+        return walk(parse_python(source))
