@@ -34,14 +34,19 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
-UVICORN: dict[str, Any] = {"log_level": "warning", "log_config": None,
-                           "timeout_graceful_shutdown": 15, "ws": "none"}
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+from bot.commands.http_stack import uvicorn_options  # noqa: E402
+
+UVICORN: dict[str, Any] = uvicorn_options("warning")
 """What ``askhuman serve --log-level warning`` passes to ``uvicorn.run`` (besides host
-and port): baselines are served with exactly these settings."""
+and port; the same function makes both): baselines are served with exactly these
+settings, httptools and uvloop included where they are installed."""
+T = TypeVar("T")
 FAKE_BACKLOG = 4096
 """Listen backlog of the fake platform APIs (the kernel caps it at somaxconn)."""
 
@@ -312,7 +317,7 @@ def pct(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def interleaved(round_no: int, names: Sequence[str]) -> list[str]:
+def interleaved(round_no: int, names: Sequence[T]) -> list[T]:
     """Who goes first alternates between rounds."""
     return list(names) if round_no % 2 else list(reversed(names))
 

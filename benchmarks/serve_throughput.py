@@ -50,16 +50,19 @@ def fetch(url: str) -> Any:
         return json.loads(reply.read())
 
 
-async def post_cards(url: str, fake_url: str, api_port: str, runs: int) -> dict[str, Any]:
-    """Start ``runs`` runs; the blocks of each new card by its ts."""
+async def post_cards(url: str, fake_url: str, api_port: str, runs: int,
+                     start_burst: int = 20) -> dict[str, Any]:
+    """Start ``runs`` runs, ``start_burst`` at a time; the blocks of each new card by
+    its ts. (On a loaded machine a start can miss its store-before-ack budget and is
+    refused; smaller bursts avoid that. The starts are not measured.)"""
     from urllib.parse import urlencode
 
     calls = [slack.signed(urlencode({
         "command": "/askhuman", "text": f"run deploy ship v7.{i}.0", "user_id": slack.STARTER,
         "user_name": "starter", "channel_id": slack.ORIGIN, "team_id": "T0TEST",
         "response_url": f"http://127.0.0.1:{api_port}/response_url/cmd"})) for i in range(runs)]
-    for start in range(0, runs, 20):
-        await h.burst(url, calls[start:start + 20])
+    for start in range(0, runs, start_burst):
+        await h.burst(url, calls[start:start + start_burst])
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         cards = fetch(fake_url + "/_bench/cards")
@@ -90,7 +93,8 @@ def wait_workers(database_url: str, workers: int, timeout: float = 120.0) -> Non
 
 
 async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int,
-                    workers: int = 1) -> tuple[float, dict[str, float]]:
+                    workers: int = 1, stack: tuple[str, ...] = (), start_burst: int = 20
+                    ) -> tuple[float, dict[str, float]]:
     from tests.fakes.slack_api import BOT_TOKEN
 
     with tempfile.TemporaryDirectory() as tmp, h.Parties(Path(tmp)) as parties:
@@ -105,14 +109,14 @@ async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int,
         env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": slack.SECRET,
                "SLACK_API_URL": api_url}
         servers = []
-        flags = ("--workers", str(workers)) if workers > 1 else ()
+        flags = (("--workers", str(workers)) if workers > 1 else ()) + stack
         for i in range(replicas):  # one after another: the first one migrates the database
             servers.append(parties.askhuman(config, h.free_port(), env, f"askhuman {i}",
                                             *flags))
             h.wait_http(servers[-1])
         if workers > 1:
             wait_workers(database_url, workers)
-        cards = await post_cards(servers[0].url, fake.url, api_port, runs)
+        cards = await post_cards(servers[0].url, fake.url, api_port, runs, start_burst)
         clicks = [slack.signed(slack.click_body(blocks, ts, APPROVER, api_port))
                   for ts, blocks in cards.items()]
         count = (f"{fake.url}/_bench/count?channel={slack.ORIGIN}&text=Deployed")
@@ -147,17 +151,28 @@ def main() -> None:
                              "turn (e.g. 1,2)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="run the SQLite setups this many times, interleaved")
+    parser.add_argument("--start-burst", type=int, default=20,
+                        help="slash commands sent at once while the cards are posted")
+    parser.add_argument("--stacks", default="auto/auto",
+                        help="comma-separated HTTP parser/event loop pairs `serve` runs "
+                             "with on SQLite, in turn (`--http`/`--loop`; e.g. "
+                             "h11/asyncio,httptools/uvloop)")
     ns = parser.parse_args()
     base = os.environ.get("ASKHUMAN_TEST_POSTGRES_URL")
     print("| setup | decisions/s (click → final answer posted) | CPU ms per decision: "
           "askhuman / fake Slack / client |\n|---|---|---|")
     for round_no in range(ns.repeat):
-        for count in h.interleaved(round_no, ns.workers.split(",")):
+        setups = [(w, s) for w in ns.workers.split(",") for s in ns.stacks.split(",")]
+        for count, stack in h.interleaved(round_no, setups):
             workers = int(count)
+            http, loop = stack.split("/")
             with tempfile.TemporaryDirectory() as tmp:
-                rate, cpu = asyncio.run(one_setup(f"sqlite:///{Path(tmp) / 'askhuman.db'}",
-                                                  1, ns.runs, ns.in_flight, workers))
+                rate, cpu = asyncio.run(one_setup(
+                    f"sqlite:///{Path(tmp) / 'askhuman.db'}", 1, ns.runs, ns.in_flight,
+                    workers, ("--http", http, "--loop", loop), ns.start_burst))
             setup = "one `serve`" if workers == 1 else f"`serve --workers {workers}`"
+            if stack != "auto/auto":
+                setup += f" ({stack})"
             print(f"| {setup}, SQLite | {rate:.1f} | {_cpu(cpu)} |", flush=True)
     if base:
         with scratch(base) as url:

@@ -29,6 +29,8 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
 from bot import otel
+from bot.commands import http_stack
+from bot.commands.http_stack import HttpOption, LoopOption, Stack
 from bot.commands.roles import Role
 from bot.engine import heap
 from bot.engine.core import Engine
@@ -229,8 +231,9 @@ def _metrics(engine: Engine) -> tuple[list[BaseRoute], BackgroundTask | None]:
         import uvicorn
 
         app = Starlette(routes=[Route("/metrics", endpoint, methods=["GET"])])
-        server = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=port,
-                                               log_config=None, lifespan="off", ws="none"))
+        options = {**http_stack.uvicorn_options(), "lifespan": "off"}
+        options.pop("loop")  # runs in the loop of the server it serves beside
+        server = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=port, **options))
         serving = asyncio.create_task(server.serve())
         await stop.wait()
         server.should_exit = True
@@ -297,11 +300,13 @@ def register(app: typer.Typer) -> None:
         no_background: Annotated[bool, typer.Option(
             "--no-background", help="Take events in only; run the background work "
                                     "(outbox, resumes, sweeps) in `askhuman worker`.")] = False,
+        http: HttpOption = "auto",
+        loop: LoopOption = "auto",
     ) -> None:
         """Run the bot: Slack (Socket Mode if SLACK_APP_TOKEN is set, else HTTP
         /slack/events), other configured platforms, and the resume/timeout worker."""
         role = Role.WEB if no_background else Role.ALL
-        _run(config, host, port, log_level, role, workers)
+        _run(config, host, port, Stack(log_level, http, loop), role, workers)
 
     @app.command("worker")
     def worker(
@@ -313,14 +318,16 @@ def register(app: typer.Typer) -> None:
         = "127.0.0.1",
         port: Annotated[int, typer.Option(help="Port for /healthz and /readyz.")] = 3001,
         log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+        http: HttpOption = "auto",
+        loop: LoopOption = "auto",
     ) -> None:
         """Run the background work only (outbox, resumes, stored clicks, timeouts,
         reminders, schedules, webhooks) beside `askhuman serve --no-background`
         processes on the same database; serves only /healthz and /readyz."""
-        _run(config, host, port, log_level, Role.WORKER, 1)
+        _run(config, host, port, Stack(log_level, http, loop), Role.WORKER, 1)
 
 
-def _run(config: Path | None, host: str, port: int, log_level: str, role: Role,
+def _run(config: Path | None, host: str, port: int, stack: Stack, role: Role,
          workers: int) -> None:
     """Check the config, then serve ``role`` in this process or in ``workers``."""
     import uvicorn
@@ -330,7 +337,7 @@ def _run(config: Path | None, host: str, port: int, log_level: str, role: Role,
     from bot.platforms.feishu import FeishuConfigError
     from bot.platforms.slack.config import SlackConfigError
 
-    configure_logging(log_level)
+    configure_logging(stack.log_level)
     try:
         otel.configure(os.environ)  # OTEL_TRACES_EXPORTER & co.: traces (docs/tracing.md)
     except otel.TracingConfigError as exc:
@@ -348,14 +355,12 @@ def _run(config: Path | None, host: str, port: int, log_level: str, role: Role,
         raise typer.Exit(2) from None
     if workers > 1:
         serve_workers.run(config, settings, host=host, port=port, workers=workers, role=role,
-                          log_level=log_level)
+                          options=stack.options())
         return
+    options = stack.options()
     log.info("serving", extra={"host": host, "port": port, "config": settings.source,
-                               "role": role.value})
+                               "role": role.value, "http": options["http"],
+                               "loop": options["loop"]})
     heap.freeze_startup_heap()  # before the first burst of clicks, not in it
     with exit_zero_on_stop_signals():  # SIGTERM: graceful shutdown, then exit code 0
-        uvicorn.run(asgi, host=host, port=port, log_level=log_level.lower(),
-                    log_config=None, timeout_graceful_shutdown=15, ws="none")
-        # Long-polls and MCP streams must not hold a shutdown for minutes; callers retry
-        # (requests are idempotent). No route is a WebSocket: ``ws="none"`` keeps the
-        # websockets library out of the process (about 1 MB).
+        uvicorn.run(asgi, host=host, port=port, **options)

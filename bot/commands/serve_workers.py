@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
 
@@ -61,7 +62,7 @@ def check(workers: int, settings: Settings) -> None:
 
 
 def run(config: Path | None, settings: Settings, *, host: str, port: int, workers: int,
-        role: Role, log_level: str) -> None:
+        role: Role, options: dict[str, Any]) -> None:
     """Migrate once, hand the children their settings through the environment, and
     let uvicorn run ``workers`` of them on ``host:port`` until SIGTERM."""
     import uvicorn
@@ -77,15 +78,14 @@ def run(config: Path | None, settings: Settings, *, host: str, port: int, worker
         os.environ[CONFIG_ENV_VAR] = str(config.resolve())
     os.environ[ROLE_ENV] = role.value
     os.environ[PROCESSES_ENV] = str(workers)
-    os.environ[LOG_LEVEL_ENV] = log_level
+    os.environ[LOG_LEVEL_ENV] = options["log_level"]
     pid_file = os.environ.pop(PID_FILE_ENV, None)  # the parent's: SIGHUP restarts workers
     if pid_file:
         Path(pid_file).write_text(f"{os.getpid()}\n")
-    log.info("serving with workers", extra={"host": host, "port": port, "workers": workers,
-                                            "role": role.value, "config": settings.source})
-    uvicorn.run(FACTORY, factory=True, workers=workers, host=host, port=port,
-                log_level=log_level.lower(), log_config=None, timeout_graceful_shutdown=15,
-                ws="none")
+    log.info("serving with workers", extra={
+        "host": host, "port": port, "workers": workers, "role": role.value,
+        "config": settings.source, "http": options["http"], "loop": options["loop"]})
+    uvicorn.run(FACTORY, factory=True, workers=workers, host=host, port=port, **options)
 
 
 def _in_memory(url: str) -> bool:
