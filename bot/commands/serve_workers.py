@@ -1,15 +1,18 @@
-"""``askhuman serve --workers N``: N processes on one port, run by uvicorn's workers.
+"""``askhuman serve --workers N``: N processes on one port, gunicorn's forked workers.
 
-uvicorn binds the port once in its parent process and spawns N children that accept
-on it; it restarts a child that dies and, on SIGHUP, replaces them one by one (each
-re-reads the config), and on SIGTERM stops them gracefully. askhuman adds no process
-manager of its own. Each child builds its whole app through ``app`` (the import-string
-factory uvicorn calls), from what the parent left in the environment.
+gunicorn's arbiter binds the port once, imports what every worker needs (lark-oapi,
+slack-bolt, SQLAlchemy, the engine), freezes that heap, and forks N uvicorn workers
+that share those pages (``forked_workers``); it restarts a worker that dies and, on
+SIGHUP, replaces them (each new one re-reads the config), and on SIGTERM stops them
+gracefully. askhuman adds no process manager of its own. Each worker builds its whole
+app after the fork through ``app`` (the factory), from what the parent left in the
+environment: nothing that holds a connection, a lock, a thread or a loop crosses a fork.
 
-The parent checks what must hold before the children start: the config and its tools,
-no inbound connection that must be one (``roles.check_workers``), no ``metrics.port``,
-no in-memory SQLite. It migrates the database once, so the children need not race to.
-Each child is an ordinary replica: every guarantee already held across replicas
+The parent checks what must hold before the workers start: the config and its tools,
+the platforms' variables, no inbound connection that must be one
+(``roles.check_workers``), no ``metrics.port``, no in-memory SQLite. It migrates the
+database once, and disposes of it, so the workers need not race to.
+Each worker is an ordinary replica: every guarantee already held across replicas
 sharing a database (claims with leases and heartbeats, compare-and-sets, one token
 bucket per client), so it holds across workers.
 """
@@ -34,11 +37,10 @@ log = logging.getLogger("askhuman.serve")
 ROLE_ENV = "ASKHUMAN_SERVE_ROLE"
 PROCESSES_ENV = "ASKHUMAN_SERVE_PROCESSES"
 LOG_LEVEL_ENV = "ASKHUMAN_SERVE_LOG_LEVEL"
-FACTORY = "bot.commands.serve_workers:app"
 
 
 def app() -> Starlette:
-    """One worker's app (uvicorn calls this in each child): the settings the parent
+    """One worker's app (each worker calls this after the fork): the settings the parent
     checked, the role and the number of processes it passed down."""
     from bot.commands.serve_cmd import prepare
 
@@ -50,7 +52,11 @@ def app() -> Starlette:
 
 
 def check(workers: int, settings: Settings) -> None:
-    """What makes ``--workers N`` unsafe with this config: ``ReceiverError`` naming it."""
+    """What makes ``--workers N`` unsafe or wrong with this config: ``ReceiverError``
+    (or the platform's config error) naming it, before anything forks."""
+    from bot.commands.forked_workers import check_platforms
+
+    check_platforms(settings, os.environ)
     check_workers(workers, settings, os.environ)
     check_metrics_port(workers, settings)
     if workers > 1 and _in_memory(settings.database_url):
@@ -62,10 +68,9 @@ def check(workers: int, settings: Settings) -> None:
 
 def run(config: Path | None, settings: Settings, *, host: str, port: int, workers: int,
         role: Role, log_level: str) -> None:
-    """Migrate once, hand the children their settings through the environment, and
-    let uvicorn run ``workers`` of them on ``host:port`` until SIGTERM."""
-    import uvicorn
-
+    """Migrate once, hand the workers their settings through the environment, and
+    let gunicorn fork ``workers`` of them on ``host:port`` until SIGTERM."""
+    from bot.commands import forked_workers
     from storage import Database
 
     database = Database(settings.database_url)
@@ -83,9 +88,8 @@ def run(config: Path | None, settings: Settings, *, host: str, port: int, worker
         Path(pid_file).write_text(f"{os.getpid()}\n")
     log.info("serving with workers", extra={"host": host, "port": port, "workers": workers,
                                             "role": role.value, "config": settings.source})
-    uvicorn.run(FACTORY, factory=True, workers=workers, host=host, port=port,
-                log_level=log_level.lower(), log_config=None, timeout_graceful_shutdown=15,
-                ws="none")
+    forked_workers.serve(app, settings, os.environ, host=host, port=port, workers=workers,
+                         log_level=log_level)
 
 
 def _in_memory(url: str) -> bool:
