@@ -254,3 +254,28 @@ def test_workers_print_a_platform_config_error_before_forking(tmp_path: Path) ->
     assert proc.returncode == 2, err
     assert "SLACK_SIGNING_SECRET is not set" in err
     assert "gunicorn" not in err and not (tmp_path / "a.db").exists()
+
+
+async def test_sighup_to_the_parent_replaces_the_workers(tmp_path: Path) -> None:
+    """gunicorn starts new workers (each builds its app, re-reading the config) and then
+    stops the old ones gracefully: they sign off, and the parent keeps serving."""
+    database = Database(f"sqlite:///{tmp_path / 'a.db'}")
+    port = free_port()
+    with fake_slack() as fake:
+        config = write_config(tmp_path, f"sqlite:///{tmp_path / 'a.db'}")
+        proc = askhuman(["serve", "--config", str(config), "--port", str(port),
+                         "--workers", "2", "--log-level", "warning"], slack_env(fake))
+        try:
+            url = f"http://127.0.0.1:{port}"
+            await wait_healthy(url, proc)
+            await until(lambda: len(live_instances(database)) == 2, 60, "2 workers beating")
+            old = {pid for _, pid in live_instances(database)}
+            os.kill(proc.pid, signal.SIGHUP)
+            await until(lambda: len(live_instances(database)) == 2
+                        and not old & {pid for _, pid in live_instances(database)}, 60,
+                        "2 new workers, the old ones signed off")
+            await wait_healthy(url, proc)
+        finally:
+            tail = stop(proc)
+            database.dispose()
+        assert proc.returncode == 0, tail
