@@ -121,7 +121,6 @@ class Worker(UvicornWorker):  # type: ignore[misc]
     def load_wsgi(self) -> None:
         """Build this worker's app: the arbiter preloaded the factory (and the modules
         it needs); everything it creates belongs to this process."""
-        gc.enable()
         factory: Callable[[], Starlette] = self.app.wsgi()
         self.wsgi = factory()
 
