@@ -38,6 +38,9 @@ from bot.engine import heap
 from bot.settings import Settings
 from bot.shutdown import exit_zero_on_stop_signals
 
+Factory = Callable[[Settings | None], Starlette]
+"""A worker's app from the config file, or (it no longer loads) the settings given."""
+
 GRACEFUL_SECONDS = 30
 """How long the arbiter waits for a worker's graceful stop (uvicorn's 15 s for open
 connections, then the lifespan's shutdown) before it kills it."""
@@ -121,8 +124,8 @@ class Worker(UvicornWorker):  # type: ignore[misc]
     def load_wsgi(self) -> None:
         """Build this worker's app: the arbiter preloaded the factory (and the modules
         it needs); everything it creates belongs to this process."""
-        factory: Callable[[], Starlette] = self.app.wsgi()
-        self.wsgi = factory()
+        factory: Factory = self.app.wsgi()
+        self.wsgi = factory(self.app.started_with)
 
     def run(self) -> None:
         """uvicorn re-raises SIGTERM after its graceful shutdown: exit 0 instead."""
@@ -133,9 +136,9 @@ class Worker(UvicornWorker):  # type: ignore[misc]
 class Arbiter(BaseApplication):  # type: ignore[misc]
     """gunicorn's arbiter for ``workers`` forked workers on ``host:port``."""
 
-    def __init__(self, factory: Callable[[], Starlette], settings: Settings,
-                 env: Mapping[str, str], options: dict[str, Any]) -> None:
-        self._factory, self._settings, self._env, self._options = (
+    def __init__(self, factory: Factory, settings: Settings, env: Mapping[str, str],
+                 options: dict[str, Any]) -> None:
+        self._factory, self.started_with, self._env, self._options = (
             factory, settings, env, options)
         super().__init__()
 
@@ -143,13 +146,13 @@ class Arbiter(BaseApplication):  # type: ignore[misc]
         for key, value in self._options.items():
             self.cfg.set(key, value)
 
-    def load(self) -> Callable[[], Starlette]:
+    def load(self) -> Factory:
         """In the arbiter, before the first fork (``preload_app``): import, collect,
         freeze. The collector stays off while importing, so the imports leave no
         freed holes among the pages the workers will share."""
         gc.disable()
         try:
-            preload(self._settings, self._env)
+            preload(self.started_with, self._env)
         finally:
             heap.freeze_before_fork()
             gc.enable()
@@ -174,7 +177,7 @@ def options(*, host: str, port: int, workers: int, log_level: str) -> dict[str, 
     }
 
 
-def serve(factory: Callable[[], Starlette], settings: Settings, env: Mapping[str, str], *,
+def serve(factory: Factory, settings: Settings, env: Mapping[str, str], *,
           host: str, port: int, workers: int, log_level: str) -> None:
     """Run gunicorn's arbiter with ``workers`` forked uvicorn workers until SIGTERM."""
     Arbiter(factory, settings, env, options(host=host, port=port, workers=workers,

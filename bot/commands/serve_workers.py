@@ -29,7 +29,7 @@ from bot import otel
 from bot.commands.roles import ReceiverError, Role, check_metrics_port, check_workers
 from bot.logs import configure_logging
 from bot.reload import PID_FILE_ENV
-from bot.settings import Settings, load_settings
+from bot.settings import ConfigError, Settings, load_settings
 from bot.settings.load import CONFIG_ENV_VAR
 
 log = logging.getLogger("askhuman.serve")
@@ -39,14 +39,24 @@ PROCESSES_ENV = "ASKHUMAN_SERVE_PROCESSES"
 LOG_LEVEL_ENV = "ASKHUMAN_SERVE_LOG_LEVEL"
 
 
-def app() -> Starlette:
-    """One worker's app (each worker calls this after the fork): the settings the parent
-    checked, the role and the number of processes it passed down."""
+def app(started_with: Settings | None = None) -> Starlette:
+    """One worker's app (each worker calls this after the fork): the config file read
+    afresh (a worker started by SIGHUP picks up the new one), the role and the number
+    of processes the parent passed down. A file that no longer loads is refused, as a
+    reload is in one process: the worker logs why and keeps ``started_with`` (what the
+    parent checked at start) rather than failing, which would stop the whole server."""
     from bot.commands.serve_cmd import prepare
 
     configure_logging(os.environ.get(LOG_LEVEL_ENV, "info"))
     otel.configure(os.environ)  # the parent checked it; each process exports its own spans
-    settings = load_settings()
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        if started_with is None:
+            raise
+        log.error("config reload refused; this worker keeps the config the server "
+                  "started with", extra={"source": exc.source, "problems": exc.problems})
+        settings = started_with
     return prepare(settings, role=Role(os.environ.get(ROLE_ENV, Role.ALL.value)),
                    processes=int(os.environ.get(PROCESSES_ENV, "1")), upgrade=False)
 

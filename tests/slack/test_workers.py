@@ -258,7 +258,9 @@ def test_workers_print_a_platform_config_error_before_forking(tmp_path: Path) ->
 
 async def test_sighup_to_the_parent_replaces_the_workers(tmp_path: Path) -> None:
     """gunicorn starts new workers (each builds its app, re-reading the config) and then
-    stops the old ones gracefully: they sign off, and the parent keeps serving."""
+    stops the old ones gracefully: they sign off, and the parent keeps serving. A
+    config file broken meanwhile is refused by the new workers, which keep the one the
+    server started with, instead of failing to boot (which would halt the server)."""
     database = Database(f"sqlite:///{tmp_path / 'a.db'}")
     port = free_port()
     with fake_slack() as fake:
@@ -270,12 +272,18 @@ async def test_sighup_to_the_parent_replaces_the_workers(tmp_path: Path) -> None
             await wait_healthy(url, proc)
             await until(lambda: len(live_instances(database)) == 2, 60, "2 workers beating")
             old = {pid for _, pid in live_instances(database)}
+            config.write_text("routes: {ops: {timeout: never}}\n")
             os.kill(proc.pid, signal.SIGHUP)
             await until(lambda: len(live_instances(database)) == 2
                         and not old & {pid for _, pid in live_instances(database)}, 60,
                         "2 new workers, the old ones signed off")
             await wait_healthy(url, proc)
+            async with client(url, fake) as slack:  # still the config it started with
+                ts_list = await post_cards(slack, 1)
+                await _race(slack, ts_list, 1)
+                await until(lambda: len(final_answers(fake)) >= 1, 60, "the run answered")
         finally:
             tail = stop(proc)
             database.dispose()
         assert proc.returncode == 0, tail
+        assert "config reload refused; this worker keeps the config" in tail
