@@ -33,6 +33,7 @@ bench:  # ~5 minutes on 2 cores; set ASKHUMAN_TEST_POSTGRES_URL to add the Postg
 	.venv/bin/python benchmarks/slack_ack.py --clicks 100 --rounds 4
 	.venv/bin/python benchmarks/feishu_ack.py --clicks 100 --rounds 4
 	.venv/bin/python benchmarks/idle_rss.py --repeat 3
+	.venv/bin/python benchmarks/idle_rss.py --only-workers --workers 2 4 --repeat 1 --setups none slack feishu
 	.venv/bin/python benchmarks/batch.py --rounds 10
 	.venv/bin/python benchmarks/tool_approval.py --runs 50 --concurrency 10
 	.venv/bin/python benchmarks/grant_api.py --concurrency 200 --sequential 100 --rounds 3

@@ -211,7 +211,7 @@ def cpu_seconds(pid: int) -> float:
 
 def tree_cpu_seconds(pid: int) -> float:
     """``cpu_seconds`` of process ``pid`` and every live descendant (``serve
-    --workers N``: uvicorn's parent and its workers); one that just ended is skipped."""
+    --workers N``: gunicorn's arbiter and its forked workers); one that just ended is skipped."""
     total, stack = 0.0, [pid]
     while stack:
         current = stack.pop()

@@ -14,11 +14,22 @@ share with other processes counted in full) is read from ``/proc``.
 Each setup is started ``--repeat`` times; the median and the largest are reported.
 ``askhuman --help`` is timed as a fresh process (``python -m bot.cli --help``).
 
+``--workers 2 4`` also starts ``serve --workers N`` (gunicorn's arbiter, which imports
+the SDKs once and forks its workers: ``fork``) and, as the baseline, uvicorn's own
+workers, which spawn a fresh interpreter each (``spawn``: the layout ``--workers`` had
+before, run as ``uvicorn bot.commands.serve_workers:app --factory --workers N``), on a
+database at the newest schema, with every setup but ``feishu-ws`` (a long connection
+cannot be shared by workers). Once the N workers beat their heartbeat and the processes
+have idled, each process's RSS and PSS are read: RSS counts a shared page in full in
+every process that maps it, PSS divides it among them, so the sum of the PSS is what the
+layout costs the machine.
+
 ``--imports N`` starts each setup once more with ``-X importtime``
 (``PYTHONPROFILEIMPORTTIME``) and lists the N top-level packages the idle process
 imported, by module count and cumulative import time: where to look for weight.
 
     python benchmarks/idle_rss.py [--repeat 3] [--idle 3] [--imports 15] [--setups feishu]
+        [--workers 2 4 [--only-workers]]
 """
 
 from __future__ import annotations
@@ -42,8 +53,10 @@ import yaml  # noqa: E402
 from harness import (  # noqa: E402
     ROOT,
     Parties,
+    Party,
     child_env,
     free_port,
+    query,
     rss_mb,
     wait_file,
     wait_http,
@@ -51,6 +64,7 @@ from harness import (  # noqa: E402
 
 AGENT = {"model": "scripted:deploy", "route": "ops"}
 SETUPS = ("none", "slack", "feishu", "feishu-ws")
+LAYOUTS = ("fork", "spawn")
 
 
 def platform_env(parties: Parties, setup: str, tmp: Path) -> tuple[dict[str, str], dict]:
@@ -96,15 +110,7 @@ def idle_rss(setup: str, idle: float, *, fresh: bool, after_run: bool = False,
     with tempfile.TemporaryDirectory() as tmp, Parties(Path(tmp)) as parties:
         env, route = platform_env(parties, setup, Path(tmp))
         env.update(extra_env or {})
-        database_url = f"sqlite:///{Path(tmp) / 'askhuman.db'}"
-        if not fresh:
-            from storage import upgrade
-
-            upgrade(database_url)  # as a restarted server finds it
-        config = Path(tmp) / "askhuman.yaml"
-        config.write_text(yaml.safe_dump({
-            "database_url": database_url,
-            "agents": {"deploy": AGENT}, "routes": {"ops": {"timeout": "30m", **route}}}))
+        config = write_config(Path(tmp), route, fresh=fresh)
         key = api_key(config) if after_run else None
         app = parties.askhuman(config, free_port(), env)
         wait_http(app)
@@ -113,6 +119,88 @@ def idle_rss(setup: str, idle: float, *, fresh: bool, after_run: bool = False,
         time.sleep(idle)
         app.check()
         return rss_mb(app.pid), pss_mb(app.pid), app.log.read_text(errors="replace")
+
+
+def write_config(tmp: Path, route: dict, *, fresh: bool) -> Path:
+    """askhuman's config on ``tmp/askhuman.db``: an empty database (``fresh``) or one at
+    the newest schema, as a restarted server finds it."""
+    database_url = f"sqlite:///{tmp / 'askhuman.db'}"
+    if not fresh:
+        from storage import upgrade
+
+        upgrade(database_url)
+    config = tmp / "askhuman.yaml"
+    config.write_text(yaml.safe_dump({
+        "database_url": database_url,
+        "agents": {"deploy": AGENT}, "routes": {"ops": {"timeout": "30m", **route}}}))
+    return config
+
+
+def start_workers(parties: Parties, config: Path, env: dict[str, str], workers: int,
+                  layout: str) -> Party:
+    """``serve --workers N`` (``fork``), or uvicorn's spawned workers on the same
+    factory (``spawn``), on a free port."""
+    port = free_port()
+    if layout == "fork":
+        return parties.askhuman(config, port, env, "askhuman", "--workers", str(workers))
+    party = parties.spawn("askhuman (uvicorn spawn)", [
+        sys.executable, "-m", "uvicorn", "bot.commands.serve_workers:app", "--factory",
+        "--workers", str(workers), "--host", "127.0.0.1", "--port", str(port),
+        "--log-level", "warning", "--ws", "none"],
+        {**env, "ASKHUMAN_CONFIG": str(config), "ASKHUMAN_SERVE_PROCESSES": str(workers),
+         "ASKHUMAN_SERVE_LOG_LEVEL": "warning"})
+    party.url = f"http://127.0.0.1:{port}"
+    return party
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process under ``pid`` (its workers)."""
+    found, stack = [], [pid]
+    while stack:
+        for task in Path(f"/proc/{stack.pop()}/task").iterdir():
+            children = [int(c) for c in (task / "children").read_text().split()]
+            found += children
+            stack += children
+    return found
+
+
+def idle_workers(setup: str, idle: float, workers: int, layout: str
+                 ) -> tuple[tuple[float, float], list[tuple[float, float]]]:
+    """(RSS, PSS) of the parent and of each worker of an idle ``workers``-process
+    layout, once every worker beats its heartbeat and all have idled ``idle`` s."""
+    with tempfile.TemporaryDirectory() as tmp, Parties(Path(tmp)) as parties:
+        env, route = platform_env(parties, setup, Path(tmp))
+        config = write_config(Path(tmp), route, fresh=False)
+        app = start_workers(parties, config, env, workers, layout)
+        wait_http(app, timeout=180)  # N spawned interpreters importing lark-oapi: slow
+        deadline = time.monotonic() + 60
+        while len(query(Path(tmp) / "askhuman.db",
+                        "SELECT id FROM instances WHERE stopped_at IS NULL")) < workers:
+            assert time.monotonic() < deadline, f"{workers} workers did not start"
+            time.sleep(0.2)
+        time.sleep(idle)
+        app.check()
+        children = descendants(app.pid)
+        return ((rss_mb(app.pid), pss_mb(app.pid)),
+                [(rss_mb(pid), pss_mb(pid)) for pid in children])
+
+
+def workers_table(setups: list[str], counts: list[int], idle: float, repeat: int) -> None:
+    """Per-process and total RSS and PSS of each layout, medians of ``repeat`` starts."""
+    print("\n| `serve` with | workers | layout | parent RSS / PSS MB | each worker RSS / "
+          "PSS MB | total RSS MB | total PSS MB |\n|---|---|---|---|---|---|---|")
+    for setup in [s for s in setups if s != "feishu-ws"]:
+        for workers in counts:
+            for layout in LAYOUTS:
+                runs = [idle_workers(setup, idle, workers, layout) for _ in range(repeat)]
+                med = statistics.median
+                parent = [med(run[0][i] for run in runs) for i in (0, 1)]
+                each = [med(size[i] for run in runs for size in run[1]) for i in (0, 1)]
+                totals = [med(run[0][i] + sum(size[i] for size in run[1]) for run in runs)
+                          for i in (0, 1)]
+                print(f"| {setup} | {workers} | {layout} | {parent[0]:.1f} / {parent[1]:.1f} "
+                      f"| {each[0]:.1f} / {each[1]:.1f} | {totals[0]:.1f} | "
+                      f"**{totals[1]:.1f}** |", flush=True)
 
 
 def api_key(config: Path) -> str:
@@ -178,7 +266,15 @@ def main() -> None:
     parser.add_argument("--imports", type=int, default=0, metavar="N",
                         help="also list the N packages each idle serve imported most")
     parser.add_argument("--setups", nargs="+", default=list(SETUPS), choices=SETUPS)
+    parser.add_argument("--workers", nargs="+", type=int, default=[], metavar="N",
+                        help="also measure `serve --workers N` (forked) against uvicorn's "
+                             "spawned workers")
+    parser.add_argument("--only-workers", action="store_true",
+                        help="skip the one-process table and `--help`")
     ns = parser.parse_args()
+    if ns.only_workers:
+        workers_table(ns.setups, ns.workers, ns.idle, ns.repeat)
+        return
     cases = {"at the newest schema": {"fresh": False},
              "empty (migrates)": {"fresh": True},
              "newest schema, after one agent run": {"fresh": False, "after_run": True}}
@@ -195,6 +291,8 @@ def main() -> None:
         _, _, log = idle_rss(setup, ns.idle, fresh=False,
                              extra_env={"PYTHONPROFILEIMPORTTIME": "1"})
         print(f"\n`serve` with {setup}:\n\n{import_report(log, ns.imports)}", flush=True)
+    if ns.workers:
+        workers_table(ns.setups, ns.workers, ns.idle, ns.repeat)
     times = [help_seconds() for _ in range(ns.repeat + 2)][1:]  # the first warms the disk
     print(f"\n`askhuman --help`: median {statistics.median(times) * 1000:.0f} ms, "
           f"max {max(times) * 1000:.0f} ms ({len(times)} runs)")

@@ -15,8 +15,8 @@ outbox → resume of the agent → final answer posted.
     python benchmarks/serve_throughput.py --runs 200 [--in-flight 100]
     python benchmarks/serve_throughput.py --runs 200 --workers 1,2 --repeat 3
 
-``--workers 1,2`` runs ``serve`` and ``serve --workers 2`` (uvicorn's workers on one
-port) in turn, ``--repeat`` times, alternating which goes first; the askhuman CPU is
+``--workers 1,2`` runs ``serve`` and ``serve --workers 2`` (gunicorn's forked uvicorn
+workers on one port) in turn, ``--repeat`` times, alternating which goes first; the askhuman CPU is
 summed over the parent and its workers.
 
 The in-process variant (``throughput.py``) measures the engine alone, with the

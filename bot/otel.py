@@ -94,24 +94,48 @@ def build(env: Mapping[str, str]) -> Any:
     exporter_name = wanted_exporter(env)
     if exporter_name is None:
         return None
-    asked = (f"OTEL_TRACES_EXPORTER={exporter_name}" if env.get("OTEL_TRACES_EXPORTER")
-             else "OTEL_EXPORTER_OTLP_ENDPOINT")
-    try:
-        from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
-    except ImportError:
-        raise TracingConfigError(
-            f"{asked} asks for traces, but opentelemetry-sdk is not installed: "
-            f"pip install 'askhuman[otel]' (or unset {asked.split('=')[0]}).") from None
-    exporter = ConsoleSpanExporter() if exporter_name == "console" else _otlp(env, asked)
+    asked = _asked(env, exporter_name)
+    _require_sdk(asked)
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+
+    exporter = (ConsoleSpanExporter() if exporter_name == "console"
+                else _otlp_class(env, asked)())
     service = env.get("OTEL_SERVICE_NAME") or "askhuman"
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
     provider.add_span_processor(BatchSpanProcessor(exporter))
     return provider
 
 
-def _otlp(env: Mapping[str, str], asked: str) -> Any:
+def check(env: Mapping[str, str]) -> None:
+    """Raise what ``configure`` would raise, building nothing: a parent that forks
+    workers checks here, and each worker builds its own provider (the batch
+    processor's thread must not cross a fork)."""
+    exporter_name = wanted_exporter(env)
+    if exporter_name is None:
+        return
+    asked = _asked(env, exporter_name)
+    _require_sdk(asked)
+    if exporter_name == "otlp":
+        _otlp_class(env, asked)
+
+
+def _asked(env: Mapping[str, str], exporter_name: str) -> str:
+    return (f"OTEL_TRACES_EXPORTER={exporter_name}" if env.get("OTEL_TRACES_EXPORTER")
+            else "OTEL_EXPORTER_OTLP_ENDPOINT")
+
+
+def _require_sdk(asked: str) -> None:
+    try:
+        importlib.import_module("opentelemetry.sdk.trace")
+    except ImportError:
+        raise TracingConfigError(
+            f"{asked} asks for traces, but opentelemetry-sdk is not installed: "
+            f"pip install 'askhuman[otel]' (or unset {asked.split('=')[0]}).") from None
+
+
+def _otlp_class(env: Mapping[str, str], asked: str) -> Any:
     key = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL" if env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
            else "OTEL_EXPORTER_OTLP_PROTOCOL")
     protocol = (env.get(key) or "http/protobuf").strip().lower()
@@ -120,13 +144,12 @@ def _otlp(env: Mapping[str, str], asked: str) -> Any:
                                  "http/protobuf (the default) or grpc; set one of those.")
     module, package = _OTLP[protocol]
     try:
-        exporter_class = importlib.import_module(module).OTLPSpanExporter
+        return importlib.import_module(module).OTLPSpanExporter
     except ImportError:
         raise TracingConfigError(
             f"{asked} ({protocol}) needs {package}: pip install 'askhuman[otel]'"
             + (f" {package}" if protocol == "grpc" else "")
             + " (or set OTEL_TRACES_EXPORTER=console to print spans).") from None
-    return exporter_class()
 
 
 def owned() -> Any:

@@ -10,7 +10,7 @@ here; Feishu appends its own.
 
 ``serve --no-background`` and ``askhuman worker`` split that process in two roles
 (``roles.Role``: events in, or the loops); ``serve --workers N`` runs N such processes
-on one port under uvicorn (``serve_workers``).
+on one port as gunicorn's forked uvicorn workers (``serve_workers``).
 """
 
 from __future__ import annotations
@@ -295,7 +295,8 @@ def register(app: typer.Typer) -> None:
         port: Annotated[int, typer.Option(help="Port for the HTTP endpoints.")] = 3000,
         log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
         workers: Annotated[int, typer.Option(
-            min=1, help="Processes serving the port (uvicorn's workers); each is a full "
+            min=1, help="Processes serving the port (gunicorn's forked uvicorn workers, sharing "
+                        "the SDKs' memory); each is a full "
                         "replica. Not with Socket Mode or the Feishu long connection.")] = 1,
         no_background: Annotated[bool, typer.Option(
             "--no-background", help="Take events in only; run the background work "
@@ -338,8 +339,11 @@ def _run(config: Path | None, host: str, port: int, stack: Stack, role: Role,
     from bot.platforms.slack.config import SlackConfigError
 
     configure_logging(stack.log_level)
-    try:
-        otel.configure(os.environ)  # OTEL_TRACES_EXPORTER & co.: traces (docs/tracing.md)
+    try:  # OTEL_TRACES_EXPORTER & co.: traces (docs/tracing.md)
+        if workers > 1:
+            otel.check(os.environ)  # each forked worker builds its own provider
+        else:
+            otel.configure(os.environ)
     except otel.TracingConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

@@ -1,15 +1,18 @@
-"""``askhuman serve --workers N``: N processes on one port, run by uvicorn's workers.
+"""``askhuman serve --workers N``: N processes on one port, gunicorn's forked workers.
 
-uvicorn binds the port once in its parent process and spawns N children that accept
-on it; it restarts a child that dies and, on SIGHUP, replaces them one by one (each
-re-reads the config), and on SIGTERM stops them gracefully. askhuman adds no process
-manager of its own. Each child builds its whole app through ``app`` (the import-string
-factory uvicorn calls), from what the parent left in the environment.
+gunicorn's arbiter binds the port once, imports what every worker needs (lark-oapi,
+slack-bolt, SQLAlchemy, the engine), freezes that heap, and forks N uvicorn workers
+that share those pages (``forked_workers``); it restarts a worker that dies and, on
+SIGHUP, replaces them (each new one re-reads the config), and on SIGTERM stops them
+gracefully. askhuman adds no process manager of its own. Each worker builds its whole
+app after the fork through ``app`` (the factory), from what the parent left in the
+environment: nothing that holds a connection, a lock, a thread or a loop crosses a fork.
 
-The parent checks what must hold before the children start: the config and its tools,
-no inbound connection that must be one (``roles.check_workers``), no ``metrics.port``,
-no in-memory SQLite. It migrates the database once, so the children need not race to.
-Each child is an ordinary replica: every guarantee already held across replicas
+The parent checks what must hold before the workers start: the config and its tools,
+the platforms' variables, no inbound connection that must be one
+(``roles.check_workers``), no ``metrics.port``, no in-memory SQLite. It migrates the
+database once, and disposes of it, so the workers need not race to.
+Each worker is an ordinary replica: every guarantee already held across replicas
 sharing a database (claims with leases and heartbeats, compare-and-sets, one token
 bucket per client), so it holds across workers.
 """
@@ -27,7 +30,7 @@ from bot import otel
 from bot.commands.roles import ReceiverError, Role, check_metrics_port, check_workers
 from bot.logs import configure_logging
 from bot.reload import PID_FILE_ENV
-from bot.settings import Settings, load_settings
+from bot.settings import ConfigError, Settings, load_settings
 from bot.settings.load import CONFIG_ENV_VAR
 
 log = logging.getLogger("askhuman.serve")
@@ -35,23 +38,36 @@ log = logging.getLogger("askhuman.serve")
 ROLE_ENV = "ASKHUMAN_SERVE_ROLE"
 PROCESSES_ENV = "ASKHUMAN_SERVE_PROCESSES"
 LOG_LEVEL_ENV = "ASKHUMAN_SERVE_LOG_LEVEL"
-FACTORY = "bot.commands.serve_workers:app"
 
 
-def app() -> Starlette:
-    """One worker's app (uvicorn calls this in each child): the settings the parent
-    checked, the role and the number of processes it passed down."""
+def app(started_with: Settings | None = None) -> Starlette:
+    """One worker's app (each worker calls this after the fork): the config file read
+    afresh (a worker started by SIGHUP picks up the new one), the role and the number
+    of processes the parent passed down. A file that no longer loads is refused, as a
+    reload is in one process: the worker logs why and keeps ``started_with`` (what the
+    parent checked at start) rather than failing, which would stop the whole server."""
     from bot.commands.serve_cmd import prepare
 
     configure_logging(os.environ.get(LOG_LEVEL_ENV, "info"))
     otel.configure(os.environ)  # the parent checked it; each process exports its own spans
-    settings = load_settings()
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        if started_with is None:
+            raise
+        log.error("config reload refused; this worker keeps the config the server "
+                  "started with", extra={"source": exc.source, "problems": exc.problems})
+        settings = started_with
     return prepare(settings, role=Role(os.environ.get(ROLE_ENV, Role.ALL.value)),
                    processes=int(os.environ.get(PROCESSES_ENV, "1")), upgrade=False)
 
 
 def check(workers: int, settings: Settings) -> None:
-    """What makes ``--workers N`` unsafe with this config: ``ReceiverError`` naming it."""
+    """What makes ``--workers N`` unsafe or wrong with this config: ``ReceiverError``
+    (or the platform's config error) naming it, before anything forks."""
+    from bot.commands.forked_workers import check_platforms
+
+    check_platforms(settings, os.environ)
     check_workers(workers, settings, os.environ)
     check_metrics_port(workers, settings)
     if workers > 1 and _in_memory(settings.database_url):
@@ -63,10 +79,10 @@ def check(workers: int, settings: Settings) -> None:
 
 def run(config: Path | None, settings: Settings, *, host: str, port: int, workers: int,
         role: Role, options: dict[str, Any]) -> None:
-    """Migrate once, hand the children their settings through the environment, and
-    let uvicorn run ``workers`` of them on ``host:port`` until SIGTERM."""
-    import uvicorn
-
+    """Migrate once, hand the workers their settings through the environment, and
+    let gunicorn fork ``workers`` of them on ``host:port`` until SIGTERM; each serves
+    with uvicorn's ``options`` (``http_stack.uvicorn_options``)."""
+    from bot.commands import forked_workers
     from storage import Database
 
     database = Database(settings.database_url)
@@ -85,7 +101,8 @@ def run(config: Path | None, settings: Settings, *, host: str, port: int, worker
     log.info("serving with workers", extra={
         "host": host, "port": port, "workers": workers, "role": role.value,
         "config": settings.source, "http": options["http"], "loop": options["loop"]})
-    uvicorn.run(FACTORY, factory=True, workers=workers, host=host, port=port, **options)
+    forked_workers.serve(app, settings, os.environ, host=host, port=port, workers=workers,
+                         uvicorn=options)
 
 
 def _in_memory(url: str) -> bool:

@@ -9,7 +9,9 @@ CPU went to the collector. ``gc.freeze()`` moves what is alive at that point int
 permanent generation the collector never scans (reference counting still frees it),
 which cut that to ~0.4 ms. It is done once per process, after one full collection so
 no garbage is frozen along with it: by ``askhuman serve`` before uvicorn starts, and
-by the first ``serve_forever`` otherwise.
+by the first ``serve_forever`` otherwise. A parent that forks workers freezes its own
+heap (the preloaded modules) just before the first fork (``freeze_before_fork``), as
+the ``gc.freeze`` documentation advises, so the workers' pages stay shared.
 
 Full collections also stopped the event loop, and so every click's ack, in the middle
 of bursts (35-130 ms on the startup heap; ``benchmarks/slack_ack.py`` rounds with one
@@ -40,3 +42,13 @@ def freeze_startup_heap() -> bool:
     _, middle, old = gc.get_threshold()
     gc.set_threshold(YOUNG_GC_THRESHOLD, middle, old)
     return True
+
+
+def freeze_before_fork() -> None:
+    """Collect once, then freeze what is alive, in a parent about to fork workers
+    (``serve --workers N``): the workers' collectors then never write to the pages
+    they share with it. Unlike ``freeze_startup_heap`` it leaves the thresholds alone
+    and does not count as this process's freeze: each worker still freezes its own
+    startup heap, the app it builds after the fork."""
+    gc.collect()
+    gc.freeze()

@@ -65,3 +65,24 @@ def test_serve_refuses_to_start_with_an_exporter_it_cannot_use() -> None:
     assert result.exit_code == 2
     assert "OTEL_TRACES_EXPORTER=jaeger" in result.output
     assert "otlp, console, none" in result.output
+
+
+def test_a_forking_parent_checks_the_tracing_config_and_builds_nothing() -> None:
+    """``serve --workers N`` checks in the parent (``otel.check``); each worker builds its
+    own provider after the fork, since the batch processor's thread must not cross it."""
+    import threading
+
+    from opentelemetry import trace
+    from typer.testing import CliRunner
+
+    from bot.cli import app
+    from bot.otel import check
+
+    with pytest.raises(TracingConfigError, match="OTEL_EXPORTER_OTLP_PROTOCOL=thrift"):
+        check({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "thrift"})
+    threads, provider = threading.active_count(), trace.get_tracer_provider()
+    check({"OTEL_TRACES_EXPORTER": "console"})
+    assert threading.active_count() == threads and trace.get_tracer_provider() is provider
+    result = CliRunner().invoke(app, ["serve", "--workers", "2"],
+                                env={"OTEL_TRACES_EXPORTER": "jaeger"})
+    assert result.exit_code == 2 and "OTEL_TRACES_EXPORTER=jaeger" in result.output

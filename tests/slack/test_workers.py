@@ -12,6 +12,7 @@ at given processes; the tests check that the clicks did land on several (the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 from pathlib import Path
@@ -194,3 +195,95 @@ async def test_a_worker_never_opens_the_socket_mode_connection(tmp_path: Path) -
         finally:
             tail = stop(worker)
         assert worker.returncode == 0, tail
+
+
+def _proc(pid: int, name: str) -> str:
+    return Path(f"/proc/{pid}/{name}").read_text()
+
+
+def _open_files(pid: int) -> list[str]:
+    found = []
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(FileNotFoundError):  # closed meanwhile
+            found.append(os.readlink(fd))
+    return found
+
+
+async def test_workers_are_forks_of_a_parent_holding_no_database_lock_or_thread(
+    tmp_path: Path,
+) -> None:
+    """gunicorn's arbiter preloads and forks (not a fresh interpreter per worker); it
+    migrated and closed the database first, so each worker's connections and SQLite
+    writer lock (a ``flock``, shared by whoever inherits its descriptor) are its own."""
+    db_file = tmp_path / "a.db"
+    database = Database(f"sqlite:///{db_file}")
+    port = free_port()
+    with fake_slack() as fake:
+        config = write_config(tmp_path, f"sqlite:///{db_file}")
+        proc = askhuman(["serve", "--config", str(config), "--port", str(port),
+                         "--workers", "2", "--log-level", "warning"], slack_env(fake))
+        try:
+            url = f"http://127.0.0.1:{port}"
+            await wait_healthy(url, proc)
+            await until(lambda: len(live_instances(database)) == 2, 60, "2 workers beating")
+            async with client(url, fake) as slack:
+                ts_list = await post_cards(slack, 4)
+                await _race(slack, ts_list, 1)
+                await until(lambda: len(final_answers(fake)) >= 4, 60, "every run answered")
+            for _, pid in live_instances(database):  # each has written (its heartbeat)
+                status = dict(line.split(":\t", 1) for line in _proc(pid, "status").splitlines())
+                assert int(status["PPid"]) == proc.pid
+                assert _proc(pid, "cmdline") == _proc(proc.pid, "cmdline"), "not a fork"
+                assert f"{db_file}-writer" in _open_files(pid)
+            assert len(list(Path(f"/proc/{proc.pid}/task").iterdir())) == 1
+            assert not [f for f in _open_files(proc.pid) if f.startswith(str(db_file))]
+        finally:
+            tail = stop(proc)
+            database.dispose()
+        assert proc.returncode == 0, tail
+
+
+def test_workers_print_a_platform_config_error_before_forking(tmp_path: Path) -> None:
+    with fake_slack() as fake:
+        config = write_config(tmp_path, f"sqlite:///{tmp_path / 'a.db'}")
+        env = slack_env(fake)
+        del env["SLACK_SIGNING_SECRET"]
+        proc = askhuman(["serve", "--config", str(config), "--workers", "2"], env)
+        _, raw = proc.communicate(timeout=60)
+        err = raw.decode()
+    assert proc.returncode == 2, err
+    assert "SLACK_SIGNING_SECRET is not set" in err
+    assert "gunicorn" not in err and not (tmp_path / "a.db").exists()
+
+
+async def test_sighup_to_the_parent_replaces_the_workers(tmp_path: Path) -> None:
+    """gunicorn starts new workers (each builds its app, re-reading the config) and then
+    stops the old ones gracefully: they sign off, and the parent keeps serving. A
+    config file broken meanwhile is refused by the new workers, which keep the one the
+    server started with, instead of failing to boot (which would halt the server)."""
+    database = Database(f"sqlite:///{tmp_path / 'a.db'}")
+    port = free_port()
+    with fake_slack() as fake:
+        config = write_config(tmp_path, f"sqlite:///{tmp_path / 'a.db'}")
+        proc = askhuman(["serve", "--config", str(config), "--port", str(port),
+                         "--workers", "2", "--log-level", "warning"], slack_env(fake))
+        try:
+            url = f"http://127.0.0.1:{port}"
+            await wait_healthy(url, proc)
+            await until(lambda: len(live_instances(database)) == 2, 60, "2 workers beating")
+            old = {pid for _, pid in live_instances(database)}
+            config.write_text("routes: {ops: {timeout: never}}\n")
+            os.kill(proc.pid, signal.SIGHUP)
+            await until(lambda: len(live_instances(database)) == 2
+                        and not old & {pid for _, pid in live_instances(database)}, 60,
+                        "2 new workers, the old ones signed off")
+            await wait_healthy(url, proc)
+            async with client(url, fake) as slack:  # still the config it started with
+                ts_list = await post_cards(slack, 1)
+                await _race(slack, ts_list, 1)
+                await until(lambda: len(final_answers(fake)) >= 1, 60, "the run answered")
+        finally:
+            tail = stop(proc)
+            database.dispose()
+        assert proc.returncode == 0, tail
+        assert "config reload refused; this worker keeps the config" in tail
