@@ -7,7 +7,8 @@ is), decisions by outcome, platform and route, resume jobs and outbox rows that 
 for good, the outbox backlog and the age of its oldest row. What only happens in a
 process is observed where it happens (histograms and counters of this replica): time
 to decision, click → ack, answer → resume, resume failures (each failed attempt),
-platform API calls by method and status, and their retries.
+platform API calls by method and status, their retries, and Slack clicks by the
+path they came in by (askhuman's fast path or Bolt).
 
 The process-wide metric objects are not registered globally; each served app builds
 its own registry (``registry_for``), so tests and several apps in one process don't
@@ -54,8 +55,12 @@ PLATFORM_CALLS = Counter(
 PLATFORM_RETRIES = Counter(
     "askhuman_platform_api_retries", "Platform API calls retried.",
     ["platform", "method"], registry=None)
+SLACK_CLICKS = Counter(
+    "askhuman_slack_clicks", "Slack card clicks (approve, reject, any action button) "
+    "taken in, by path: fast (askhuman's own block_actions path) or bolt (slack-bolt).",
+    ["path"], registry=None)
 PROCESS_METRICS = (TIME_TO_DECISION, CLICK_ACK, ANSWER_TO_RESUME, RESUME_FAILURES,
-                   PLATFORM_CALLS, PLATFORM_RETRIES)
+                   PLATFORM_CALLS, PLATFORM_RETRIES, SLACK_CLICKS)
 
 
 def observe_decision(route: str, outcome: str, created: dt.datetime,
@@ -83,6 +88,10 @@ def platform_call(platform: str, method: str, status: str) -> None:
 
 def platform_retry(platform: str, method: str) -> None:
     PLATFORM_RETRIES.labels(platform, method).inc()
+
+
+def slack_click(path: str) -> None:
+    SLACK_CLICKS.labels(path).inc()
 
 
 class DatabaseCollector(Collector):

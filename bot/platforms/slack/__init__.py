@@ -12,6 +12,8 @@ Layout (small modules, one concern each):
 - ``listeners/`` — one Bolt listener per concern: slash command, mention, buttons, modal.
 - ``app``        — ``build_app`` (Bolt wiring, event dedupe) and ``http_endpoint``.
 - ``inbound``    — what ``/slack/events`` checks before Bolt parses: signature, shape.
+- ``fast_clicks`` — plain card clicks (``ah:`` buttons) past Bolt, through the Bolt
+  listener's own store / finish steps; everything else goes to Bolt.
 - ``runtime``    — ``SlackPlatform``, everything above for one engine; used by ``serve``.
 """
 

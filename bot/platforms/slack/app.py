@@ -24,6 +24,7 @@ from bot.platforms.slack.batch import BatchListener
 from bot.platforms.slack.dedupe import RecentIds
 from bot.platforms.slack.directory import SlackDirectory
 from bot.platforms.slack.engine_api import SlackEngine
+from bot.platforms.slack.fast_clicks import FastClick, FastClicks
 from bot.platforms.slack.home import HomeTab
 from bot.platforms.slack.inbound import Refusal, bolt_request, check_signature, log_refusal
 from bot.platforms.slack.listeners.actions import (
@@ -128,11 +129,15 @@ def build_app(
     seen_events: RecentIds | None = None,
     home: HomeTab | None = None,
     acks_first: AcksFirst | None = None,
+    clicks: ActionListener | None = None,
+    fast: FastClicks | None = None,
 ) -> AsyncApp:
     """The Bolt app. ``signing_secret=None`` is only valid for Socket Mode; ``home``
     serves App Home (``app_home_opened``, refusals of clicks on Home); ``acks_first``
     is shared by the click listeners (and ``http_endpoint``), so decisions wait for the
-    whole burst's acks."""
+    whole burst's acks. ``clicks`` is the card-button listener (the one ``fast``, the
+    fast path for plain clicks over HTTP, shares), and ``fast`` opens once Bolt has
+    authorized a request."""
     acks_first = acks_first or AcksFirst()
     bolt_log = logging.getLogger("bot.platforms.slack.bolt")
     quiet = _UnusedEnvTokenFilter()
@@ -151,11 +156,13 @@ def build_app(
     finally:
         bolt_log.removeFilter(quiet)
     app.middleware(dedupe_events(seen_events or RecentIds(), engine))
+    if fast is not None:
+        app.middleware(fast.opener())
     # Card buttons first: Bolt tries listeners in order, each matcher costs a call, and
     # a burst of clicks should not pay for the command and event matchers (the
     # ``ah:``, ``ahf:`` and ``ahw:`` prefixes never overlap).
-    app.action(render.ACTION_ID_PATTERN)(ActionListener(engine, home=home,
-                                                        acks_first=acks_first))
+    app.action(render.ACTION_ID_PATTERN)(
+        clicks or ActionListener(engine, home=home, acks_first=acks_first))
     app.command(command)(CommandListener(engine))
     mentions = MentionListener(engine, directory)
     app.event("app_mention", middleware=[mentions.before_ack])(mentions)
@@ -174,12 +181,15 @@ def build_app(
 
 
 def http_endpoint(
-    app: AsyncApp, signing_secret: str, acks_first: AcksFirst | None = None
+    app: AsyncApp, signing_secret: str, acks_first: AcksFirst | None = None,
+    fast: FastClicks | None = None,
 ) -> Callable[[Request], Awaitable[Response]]:
     """A Starlette endpoint for ``/slack/events`` (events, interactivity, commands).
 
-    The raw body's signature is verified (``inbound.check_signature``) before Bolt
-    builds its request, which parses the body; see ``bot.platforms.slack.inbound``.
+    The raw body's signature is verified (``inbound.check_signature``) before anything
+    else. A plain card click then takes the fast path (``fast``,
+    ``bot.platforms.slack.fast_clicks``); everything else goes to Bolt, whose request is
+    built (and the body parsed) only now; see ``bot.platforms.slack.inbound``.
     Every request is reported to ``acks_first`` (the one ``build_app`` was given) from
     its arrival until its response is handed back, so decisions start after a burst's
     responses, not while they are still being sent.
@@ -187,21 +197,23 @@ def http_endpoint(
     from slack_bolt.adapter.starlette.async_handler import to_starlette_response
 
     verifier = SignatureVerifier(signing_secret)
+    first = acks_first or AcksFirst()
 
     async def endpoint(request: Request) -> Response:
         body = await request.body()  # at most ``http.max_body_bytes`` (bot.web.BodyLimit)
-        checked = check_signature(verifier, body, request.headers) or bolt_request(
-            request, body
-        )
+        refusal = check_signature(verifier, body, request.headers)
+        click = fast.read(body, request.headers) if fast and refusal is None else None
+        checked = refusal or click or bolt_request(request, body)
         if isinstance(checked, Refusal):
             log_refusal(checked, request)
             return PlainTextResponse(checked.reason, status_code=checked.status)
-        if acks_first is None:
-            return to_starlette_response(await app.async_dispatch(checked))
-        acks_first.arrived()
+        first.arrived()
         try:
+            if isinstance(checked, FastClick):
+                assert fast is not None
+                return await fast.take(checked)
             return to_starlette_response(await app.async_dispatch(checked))
         finally:
-            acks_first.acked()
+            first.acked()
 
     return endpoint

@@ -102,13 +102,13 @@ def bolt_request(request: Request, body: bytes) -> AsyncBoltRequest | Refusal:
         return Refusal(400, f"malformed Slack payload ({type(exc).__name__})")
     if not all(part is None or isinstance(part, dict) for part in parts):
         return Refusal(400, "malformed Slack payload (a part is not an object)")
-    wrong = _wrong_shape(parsed.body)
+    wrong = wrong_shape(parsed.body)
     if wrong is not None:
         return Refusal(400, f"malformed Slack payload ({wrong} is missing or of the wrong type)")
     return parsed
 
 
-def _wrong_shape(body: dict[str, Any]) -> str | None:
+def wrong_shape(body: dict[str, Any]) -> str | None:
     """The first field whose type or absence Slack never sends (Bolt would crash on it)."""
     for key in _OBJECTS:
         if not isinstance(body.get(key), dict | None):

@@ -25,8 +25,9 @@ from bot.platforms.slack.client import make_client
 from bot.platforms.slack.config import SlackConfig
 from bot.platforms.slack.directory import SlackDirectory
 from bot.platforms.slack.engine_api import SlackEngine
+from bot.platforms.slack.fast_clicks import FastClicks
 from bot.platforms.slack.home import HomeEngine, HomeTab
-from bot.platforms.slack.listeners.actions import AcksFirst
+from bot.platforms.slack.listeners.actions import AcksFirst, ActionListener
 from renderers.words import Said
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,9 @@ class SlackPlatform:
                                     on_home_notice=self._home_notice if self.home else None)
         self.directory = SlackDirectory(self.client, ttl_seconds=directory_ttl)
         self.acks_first = AcksFirst()
+        clicks = ActionListener(engine, home=self.home, acks_first=self.acks_first)
+        self.fast_clicks = None if config.socket_mode else FastClicks(clicks, self.client)
+        """Plain card clicks over HTTP, past Bolt (``bot.platforms.slack.fast_clicks``)."""
         self.app: AsyncApp = build_app(
             engine,
             self.client,
@@ -74,6 +78,8 @@ class SlackPlatform:
             directory=self.directory,
             home=self.home,
             acks_first=self.acks_first,
+            clicks=clicks,
+            fast=self.fast_clicks,
         )
         self._socket_handler: Any = None
 
@@ -91,7 +97,7 @@ class SlackPlatform:
         if self.config.socket_mode or self.config.signing_secret is None:
             return []
         return [(EVENTS_PATH, http_endpoint(self.app, self.config.signing_secret,
-                                            self.acks_first))]
+                                            self.acks_first, self.fast_clicks))]
 
     async def run_socket_mode(self, stop: asyncio.Event) -> None:
         """Hold a Socket Mode connection open until ``stop`` is set (auto-reconnects)."""

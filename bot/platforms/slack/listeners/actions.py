@@ -16,12 +16,14 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from slack_bolt.async_app import AsyncAck, AsyncRespond
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot import metrics
 from bot.engine.clicks import NOT_RECORDED
 from bot.engine.inbox import Click, ClickTooLarge, Recorded
 from bot.engine.ports import Identity
@@ -69,6 +71,41 @@ def home_state(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
     state = view.get("state")
     values = state.get("values") if isinstance(state, dict) else None
     return values if isinstance(values, dict) else {}
+
+
+@dataclass(frozen=True)
+class ClickFrom:
+    """What a card click needs from its ``block_actions`` payload besides the action:
+    who clicked, where, and the typed input Slack sent with it. Read once, by Bolt's
+    listener or by the fast path (``bot.platforms.slack.fast_clicks``)."""
+
+    who: Identity
+    channel: str | None
+    ts: str | None
+    values: Mapping[str, Any] | None
+    """The message's ``state.values`` (None when Slack sent none)."""
+    home: Mapping[str, Any] | None
+    """The Home view's ``state.values`` when the click came from App Home, else None."""
+
+    @classmethod
+    def read(cls, body: Mapping[str, Any]) -> ClickFrom:
+        state = body.get("state")
+        values = state.get("values") if isinstance(state, dict) else None
+        channel, ts = message_location(body)
+        return cls(responder(body), channel, ts, values if isinstance(values, dict) else None,
+                   home_state(body))
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A click after its store-before-ack step: stored (``recorded``), or not, with the
+    words to tell the clicker instead."""
+
+    where: ClickFrom
+    recorded: Recorded | None
+    message: Said | None
+    path: str
+    """How it came in: ``bolt`` or ``fast``."""
 
 
 class AcksFirst:
@@ -165,88 +202,98 @@ class ActionListener:
         client: AsyncWebClient,
         respond: AsyncRespond,
     ) -> None:
-        who = responder(body)
-        channel, ts = message_location(body)
-        parsed = self._parse(action)
+        """Bolt's entry; ``bot.platforms.slack.fast_clicks`` takes the same steps
+        (``store``, its own ack, ``finish``) for plain clicks Bolt never sees."""
+        where = ClickFrom.read(body)
+        parsed = self.parse(action)
         if parsed is None:
             await ack()
-            await audit_refusal(self._engine, None, who, str(UNKNOWN_BUTTON),
+            await audit_refusal(self._engine, None, where.who, str(UNKNOWN_BUTTON),
                                 check="unknown_button",
                                 action_id=str(action.get("action_id") or "")[:200])
-            await tell(
-                client, user=who.user_id, channel=channel, text=UNKNOWN_BUTTON, respond=respond
-            )
+            await tell(client, user=where.who.user_id, channel=where.channel,
+                       text=UNKNOWN_BUTTON, respond=respond)
             return
+        stored = await self.store(parsed, where, path="bolt")
+        await ack()  # only now: the click is in the database (or the clicker is told)
+        await self.finish(stored, client, respond)
+
+    kind = "respond"
+    """The click inbox ``kind`` this listener stores."""
+
+    async def store(self, parsed: tuple[str, str], where: ClickFrom, *, path: str) -> Stored:
+        """Before the ack: the click into the click inbox (never raises). ``path`` names
+        the way the click came in (``bolt`` or ``fast``), for the log and the counter."""
         ref, token = parsed
+        metrics.slack_click(path)
         self._acks_first.arrived()
         try:
-            recorded, message = await self._record(ref, token, who, body, channel, ts,
-                                                   self.kind)
+            recorded, message = await self._record(ref, token, where, self.kind)
         except Exception:
             log.exception("recording a click failed", extra={"platform": "slack", "ref": ref[:64]})
             recorded, message = None, NOT_RECORDED
         finally:
             self._acks_first.acked()
-        await ack()  # only now: the click is in the database (or the clicker is told)
-        if recorded is not None:
+        return Stored(where, recorded, message, path)
+
+    async def finish(self, stored: Stored, client: AsyncWebClient,
+                     respond: AsyncRespond | None) -> None:
+        """After the ack: decide the stored click, then tell the clicker what they need
+        to know (on App Home, on top of a fresh Home)."""
+        message, where = stored.message, stored.where
+        if stored.recorded is not None:
             await self._acks_first.wait()
             async with self._slots:
-                message = await self._decide(recorded)
-        from_home = home_state(body) is not None
-        if from_home and self._home is not None:
+                message = await self._decide(stored.recorded, stored.path)
+        if where.home is not None and self._home is not None:
             # Home has no ephemeral messages: the notice goes on top of a fresh Home.
             async with self._reply_slots:
-                await self._home.publish(who.user_id, notice=message, force=True)
+                await self._home.publish(where.who.user_id, notice=message, force=True)
         elif message is not None:
             async with self._reply_slots:
-                await tell(client, user=who.user_id, channel=channel, text=message,
+                await tell(client, user=where.who.user_id, channel=where.channel, text=message,
                            respond=respond)
 
-    kind = "respond"
-    """The click inbox ``kind`` this listener stores."""
-
     @staticmethod
-    def _parse(action: Mapping[str, Any]) -> tuple[str, str] | None:
+    def parse(action: Mapping[str, Any]) -> tuple[str, str] | None:
         """``(ref, action token)`` of one of our buttons, or None."""
         return render.parse_action_id(action.get("action_id")) or render.parse_action_id(
             action.get("value"))
 
     async def _record(
-        self, ref: str, token: str, who: Identity, body: Mapping[str, Any],
-        channel: str | None, ts: str | None, kind: str = "respond",
+        self, ref: str, token: str, where: ClickFrom, kind: str = "respond",
     ) -> tuple[Recorded | None, Said | None]:
         """Store the click before the ack: ``(recorded, None)``, or ``(None, text to tell)``
         when it could not be stored. No database read on this path: the values are
         stored as Slack sent them and read with the card when deciding
         (``SlackAdapter.read_click``)."""
-        state = body.get("state")
-        state_values = state.get("values") if isinstance(state, dict) else None
-        on_home = home_state(body)
-        if on_home is not None:
-            state_values = card_state(on_home, ref)
-        if not isinstance(state_values, dict):
-            state_values = {}
-        reply_to = {k: v for k, v in (("channel", channel), ("message", ts)) if v}
-        if kind != "respond":
+        state_values = where.values
+        if where.home is not None:
+            state_values = card_state(where.home, ref)
+        if not isinstance(state_values, dict) or kind != "respond":
             state_values = {}  # a withdrawal carries no answer
-        click = Click("slack", ref, who, token, state_values, kind=kind, reply_to=reply_to)
+        reply_to = {k: v for k, v in (("channel", where.channel), ("message", where.ts)) if v}
+        click = Click("slack", ref, where.who, token, state_values, kind=kind,
+                      reply_to=reply_to)
         try:
             recorded = await self._engine.record_click(click, budget=ACK_BUDGET)
         except ClickTooLarge as exc:
-            await audit_refusal(self._engine, ref, who, str(exc), check="click_too_large")
+            await audit_refusal(self._engine, ref, where.who, str(exc), check="click_too_large")
             return None, exc.words
         return recorded, None if recorded is not None else NOT_RECORDED
 
-    async def _decide(self, recorded: Recorded) -> Said | None:
+    async def _decide(self, recorded: Recorded, path: str) -> Said | None:
         """Decide the stored click; returns the words to tell the clicker, if any."""
         result = await self._engine.decide_click(recorded)
-        self._log(recorded.click.ref, recorded.click.responder, recorded.click.action_id, result)
+        self._log(recorded.click.ref, recorded.click.responder, recorded.click.action_id,
+                  result, path)
         if result.outcome == "accepted" and not result.tell:
             return None  # the updated card says it for everyone
         return result.words
 
     @staticmethod
-    def _log(ref: str, who: Identity, action_id: str, result: RespondResult) -> None:
+    def _log(ref: str, who: Identity, action_id: str, result: RespondResult,
+             path: str) -> None:
         log.info(
             "slack click answered",
             extra={
@@ -255,6 +302,7 @@ class ActionListener:
                 "user": who.user_id,
                 "action_id": action_id[:64],
                 "outcome": result.outcome,
+                "path": path,
             },
         )
 
@@ -267,7 +315,7 @@ class WithdrawListener(ActionListener):
     kind = "withdraw"
 
     @staticmethod
-    def _parse(action: Mapping[str, Any]) -> tuple[str, str] | None:
+    def parse(action: Mapping[str, Any]) -> tuple[str, str] | None:
         ref = render.parse_withdraw_action_id(action.get("action_id"))
         selected = action.get("selected_option")
         chosen = selected.get("value") if isinstance(selected, dict) else None
