@@ -68,7 +68,7 @@ async def test_racing_clicks_on_n_workers_decide_resume_and_post_once(
             await until(lambda: len(live_instances(database)) == workers, 60,
                         f"{workers} workers beating")
             async with client(url, fake) as slack:
-                ts_list = await post_cards(slack, 8)
+                ts_list = await post_cards(slack, 8, database)
                 replies = await _race(slack, ts_list, 3)
                 assert [r.status_code for r in replies] == [200] * len(replies)
                 await until(lambda: len(final_answers(fake)) >= 8 and settled(database), 60,
@@ -149,7 +149,7 @@ async def test_web_processes_and_a_worker_split_the_work(tmp_path: Path, db_url:
                                "--log-level", "warning"], env)
             await wait_healthy(f"http://127.0.0.1:{health}", worker)
             async with client(url, fake) as slack:
-                ts_list = await post_cards(slack, 3)
+                ts_list = await post_cards(slack, 3, database)
                 replies = await _race(slack, ts_list, 2)
                 assert [r.status_code for r in replies] == [200] * 6
                 await until(lambda: len(final_answers(fake)) >= 3 and settled(database), 30,

@@ -141,11 +141,19 @@ def card_updates(fake: FakeSlackAPI) -> dict[str, int]:
     return seen
 
 
-async def post_cards(slack: Slack, n: int) -> list[str]:
-    """Start ``n`` deploy runs; the ts of their ``n`` cards."""
+async def post_cards(slack: Slack, n: int, database: Database | None = None) -> list[str]:
+    """Start ``n`` deploy runs; the ts of their ``n`` cards.
+
+    With ``database``, also wait until askhuman has stored where each card went: a click
+    that lands between Slack's answer and that commit is decided, and the card is then
+    updated twice, rightly (the decision's update, and the delivery's, which finds the
+    request changed while it was posted), so a test counting updates waits for this."""
     for i in range(n):
         assert (await slack.command(f"run deploy ship v9.{i}.0")).status_code == 200
     await until(lambda: len(cards(slack.fake)) >= n, 60, f"{n} cards")
+    if database is not None:
+        await until(lambda: count(database, AuditLog, AuditLog.event == "delivered") >= n,
+                    60, f"{n} deliveries stored")
     return cards(slack.fake)
 
 
