@@ -285,6 +285,15 @@ class Decider:
 
     # ------------------------------------------------------------------ the system
 
+    async def next_expiry_in(self) -> float | None:
+        """Seconds (by the engine's clock) until the next pending request's deadline,
+        or None when none is ahead: the timeouts loop sleeps until then instead of a
+        whole poll interval, so a deadline is swept when it passes."""
+        now = self._ctx.now()
+        due = await self._committer.read(partial(expiry.next_deadline, now=now))
+        # a millisecond past it: timers and the clock may disagree by a little
+        return None if due is None else max(0.0, (due - now).total_seconds()) + 0.001
+
     async def expire_due(self) -> int:
         """Give every overdue pending request Dify's timeout result; returns how many.
 

@@ -102,6 +102,16 @@ def expire_chunk(session: Session, now: dt.datetime, postgres: bool,
     return expired
 
 
+def next_deadline(session: Session, now: dt.datetime) -> dt.datetime | None:
+    """The earliest deadline still ahead of ``now`` among pending requests (one read of
+    the ``(status, deadline)`` index): when the sweep has work next. Overdue requests
+    the sweep skipped (a stored click decides them first) are not counted, so they never
+    make the sweep spin; the poll interval looks at them again."""
+    return session.scalar(select(func.min(HumanRequest.deadline))
+                          .where(HumanRequest.status == store.OPEN,
+                                 HumanRequest.deadline > now))
+
+
 def _resume_jobs(session: Session, now: dt.datetime, expired: list[Expired],
                  postgres: bool) -> list[dict[str, Any]]:
     """One job per run step that is now fully resolved (see ``store.batch_resolved``)."""
