@@ -10,7 +10,7 @@ timed. Memory is the Python heap's peak during the sweep (tracemalloc) and the
 process's RSS growth, both beyond what the seeded engine already held.
 
 ``--served`` measures it black box instead: the real ``askhuman serve`` in its own
-process (SQLite, every worker loop running, no platform), the requests seeded into
+process (SQLite, every worker loop running, Slack faked), the requests seeded into
 its database while it runs with a deadline ``--lead`` seconds ahead; the time is from
 that deadline until this process reads all of them as ``timeout``, and from the
 deadline to the first and the last ``decided_at`` the server wrote (when its first
@@ -83,15 +83,23 @@ def served_round(n: int, lead: float) -> tuple[float, float, float]:
     from sqlalchemy import update
 
     from storage import Database
+    from tests.fakes.slack_api import BOT_TOKEN
 
     with tempfile.TemporaryDirectory() as tmp, h.Parties(Path(tmp)) as parties:
         db_file = Path(tmp) / "askhuman.db"
         url = f"sqlite:///{db_file}"
         config = Path(tmp) / "askhuman.yaml"
         config.write_text(yaml.safe_dump({
-            "database_url": url, "routes": {"ops": {"timeout": "30m"}},
-            "agents": {"deploy": {"model": "scripted:deploy", "route": "ops"}}}))
-        app = parties.askhuman(config, h.free_port(), {})
+            "database_url": url, "agents": {"deploy": {"model": "scripted:deploy",
+                                                      "route": "ops"}},
+            "routes": {"ops": {"timeout": "30m", "slack": {
+                "channel": "C0BENCH", "approvers": {"users": ["U00000"]}}}}}))
+        ready = Path(tmp) / "slack.ready"
+        fake = parties.role("slack_ack.py", "fake", "--port", str(h.free_port()),
+                            "--clicks", "1", "--ready", str(ready), name="fake slack")
+        app = parties.askhuman(config, h.free_port(), {
+            "SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": "s",
+            "SLACK_API_URL": h.wait_file(fake, ready)})
         h.wait_http(app)
         time.sleep(1.0)  # past startup: the loops are idling at their poll interval
         db = Database(url)
@@ -134,7 +142,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--served", action="store_true",
                         help="black box: a real `serve`, from the deadline to all `timeout`")
-    parser.add_argument("--lead", type=float, default=5.0,
+    parser.add_argument("--lead", type=float, default=8.0,
                         help="--served: seconds from seeding to the deadline")
     ns = parser.parse_args()
     if ns.served:

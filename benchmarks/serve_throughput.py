@@ -58,16 +58,18 @@ def fetch(url: str) -> Any:
         return json.loads(reply.read())
 
 
-async def post_cards(url: str, fake_url: str, api_port: str, runs: int) -> dict[str, Any]:
-    """Start ``runs`` runs; the blocks of each new card by its ts."""
+async def post_cards(url: str, fake_url: str, api_port: str, runs: int,
+                     burst: int = 20) -> dict[str, Any]:
+    """Start ``runs`` runs, ``burst`` slash commands at a time; the blocks of each new
+    card by its ts."""
     from urllib.parse import urlencode
 
     calls = [slack.signed(urlencode({
         "command": "/askhuman", "text": f"run deploy ship v7.{i}.0", "user_id": slack.STARTER,
         "user_name": "starter", "channel_id": slack.ORIGIN, "team_id": "T0TEST",
         "response_url": f"http://127.0.0.1:{api_port}/response_url/cmd"})) for i in range(runs)]
-    for start in range(0, runs, 20):
-        await h.burst(url, calls[start:start + 20])
+    for start in range(0, runs, burst):
+        await h.burst(url, calls[start:start + burst])
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         cards = fetch(fake_url + "/_bench/cards")
@@ -164,7 +166,7 @@ async def idle_clicks(database_url: str, clicks: int, gap: float) -> dict[str, l
                "SLACK_API_URL": api_url}
         server = parties.askhuman(config, h.free_port(), env)
         h.wait_http(server)
-        cards = await post_cards(server.url, fake.url, api_port, clicks)
+        cards = await post_cards(server.url, fake.url, api_port, clicks, burst=1)
         answers = f"{fake.url}/_bench/posted?channel={slack.ORIGIN}&text=Deployed"
         updates = f"{fake.url}/_bench/posted?method=chat.update&channel={slack.CHANNEL}&text="
         out: dict[str, list[float]] = {"click → ack": [], "ack → card updated": [],
