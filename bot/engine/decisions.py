@@ -298,19 +298,20 @@ class Decider:
         """Give every overdue pending request Dify's timeout result; returns how many.
 
         Set-based (``bot.engine.expiry``): one transaction per chunk of requests, the
-        resumes, audits and card updates queued with it; the outbox loop then sends
-        the card updates concurrently.
+        resumes, audits and card updates queued with it; the last chunk's commit wakes
+        the outbox loop, which sends the card updates concurrently, and the resumes.
         """
         expired, timed_out = 0, timeout_result().status
         while True:
             now = self._ctx.now()
-            sweep = partial(expiry.expire_chunk, now=now, postgres=self._ctx.db.is_postgres,
+            sweep = partial(expiry.sweep_chunk, now=now, postgres=self._ctx.db.is_postgres,
+                            owed=expired > 0, limit=expiry.CHUNK,
                             notify=partial(waiting.queue_timeout_notices, self._ctx, now=now))
             chunk = await self._committer.tx(sweep)
             for request in chunk:  # committed: the decision histogram counts timeouts too
                 metrics.observe_decision(request.route, timed_out, request.created_at, now)
             expired += len(chunk)
-            if chunk:  # the commit woke the resume and outbox loops (``queued``)
+            if chunk:
                 log.info("requests timed out", extra={"count": len(chunk)})
             if len(chunk) < expiry.CHUNK:
                 return expired

@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 
-from sqlalchemy import select, update
+import pytest
+from sqlalchemy import func, select, update
 
 from bot.engine import expiry
+from bot.engine.committer import Committed
 from storage import HumanRequest
 from tests.engine.expiry_seed import seed
 from tests.engine.helpers import ORIGIN, STARTER, make_engine
@@ -65,4 +67,26 @@ async def test_the_next_deadline_is_the_earliest_pending_one_still_ahead(db_url:
         assert expiry.next_deadline(s, now) == now + dt.timedelta(minutes=7)
     after = await engine.decider.next_expiry_in()
     assert after is not None and 7 * 60 <= after < 7 * 60 + 1
+    engine.db.dispose()
+
+
+@pytest.mark.parametrize("overdue", [7, 6])  # a short last chunk; an empty one
+async def test_a_sweep_of_many_chunks_wakes_the_loops_once_after_its_last_chunk(
+        db_url: str, monkeypatch: pytest.MonkeyPatch, overdue: int) -> None:
+    """Resumes and card updates start once every due request is resolved, not while the
+    sweep still has chunks to go."""
+    monkeypatch.setattr(expiry, "CHUNK", 3)
+    engine, _adapter, _clock = make_engine(db_url)
+    seed(engine.db, engine.now(), [(f"run{i}", None, -1) for i in range(overdue)])
+    woken: list[tuple[bool, bool, int]] = []
+
+    async def hook(done: Committed) -> None:
+        with engine.db.read() as s:
+            pending = s.scalar(select(func.count()).select_from(HumanRequest)
+                               .where(HumanRequest.status == "pending"))
+        woken.append((done.resumes_queued, done.outbox_queued, pending or 0))
+
+    engine.committer.on_commit(hook)
+    assert await engine.expire_due() == overdue
+    assert woken == [(True, True, 0)]  # once, when nothing was left pending
     engine.db.dispose()
