@@ -179,12 +179,13 @@ async def idle_clicks(database_url: str, clicks: int, gap: float) -> dict[str, l
             took, _ = await h.burst(server.url, [click])
             acked = sent + took[0]
             deadline = time.monotonic() + 30
-            while len(posted := fetch(answers)) <= seen_answers:
+            while (len(posted := fetch(answers)) <= seen_answers
+                   or len(updated := fetch(updates)) <= seen_updates):
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"no final answer for the card {ts}")
+                    raise RuntimeError(f"no final answer or card update for the card {ts}")
                 await asyncio.sleep(0.005)
             out["click → ack"].append(took[0] * 1000)
-            out["ack → card updated"].append((fetch(updates)[seen_updates] - acked) * 1000)
+            out["ack → card updated"].append((updated[seen_updates] - acked) * 1000)
             out["ack → final answer posted"].append((posted[seen_answers] - acked) * 1000)
         return out
 
