@@ -111,7 +111,7 @@ def sweep_chunk(session: Session, now: dt.datetime, postgres: bool, owed: bool,
     their resumes and card updates start competing with the sweep for the write lock
     and the process's one core; they follow right after (about a second later)."""
     expired = expire_chunk(session, now, postgres, limit, notify)
-    if len(expired) == limit:
+    if len(expired) >= limit:  # (PostgreSQL's sub-SELECT may take more than the limit)
         queued.taken(session)  # noted again by the last chunk
     elif owed:
         queued.resumes(session)
