@@ -288,7 +288,9 @@ class Decider:
     async def next_expiry_in(self) -> float | None:
         """Seconds (by the engine's clock) until the next pending request's deadline,
         or None when none is ahead: the timeouts loop sleeps until then instead of a
-        whole poll interval, so a deadline is swept when it passes."""
+        whole poll interval, so a deadline is swept when it passes. A request created
+        meanwhile with a sooner deadline is seen at the next poll at the latest, as
+        before (deadlines are minutes away; the poll interval is seconds)."""
         now = self._ctx.now()
         due = await self._committer.read(partial(expiry.next_deadline, now=now))
         # a millisecond past it: timers and the clock may disagree by a little
