@@ -8,6 +8,15 @@ It uses the real engine (``Engine.expire_due``) on a fresh SQLite file and, when
 ``ASKHUMAN_TEST_POSTGRES_URL`` is set, on a fresh PostgreSQL database. Seeding is not
 timed. Memory is the Python heap's peak during the sweep (tracemalloc) and the
 process's RSS growth, both beyond what the seeded engine already held.
+
+``--served`` measures it black box instead: the real ``askhuman serve`` in its own
+process (SQLite, every worker loop running, Slack faked), the requests seeded into
+its database while it runs with a deadline ``--lead`` seconds ahead; the time is from
+that deadline until this process reads all of them as ``timeout``, and from the
+deadline to the first and the last ``decided_at`` the server wrote (when its first
+sweep came, and when its sweeps were done):
+
+    .venv/bin/python benchmarks/expiry.py --served --requests 10000 --rounds 3
 """
 
 from __future__ import annotations
@@ -63,11 +72,82 @@ async def one_round(url: str, n: int, trace: bool) -> tuple[float, float, dict[s
 
 
 
+def served_round(n: int, lead: float) -> tuple[float, float, float]:
+    """One ``serve`` on SQLite, ``n`` requests due ``lead`` s after they were seeded:
+    seconds from their deadline until all read ``timeout`` here, and to the first and
+    the last ``decided_at`` the server wrote."""
+    import datetime as dt
+
+    import harness as h
+    import yaml
+    from sqlalchemy import update
+
+    from storage import Database
+    from tests.fakes.slack_api import BOT_TOKEN
+
+    with tempfile.TemporaryDirectory() as tmp, h.Parties(Path(tmp)) as parties:
+        db_file = Path(tmp) / "askhuman.db"
+        url = f"sqlite:///{db_file}"
+        config = Path(tmp) / "askhuman.yaml"
+        config.write_text(yaml.safe_dump({
+            "database_url": url, "agents": {"deploy": {"model": "scripted:deploy",
+                                                      "route": "ops"}},
+            "routes": {"ops": {"timeout": "30m", "slack": {
+                "channel": "C0BENCH", "approvers": {"users": ["U00000"]}}}}}))
+        ready = Path(tmp) / "slack.ready"
+        fake = parties.role("slack_ack.py", "fake", "--port", str(h.free_port()),
+                            "--clicks", "1", "--ready", str(ready), name="fake slack")
+        app = parties.askhuman(config, h.free_port(), {
+            "SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": "s",
+            "SLACK_API_URL": h.wait_file(fake, ready)})
+        h.wait_http(app)
+        time.sleep(1.0)  # past startup: the loops are idling at their poll interval
+        db = Database(url)
+        now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+        deadline = now + dt.timedelta(seconds=lead)
+        seed(db, now, [(f"run{i}", None, None) for i in range(n)])
+        with db.transaction() as s:
+            s.execute(update(HumanRequest).values(deadline=deadline))
+        db.dispose()
+        wait = (deadline - dt.datetime.now(dt.UTC).replace(tzinfo=None)).total_seconds()
+        assert wait > 0.2, "seeding took longer than --lead"
+        due = time.monotonic() + wait
+        time.sleep(wait - 0.1)
+        count = "SELECT count(*) FROM human_requests WHERE status = 'timeout'"
+        while h.query(db_file, count)[0][0] < n:
+            time.sleep(0.01)
+        seen = time.monotonic() - due
+        first, last = h.query(db_file, "SELECT min(decided_at), max(decided_at) "
+                                       "FROM human_requests")[0]
+        return (seen, (dt.datetime.fromisoformat(first) - deadline).total_seconds(),
+                (dt.datetime.fromisoformat(last) - deadline).total_seconds())
+
+
+def served(ns: argparse.Namespace) -> None:
+    print("| round | deadline → all read `timeout` s | → first sweep s | → last "
+          "`decided_at` s |\n|---|---|---|---|")
+    rows = []
+    for i in range(ns.rounds):
+        rows.append(served_round(ns.requests, ns.lead))
+        print(f"| {i + 1} | {rows[-1][0]:.2f} | {rows[-1][1]:.2f} | {rows[-1][2]:.2f} |",
+              flush=True)
+    print(f"| median | {statistics.median(r[0] for r in rows):.2f} | "
+          f"{statistics.median(r[1] for r in rows):.2f} | "
+          f"{statistics.median(r[2] for r in rows):.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--served", action="store_true",
+                        help="black box: a real `serve`, from the deadline to all `timeout`")
+    parser.add_argument("--lead", type=float, default=8.0,
+                        help="--served: seconds from seeding to the deadline")
     ns = parser.parse_args()
+    if ns.served:
+        served(ns)
+        return
     backends = ["sqlite"] + (["postgres"] if os.environ.get("ASKHUMAN_TEST_POSTGRES_URL") else [])
     print("| backend | requests | median s | max s | heap peak MB | rows |")
     print("|---|---|---|---|---|---|")

@@ -15,6 +15,14 @@ outbox → resume of the agent → final answer posted.
     python benchmarks/serve_throughput.py --runs 200 [--in-flight 100]
     python benchmarks/serve_throughput.py --runs 200 --workers 1,2 --repeat 3
 
+``--idle N`` measures latency instead, on an idle server (SQLite, one ``serve``): N
+clicks one at a time, ``--gap`` seconds apart (past the committer's linger, so each
+click finds the server quiet), each timed from its ack (the HTTP response) to its card
+update and to its final answer, as the fake Slack saw them arrive (``time.monotonic``,
+one clock for every process on the machine):
+
+    python benchmarks/serve_throughput.py --idle 40 [--gap 1.5]
+
 ``--workers 1,2`` runs ``serve`` and ``serve --workers 2`` (gunicorn's forked uvicorn
 workers on one port) in turn, ``--repeat`` times, alternating which goes first; the askhuman CPU is
 summed over the parent and its workers.
@@ -142,6 +150,55 @@ async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int,
         return rate, cpu
 
 
+async def idle_clicks(database_url: str, clicks: int, gap: float) -> dict[str, list[float]]:
+    """One ``serve``, ``clicks`` cards, then one click at a time on an idle server: per
+    click, ms from the ack to the card updated and to the final answer posted."""
+    from tests.fakes.slack_api import BOT_TOKEN
+
+    with tempfile.TemporaryDirectory() as tmp, h.Parties(Path(tmp)) as parties:
+        ready = Path(tmp) / "fake.ready"
+        fake = parties.role("slack_ack.py", "fake", "--port", str(port := h.free_port()),
+                            "--clicks", "1", "--ready", str(ready))
+        fake.url = f"http://127.0.0.1:{port}"
+        api_url = h.wait_file(fake, ready)
+        api_port = api_url.split(":")[2].split("/")[0]
+        config = Path(tmp) / "askhuman.yaml"
+        slack.write_config(config, database_url)
+        env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": slack.SECRET,
+               "SLACK_API_URL": api_url}
+        server = parties.askhuman(config, h.free_port(), env)
+        h.wait_http(server)
+        cards = await post_cards(server.url, fake.url, api_port, clicks, start_burst=1)
+        answers = f"{fake.url}/_bench/posted?channel={slack.ORIGIN}&text=Deployed"
+        updates = f"{fake.url}/_bench/posted?method=chat.update&channel={slack.CHANNEL}&text="
+        out: dict[str, list[float]] = {"click → ack": [], "ack → card updated": [],
+                                       "ack → final answer posted": []}
+        for ts, blocks in cards.items():
+            await asyncio.sleep(gap)
+            seen_answers, seen_updates = len(fetch(answers)), len(fetch(updates))
+            click = slack.signed(slack.click_body(blocks, ts, APPROVER, api_port))
+            sent = time.monotonic()
+            took, _ = await h.burst(server.url, [click])
+            acked = sent + took[0]
+            deadline = time.monotonic() + 30
+            while (len(posted := fetch(answers)) <= seen_answers
+                   or len(updated := fetch(updates)) <= seen_updates):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"no final answer or card update for the card {ts}")
+                await asyncio.sleep(0.005)
+            out["click → ack"].append(took[0] * 1000)
+            out["ack → card updated"].append((updated[seen_updates] - acked) * 1000)
+            out["ack → final answer posted"].append((posted[seen_answers] - acked) * 1000)
+        return out
+
+
+def report_idle(figures: dict[str, list[float]]) -> None:
+    print("| idle server, one click at a time | p50 ms | p99 ms | max ms |\n|---|---|---|---|")
+    for name, values in figures.items():
+        print(f"| {name} | {h.pct(values, 0.5):.1f} | {h.pct(values, 0.99):.1f} | "
+              f"{max(values):.1f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200)
@@ -157,7 +214,17 @@ def main() -> None:
                         help="comma-separated HTTP parser/event loop pairs `serve` runs "
                              "with on SQLite, in turn (`--http`/`--loop`; e.g. "
                              "h11/asyncio,httptools/uvloop)")
+    parser.add_argument("--idle", type=int, default=0,
+                        help="instead: this many clicks one at a time on an idle server, "
+                             "ack → card updated / final answer posted (SQLite)")
+    parser.add_argument("--gap", type=float, default=1.5,
+                        help="--idle: seconds between clicks")
     ns = parser.parse_args()
+    if ns.idle:
+        with tempfile.TemporaryDirectory() as tmp:
+            report_idle(asyncio.run(idle_clicks(f"sqlite:///{Path(tmp) / 'askhuman.db'}",
+                                                ns.idle, ns.gap)))
+        return
     base = os.environ.get("ASKHUMAN_TEST_POSTGRES_URL")
     print("| setup | decisions/s (click → final answer posted) | CPU ms per decision: "
           "askhuman / fake Slack / client |\n|---|---|---|")

@@ -69,9 +69,19 @@ def run_fake(port: int, users: int, ready: Path) -> None:
         return JSONResponse(sum(1 for m in list(fake.messages.values())
                                 if m.channel == channel and text in m.text))
 
+    async def posted(request: Request) -> JSONResponse:
+        """When (``time.monotonic``, the same clock in every process on this machine)
+        each ``method`` call to ``channel`` whose text contains ``text`` arrived."""
+        method = request.query_params.get("method", "chat.postMessage")
+        channel, text = request.query_params["channel"], request.query_params["text"]
+        return JSONResponse([c.at for c in list(fake.calls) if c.method == method
+                             and c.body.get("channel") == channel
+                             and text in str(c.body.get("text") or "")])
+
     h.signal_ready(ready, fake.base_url)
     h.serve_asgi(Starlette(routes=[Route("/_bench/cards", cards),
-                                   Route("/_bench/count", count)]), port)
+                                   Route("/_bench/count", count),
+                                   Route("/_bench/posted", posted)]), port)
 
 
 def approvers(count: int) -> list[str]:

@@ -96,9 +96,9 @@ async def one_round(url: str, runs: int, in_flight: int, concurrency: int) -> di
     started: dict[int, float] = {}
     process = engine.resumes.process
 
-    async def timed_process(claim: Any, *args: Any) -> None:
+    async def timed_process(claim: Any, *args: Any, **kwargs: Any) -> None:
         started[claim.request_id] = time.perf_counter()  # right after the claim commits
-        await process(claim, *args)
+        await process(claim, *args, **kwargs)
 
     engine.resumes.process = timed_process  # type: ignore[method-assign]
     decided = _time_decisions(engine, time.perf_counter)
@@ -156,9 +156,9 @@ async def _replica(url: str, refs: list[str], concurrency: int, in_flight: int,
     started: dict[int, float] = {}
     process = engine.resumes.process
 
-    async def timed_process(claim: Any, *args: Any) -> None:
+    async def timed_process(claim: Any, *args: Any, **kwargs: Any) -> None:
         started[claim.request_id] = time.time()
-        await process(claim, *args)
+        await process(claim, *args, **kwargs)
 
     engine.resumes.process = timed_process  # type: ignore[method-assign]
     decided = _time_decisions(engine, time.time)

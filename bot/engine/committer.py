@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -95,7 +95,9 @@ class Committer:
         await self._after_commit(committed)
         return result
 
-    async def grouped(self, fn: Callable[[Session], T]) -> T:
+    async def grouped(self, fn: Callable[[Session], T], *,
+                      effects: Callable[[Coroutine[Any, Any, None]], object] | None = None
+                      ) -> T:
         """``tx`` for a write that may share its transaction with others (group commit).
 
         ``fn`` runs in a ``batched`` transaction together with whatever other writes
@@ -104,10 +106,17 @@ class Committer:
         the outbox side effects ``fn`` queued are tried after the commit, and waiters of
         the requests it resolved are woken. ``fn`` may run twice (its batch failed, then
         alone), always on a fresh transaction: it must only write through ``session``.
+
+        ``effects`` takes what runs after the commit (a coroutine) instead of awaiting
+        it here: a caller that must not wait for the platform calls its commit queued
+        (a resume slot, freed once the outcome is stored) runs it as a task it keeps.
         """
 
         result, committed = await self.batched(partial(self._with_effects, fn))
-        await self._after_commit(committed)
+        if effects is None:
+            await self._after_commit(committed)
+        else:
+            effects(self._after_commit(committed))
         return result
 
     def _with_effects(self, fn: Callable[[Session], T], session: Session

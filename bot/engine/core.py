@@ -239,14 +239,16 @@ class Engine:
         self.expire_grants = self.grants.expire_due
 
     async def _after_commit(self, done: Committed) -> None:
-        """What a commit left to do: try the side effects it claimed, then wake the
-        loops it queued work for (the ``Committer``'s ``on_commit`` hook)."""
-        if done.claims:
-            await self.outbox.after_commit(done.claims)
+        """What a commit left to do: wake the loops it queued work for, then try the
+        side effects it claimed (the ``Committer``'s ``on_commit`` hook). The loops are
+        woken first: a decision's resume does not wait for its card update's platform
+        call and bookkeeping commit (they are independent rows, each exactly once)."""
         if done.resumes_queued:
             self.wakeups.resume_due()
         if done.outbox_queued:
             self.wakeups.outbox_due()
+        if done.claims:
+            await self.outbox.after_commit(done.claims)
 
     # ------------------------------------------------------------------ configuration
 
@@ -340,7 +342,8 @@ class Engine:
             ("resumes", self.resume_round, self.wakeups.resume),
             ("audit_seal", self.seal_audit, None),
         ]
-        tasks = [self._loop(name, step, stop, poll_interval, wake)
+        schedules = {"timeouts": self.decider.next_expiry_in}  # wake at the next deadline
+        tasks = [self._loop(name, step, stop, poll_interval, wake, schedules.get(name))
                  for name, step, wake in loops]
         if self.db.is_postgres:  # other replicas' decisions wake our resume loop at once
             tasks.append(waiters.listen_forever(self.settings.database_url, self.waiters, stop))
@@ -370,21 +373,27 @@ class Engine:
     async def _loop(
         name: str, step: Callable[[], Awaitable[object]], stop: asyncio.Event,
         poll_interval: float, wake: asyncio.Event | None,
+        next_in: Callable[[], Awaitable[float | None]] | None = None,
     ) -> None:
         """Run ``step`` every ``poll_interval`` seconds (or when ``wake`` is set) until
-        ``stop``; a failing round is logged and retried at the next interval."""
+        ``stop``; a failing round is logged and retried at the next interval. With
+        ``next_in`` (seconds until the step has work next, None: not known), the step
+        runs again then, when that is sooner than the poll interval."""
         while not stop.is_set():
             if wake is not None:
                 wake.clear()
+            pause = poll_interval
             try:
                 await step()
+                after = await next_in() if next_in is not None else None
+                if after is not None:
+                    pause = min(poll_interval, after)
             except Exception:
                 log.exception("worker loop failed; retrying after the poll interval",
                               extra={"loop": name})
             waiting = {asyncio.ensure_future(stop.wait())}
             if wake is not None:
                 waiting.add(asyncio.ensure_future(wake.wait()))
-            await asyncio.wait(waiting, timeout=poll_interval,
-                               return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waiting, timeout=pause, return_when=asyncio.FIRST_COMPLETED)
             for task in waiting:
                 task.cancel()

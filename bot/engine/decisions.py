@@ -285,23 +285,35 @@ class Decider:
 
     # ------------------------------------------------------------------ the system
 
+    async def next_expiry_in(self) -> float | None:
+        """Seconds (by the engine's clock) until the next pending request's deadline,
+        or None when none is ahead: the timeouts loop sleeps until then instead of a
+        whole poll interval, so a deadline is swept when it passes. A request created
+        meanwhile with a sooner deadline is seen at the next poll at the latest, as
+        before (deadlines are minutes away; the poll interval is seconds)."""
+        now = self._ctx.now()
+        due = await self._committer.read(partial(expiry.next_deadline, now=now))
+        # a millisecond past it: timers and the clock may disagree by a little
+        return None if due is None else max(0.0, (due - now).total_seconds()) + 0.001
+
     async def expire_due(self) -> int:
         """Give every overdue pending request Dify's timeout result; returns how many.
 
         Set-based (``bot.engine.expiry``): one transaction per chunk of requests, the
-        resumes, audits and card updates queued with it; the outbox loop then sends
-        the card updates concurrently.
+        resumes, audits and card updates queued with it; the last chunk's commit wakes
+        the outbox loop, which sends the card updates concurrently, and the resumes.
         """
         expired, timed_out = 0, timeout_result().status
         while True:
             now = self._ctx.now()
-            sweep = partial(expiry.expire_chunk, now=now, postgres=self._ctx.db.is_postgres,
+            sweep = partial(expiry.sweep_chunk, now=now, postgres=self._ctx.db.is_postgres,
+                            owed=expired > 0, limit=expiry.CHUNK,
                             notify=partial(waiting.queue_timeout_notices, self._ctx, now=now))
             chunk = await self._committer.tx(sweep)
             for request in chunk:  # committed: the decision histogram counts timeouts too
                 metrics.observe_decision(request.route, timed_out, request.created_at, now)
             expired += len(chunk)
-            if chunk:  # the commit woke the resume and outbox loops (``queued``)
+            if chunk:
                 log.info("requests timed out", extra={"count": len(chunk)})
             if len(chunk) < expiry.CHUNK:
                 return expired

@@ -102,6 +102,33 @@ def expire_chunk(session: Session, now: dt.datetime, postgres: bool,
     return expired
 
 
+def sweep_chunk(session: Session, now: dt.datetime, postgres: bool, owed: bool,
+                limit: int = CHUNK,
+                notify: Callable[[Session, list[int]], object] | None = None) -> list[Expired]:
+    """``expire_chunk`` as one step of a sweep: a full chunk (more may follow) wakes no
+    loop; the sweep's last chunk wakes the resume and outbox loops, also for the chunks
+    before it (``owed``). So 10,000 deadlines passing at once are all resolved before
+    their resumes and card updates start competing with the sweep for the write lock
+    and the process's one core; they follow right after (about a second later)."""
+    expired = expire_chunk(session, now, postgres, limit, notify)
+    if len(expired) >= limit:  # (PostgreSQL's sub-SELECT may take more than the limit)
+        queued.taken(session)  # noted again by the last chunk
+    elif owed:
+        queued.resumes(session)
+        queued.outbox_rows(session)
+    return expired
+
+
+def next_deadline(session: Session, now: dt.datetime) -> dt.datetime | None:
+    """The earliest deadline still ahead of ``now`` among pending requests (one read of
+    the ``(status, deadline)`` index): when the sweep has work next. Overdue requests
+    the sweep skipped (a stored click decides them first) are not counted, so they never
+    make the sweep spin; the poll interval looks at them again."""
+    return session.scalar(select(func.min(HumanRequest.deadline))
+                          .where(HumanRequest.status == store.OPEN,
+                                 HumanRequest.deadline > now))
+
+
 def _resume_jobs(session: Session, now: dt.datetime, expired: list[Expired],
                  postgres: bool) -> list[dict[str, Any]]:
     """One job per run step that is now fully resolved (see ``store.batch_resolved``)."""

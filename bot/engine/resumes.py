@@ -11,7 +11,7 @@ lease. Requests with no embedded agent behind them (API/MCP) are settled by a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from functools import partial
 from typing import Any, Protocol
 
@@ -116,6 +116,10 @@ class ResumeWorker:
         self._jobs = jobs
         self._wakeups = wakeups
         self._settlers = list(settlers)
+        self._effects: set[asyncio.Task[None]] = set()
+        """Outcomes' after-commit work (posting the final answer, delivering a follow-up
+        request) that ``due`` no longer holds a slot for; it waits for them at its end."""
+        self._effect_crashes: list[BaseException] = []
 
     def add_settler(self, settler: Settler) -> None:
         self._settlers.append(settler)
@@ -130,6 +134,9 @@ class ResumeWorker:
         several changes nothing about exactly-once: a job is held by one worker, and its
         success commits with its end. A claim that came back short is repeated only when
         a decision announced a new resume (``Wakeups.resume_due``) or a job finished.
+        A slot is free once its outcome is committed: the platform calls that outcome
+        queued (the final answer, a follow-up card) go on beside the next resume, still
+        through the outbox, and ``due`` returns only once they are done.
         """
         running: set[asyncio.Task[None]] = set()
         claimed = done = 0
@@ -144,11 +151,13 @@ class ResumeWorker:
                     seen = self._wakeups.pokes
                     batch = await self._committer.batched(partial(self.claim_loaded, limit=free))
                     claimed += len(batch)
-                    running.update(asyncio.create_task(self.process(claim, loaded))
+                    running.update(asyncio.create_task(self.process(claim, loaded,
+                                                                    detach=True))
                                    for claim, loaded in batch)
                     if len(batch) < free:
                         idle_at = seen
                 if not running:
+                    crash = await self._effects_done() or crash
                     if crash is not None:
                         raise crash
                     return done
@@ -170,6 +179,26 @@ class ResumeWorker:
                 task.cancel()
             if running:
                 await asyncio.wait(running)
+            await self._effects_done()
+
+    def _detach(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run an outcome's after-commit ``work`` beside the next resume (``due``)."""
+        task = asyncio.ensure_future(work)
+        self._effects.add(task)
+        task.add_done_callback(self._effect_done)
+
+    def _effect_done(self, task: asyncio.Task[None]) -> None:
+        self._effects.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self._effect_crashes.append(task.exception())  # type: ignore[arg-type]
+
+    async def _effects_done(self) -> BaseException | None:
+        """Until the after-commit work of the outcomes stored so far is done; what one
+        of them raised (``Outbox.dispatch`` never does, a crash may), as if a job had."""
+        if self._effects:
+            await asyncio.wait(set(self._effects))
+        crashes, self._effect_crashes = self._effect_crashes, []
+        return crashes[0] if crashes else None
 
     def claim_loaded(self, session: Session, limit: int) -> list[tuple[worker.Claim, Any]]:
         """Claim up to ``limit`` jobs and read what each resume needs, in one transaction:
@@ -202,11 +231,13 @@ class ResumeWorker:
         assert run is not None and request is not None
         return run, request, approvals.resume_inputs(session, request)
 
-    async def process(self, claim: worker.Claim, loaded: Any = None) -> None:
+    async def process(self, claim: worker.Claim, loaded: Any = None, *,
+                      detach: bool = False) -> None:
         """Resume one run with its request's result; success commits with the job's end.
 
         ``loaded`` is what ``_load`` read in the claim's transaction (None: read
-        it now)."""
+        it now). With ``detach`` it returns once the outcome is committed, and what the
+        commit queued is tried in a task ``due`` waits for (``_detach``)."""
         if loaded is None:
             loaded = await self._committer.read(partial(self._load, claim=claim))
         run, request, (results, tickets) = loaded
@@ -224,7 +255,8 @@ class ResumeWorker:
                               "askhuman.request.ref": request.ref,
                               "askhuman.resume.attempt": claim.attempts})
         try:
-            failed = await self._resume(claim, run, request, results, tickets, span, extra)
+            failed = await self._resume(claim, run, request, results, tickets, span, extra,
+                                        detach)
         except BaseException as exc:
             tracing.finish(span, exc)
             raise
@@ -232,7 +264,8 @@ class ResumeWorker:
 
     async def _resume(self, claim: worker.Claim, run: Run, request: HumanRequest,
                       results: Any, tickets: Any, span: tracing.Span | None,
-                      extra: dict[str, Any]) -> BaseException | str | None:
+                      extra: dict[str, Any], detach: bool = False
+                      ) -> BaseException | str | None:
         """Run the agent's next leg and store its outcome (``process``'s second half);
         returns what went wrong, for the span (None: resumed and stored)."""
         try:
@@ -268,7 +301,7 @@ class ResumeWorker:
                         details={"attempt": claim.attempts, "status": result.status})
 
         try:  # group-committed; then delivers the follow-up request / posts the output
-            await self._committer.grouped(commit)
+            await self._committer.grouped(commit, effects=self._detach if detach else None)
         except worker.LeaseLost:
             log.warning("lease lost; another worker owns the resume", extra=extra)
             return "lease lost"

@@ -274,3 +274,33 @@ async def test_decisions_wait_until_the_burst_is_answered_not_just_acked() -> No
     started = time.monotonic()
     await asyncio.wait_for(asyncio.gather(patient.wait(), patient.wait()), 2.0)
     assert 0.25 <= time.monotonic() - started < 1.5
+
+
+async def test_a_lone_click_is_decided_once_answered_without_the_quiet_period() -> None:
+    """``AcksFirst.wait(alone_since=…)``: a click nothing arrived after goes as soon as
+    every response is handed back; in a burst the others still wait for the quiet
+    (an hour here, so only a release that skips it can happen)."""
+    acks = AcksFirst(quiet=3600.0, patience=3600.0)
+    acks.arrived()  # the endpoint took the click
+    mark = acks.arrived()  # its listener stores it ...
+    acks.acked()  # ... and acks it
+    lone = asyncio.ensure_future(acks.wait(alone_since=mark))
+    await asyncio.sleep(0)
+    assert not lone.done()  # its response is not handed back yet
+    acks.acked()  # now it is: nothing else came in, so no quiet period
+    await asyncio.wait_for(lone, 1.0)
+    await asyncio.wait_for(acks.wait(alone_since=mark), 1.0)  # still alone: at once
+
+    first, last = acks.arrived(), acks.arrived()  # a burst of two (Socket Mode)
+    acks.acked()
+    acks.acked()
+    early = asyncio.ensure_future(acks.wait(alone_since=first))
+    late = asyncio.ensure_future(acks.wait(alone_since=last))
+    await asyncio.wait_for(late, 1.0)  # nothing arrived after the last one
+    await asyncio.sleep(0.05)
+    assert not early.done()  # the first of a burst waits for the quiet
+    acks.arrived()  # and a click arriving meanwhile does not release it either
+    acks.acked()
+    await asyncio.sleep(0.05)
+    assert not early.done()
+    early.cancel()

@@ -106,6 +106,8 @@ class Stored:
     message: Said | None
     path: str
     """How it came in: ``bolt`` or ``fast``."""
+    mark: int
+    """What ``AcksFirst.arrived`` returned for it (``wait(alone_since=…)``)."""
 
 
 class AcksFirst:
@@ -118,27 +120,42 @@ class AcksFirst:
     comes in, ``acked`` when its response is handed back): a click's ``ack()`` only
     marks the response ready, and the event loop still has to send it, so decisions
     started at the last ``ack()`` would compete with sending the burst's responses.
+
+    A click that nothing arrived after (``wait(alone_since=…)`` with the mark its
+    ``arrived`` returned) goes as soon as every response is handed back, without the
+    quiet period: an idle server's lone click is not taxed for bursts it is not part
+    of. In a burst the others arrive while the first are being stored, so only the
+    burst's last click can go early; the rest wait for the quiet as before.
     """
 
     def __init__(self, quiet: float = 0.02, patience: float = 1.0) -> None:
         self._quiet = quiet
         self._patience = patience
         self._acking = 0
+        self._arrivals = 0
         self._last_change = 0.0
-        self._waiters: list[asyncio.Future[None]] = []
+        self._waiters: list[tuple[asyncio.Future[None], int | None]] = []
         self._timer: asyncio.TimerHandle | None = None
         """Releases every waiter after ``patience`` (one timer for all of them)."""
         self._timer_loop: asyncio.AbstractEventLoop | None = None
 
-    def arrived(self) -> None:
+    def arrived(self) -> int:
+        """A request came in; returns its mark for ``wait(alone_since=…)``."""
         self._acking += 1
+        self._arrivals += 1
         self._last_change = time.monotonic()
+        return self._arrivals
 
     def acked(self) -> None:
         self._acking -= 1
         self._last_change = time.monotonic()
         if self._acking == 0:
+            self._release(alone=True)
             asyncio.get_running_loop().call_later(self._quiet, self._check)
+
+    def _alone(self, mark: int | None) -> bool:
+        """Every response is handed back and nothing arrived after the ``mark``."""
+        return mark == self._arrivals and self._acking == 0
 
     def _check(self) -> None:
         if not self._waiters or self._acking > 0:
@@ -149,26 +166,35 @@ class AcksFirst:
         else:
             self._release()
 
-    def _release(self) -> None:
-        waiters, self._waiters = self._waiters, []
-        if self._timer is not None:
+    def _release(self, alone: bool = False) -> None:
+        """Release every waiter (or, with ``alone``, only those nothing arrived after)."""
+        if alone:
+            go = [entry for entry in self._waiters if self._alone(entry[1])]
+            if not go:
+                return
+            self._waiters = [entry for entry in self._waiters if entry not in go]
+        else:
+            go, self._waiters = self._waiters, []
+        if not self._waiters and self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        for waiter in waiters:
+        for waiter, _ in go:
             if not waiter.done():
                 with contextlib.suppress(RuntimeError):  # its loop is gone
                     waiter.set_result(None)
 
-    async def wait(self) -> None:
-        """Until the burst is over. Each waiter is a bare future released by ``_check``
-        (or the shared ``patience`` timer): after the final commit of a burst, every
-        click's listener passes here, and a task plus a timer each cost that moment
-        about as much as the ack itself."""
-        if self._acking == 0 and time.monotonic() - self._last_change >= self._quiet:
+    async def wait(self, alone_since: int | None = None) -> None:
+        """Until the burst is over, or, given the mark ``arrived`` returned, until every
+        response is handed back if nothing arrived after it. Each waiter is a bare
+        future released by ``acked`` or ``_check`` (or the shared ``patience`` timer):
+        after the final commit of a burst, every click's listener passes here, and a
+        task plus a timer each cost that moment about as much as the ack itself."""
+        if self._alone(alone_since) or (
+                self._acking == 0 and time.monotonic() - self._last_change >= self._quiet):
             return
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
-        self._waiters.append(waiter)
+        self._waiters.append((waiter, alone_since))
         if self._timer is None or self._timer_loop is not loop:
             self._timer, self._timer_loop = loop.call_later(self._patience, self._release), loop
         self._check()
@@ -226,7 +252,7 @@ class ActionListener:
         the way the click came in (``bolt`` or ``fast``), for the log and the counter."""
         ref, token = parsed
         metrics.slack_click(path)
-        self._acks_first.arrived()
+        mark = self._acks_first.arrived()
         try:
             recorded, message = await self._record(ref, token, where, self.kind)
         except Exception:
@@ -234,7 +260,7 @@ class ActionListener:
             recorded, message = None, NOT_RECORDED
         finally:
             self._acks_first.acked()
-        return Stored(where, recorded, message, path)
+        return Stored(where, recorded, message, path, mark)
 
     async def finish(self, stored: Stored, client: AsyncWebClient,
                      respond: AsyncRespond | None) -> None:
@@ -242,7 +268,7 @@ class ActionListener:
         to know (on App Home, on top of a fresh Home)."""
         message, where = stored.message, stored.where
         if stored.recorded is not None:
-            await self._acks_first.wait()
+            await self._acks_first.wait(alone_since=stored.mark)
             async with self._slots:
                 message = await self._decide(stored.recorded, stored.path)
         if where.home is not None and self._home is not None:
