@@ -8,7 +8,9 @@ resume queue is drained with ``worker.resume_concurrency`` slots
 and the other threads, where the database work runs) and SQL statements per resume.
 CPU time is robust to a shared machine in a way wall time is not.
 ``--instant-resume`` replaces the pydantic-ai run with one that finishes at once: the
-engine's share alone.
+engine's share alone. ``--count-calls`` also counts the Python function calls per resume
+on the event-loop thread (cProfile, one extra round): unlike CPU time it does not drift
+with a shared machine, so it compares two trees exactly.
 
     .venv/bin/python benchmarks/resume_cost.py --runs 200 --concurrency 16
 """
@@ -17,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import pstats
 import statistics
 import sys
 import tempfile
@@ -33,7 +37,8 @@ from bot.engine import heap
 from tests.engine.helpers import alice
 
 
-async def one_round(url: str, runs: int, concurrency: int, instant: bool) -> dict[str, float]:
+async def one_round(url: str, runs: int, concurrency: int, instant: bool,
+                    profile: cProfile.Profile | None = None) -> dict[str, float]:
     engine, adapter = await waiting_runs(url, runs, concurrency, instant)
     for card, _ in list(adapter.delivered):
         answer = await engine.respond(card.ref, alice(), "approve", {"environment": "staging"})
@@ -47,8 +52,12 @@ async def one_round(url: str, runs: int, concurrency: int, instant: bool) -> dic
 
     event.listen(engine.db.engine, "before_cursor_execute", count)
     cpu, main = time.process_time(), time.thread_time()
+    if profile is not None:
+        profile.enable()
     assert await engine.resumes.due(runs, concurrency) == runs
     await engine.drain()
+    if profile is not None:
+        profile.disable()
     cpu, main = time.process_time() - cpu, time.thread_time() - main
     event.remove(engine.db.engine, "before_cursor_execute", count)
     assert len(adapter.results) == runs
@@ -63,6 +72,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--instant-resume", action="store_true")
+    parser.add_argument("--count-calls", action="store_true")
     ns = parser.parse_args()
     rows = []
     for _ in range(ns.reps):
@@ -74,6 +84,13 @@ def main() -> None:
     print("|---|---|---|---|")
     print(f"| {med['cpu']:.2f} | {med['main']:.2f} | {med['cpu'] - med['main']:.2f} | "
           f"{med['statements']:.2f} |")
+    if ns.count_calls:
+        profile = cProfile.Profile()
+        with tempfile.TemporaryDirectory() as tmp:
+            asyncio.run(one_round(f"sqlite:///{tmp}/r.db", ns.runs, ns.concurrency,
+                                  ns.instant_resume, profile))
+        calls = pstats.Stats(profile).total_calls / ns.runs  # type: ignore[attr-defined]
+        print(f"function calls per resume, event-loop thread: {calls:.0f}")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from pydantic_ai.models import Model
 
 from bot.agents.base import AgentRuntimeError, Outcome, ResumeMismatchError, ToolBindingError
 from bot.agents.models import resolve_model
-from bot.agents.snapshot import dump_snapshot, load_messages
+from bot.agents.snapshot import dump_snapshot, load_messages, prepare_loader
 from bot.agents.spec import AgentSpec
 from bot.askhuman.schema import AskHumanToolResult
 from bot.askhuman.tool import (
@@ -77,6 +77,7 @@ class LocalRuntime:
             deps_type=ToolDeps,
             name=spec.name,
         )
+        prepare_loader()
 
     async def run(self, prompt: str, *, observer: ToolObserver | None = None) -> Outcome:
         if not prompt.strip():

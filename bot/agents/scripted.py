@@ -231,12 +231,22 @@ def known_scripts() -> list[str]:
 
 
 def scripted_model(name: str, tool_name: str = "ask_human") -> FunctionModel:
-    """Build the FunctionModel for ``scripted:<name>``; KeyError if unknown."""
+    """Build the FunctionModel for ``scripted:<name>``; KeyError if unknown.
+
+    The function is async although the scripts never await: pydantic-ai runs a sync
+    model function in a worker thread (anyio's ``to_thread``), and that hop cost about
+    1 ms of CPU per model request, more than the script itself (``benchmarks/README.md``,
+    "Issue 22, part 2: resumes")."""
     if name in TOOL_SCRIPTS:
-        return FunctionModel(TOOL_SCRIPTS[name], model_name=f"scripted:{name}")
+        tool_script = TOOL_SCRIPTS[name]
+
+        async def act(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            return tool_script(messages, info)
+
+        return FunctionModel(act, model_name=f"scripted:{name}")
     script = SCRIPTS[name]
 
-    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    async def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         return script(_first_prompt(messages), _results(messages, tool_name), tool_name)
 
     return FunctionModel(respond, model_name=f"scripted:{name}")

@@ -31,6 +31,15 @@ def dump_snapshot(
     }
 
 
+def prepare_loader() -> None:
+    """Build pydantic-ai's message validator now rather than on the first resume.
+
+    ``ModelMessagesTypeAdapter`` defers building its schema to its first use, which
+    costs ~50 ms of CPU; the runtime calls this when it is built (at its first run), so
+    the first resume of a process does not pay it while a person waits."""
+    ModelMessagesTypeAdapter.validate_python([])
+
+
 def load_messages(snapshot: dict[str, Any], agent: str) -> list[ModelMessage]:
     """Rebuild the message history, refusing snapshots from another agent or format."""
     if snapshot.get("schema_version") != SNAPSHOT_SCHEMA_VERSION:

@@ -296,9 +296,12 @@ class ResumeWorker:
 
         def commit(session: Session) -> None:
             worker.complete(session, claim, self._ctx.now())
-            self._outcomes.apply(session, run.id, outcome, known=run)
+            audits: list[dict[str, Any]] = []  # this resume's rows, in one statement
+            self._outcomes.apply(session, run.id, outcome, known=run, audits=audits)
             store.audit(session, self._ctx.now(), "resumed", run_id=run.id, ref=request.ref,
-                        details={"attempt": claim.attempts, "status": result.status})
+                        details={"attempt": claim.attempts, "status": result.status},
+                        into=audits)
+            store.insert_audits(session, audits)
 
         try:  # group-committed; then delivers the follow-up request / posts the output
             await self._committer.grouped(commit, effects=self._detach if detach else None)

@@ -37,11 +37,14 @@ class OutcomeRecorder:
         self._ctx = ctx
 
     def apply(self, session: Session, run_id: str, outcome: Outcome,
-                       known: Run | None = None) -> str | None:
+              known: Run | None = None, audits: list[dict[str, Any]] | None = None
+              ) -> str | None:
         """Store a run leg's outcome; returns the new request's ref when the agent asked.
 
         ``known``: the run as read before the leg (detached), so no SELECT re-reads it;
         the fields read from it never change, and the ones written are all overwritten.
+        ``audits``: a finished run's audit row goes there, for the caller to write with
+        its own (``store.insert_audits``).
         """
         now = self._ctx.now()
         run = _attach(session, known) if known is not None else session.get(Run, run_id)
@@ -51,7 +54,7 @@ class OutcomeRecorder:
         run.updated_at = now
         if outcome.kind == "output":
             run.status, run.output = "succeeded", outcome.output
-            store.audit(session, now, "run_succeeded", run_id=run_id)
+            store.audit(session, now, "run_succeeded", run_id=run_id, into=audits)
             self.enqueue_result(session, run)
             return None
         if outcome.approvals:  # tool calls to approve (and maybe an ask_human call)

@@ -73,6 +73,25 @@ async def test_the_outcome_commit_does_not_read_the_run_again(db_url: str) -> No
     assert events.count("resumed") == 1 and events.count("run_succeeded") == 1
 
 
+async def test_a_finished_resume_writes_its_audit_rows_in_one_statement(db_url: str) -> None:
+    """``run_succeeded`` and ``resumed`` go in together (one executemany / multi-row
+    INSERT), in that order, each with its own content."""
+    engine, _ = await _decided(db_url, 1)
+    [(claim, loaded)] = await engine.committer.batched(
+        partial(engine.resumes.claim_loaded, limit=1))
+    with _statements(engine) as sent:
+        await engine.resumes.process(claim, loaded)
+    assert len([s for s in sent if s.startswith("INSERT INTO audit_log")]) == 1, sent
+    with engine.db.read() as s:
+        rows = list(s.execute(select(AuditLog.event, AuditLog.request_ref, AuditLog.details)
+                              .where(AuditLog.run_id == claim.run_id,
+                                     AuditLog.event.in_(("run_succeeded", "resumed")))
+                              .order_by(AuditLog.id)))
+    assert [row.event for row in rows] == ["run_succeeded", "resumed"]
+    assert rows[0].request_ref is None and rows[1].request_ref == loaded[1].ref
+    assert rows[1].details == {"attempt": 1, "status": "submitted"}
+
+
 async def test_a_run_already_in_the_transaction_is_reused_not_overwritten(
     db_url: str,
 ) -> None:
