@@ -22,7 +22,7 @@ lint:
 	.venv/bin/mypy --strict bot/askhuman renderers storage
 	.venv/bin/mypy bot
 
-bench:  # ~5 minutes on 2 cores; set ASKHUMAN_TEST_POSTGRES_URL to add the PostgreSQL rows
+bench:  # ~20 minutes on 2 cores; set ASKHUMAN_TEST_POSTGRES_URL to add the PostgreSQL rows
 	@scripts/bootstrap.sh
 	.venv/bin/python benchmarks/render.py --repeat 300
 	.venv/bin/python benchmarks/expiry.py --requests 10000 --rounds 3
