@@ -100,22 +100,30 @@ def wait_workers(database_url: str, workers: int, timeout: float = 120.0) -> Non
     raise RuntimeError(f"{workers} workers did not come up within {timeout:.0f} s")
 
 
+def start_fake_slack(parties: h.Parties, tmp: Path, database_url: str
+                     ) -> tuple[Any, str, Path, dict[str, str]]:
+    """The fake Slack API in its own process, and what ``serve`` needs to use it: the
+    fake's process, its API port, a config on ``database_url`` and the environment."""
+    from tests.fakes.slack_api import BOT_TOKEN
+
+    ready = tmp / "fake.ready"
+    fake = parties.role("slack_ack.py", "fake", "--port", str(port := h.free_port()),
+                        "--clicks", "1", "--ready", str(ready))
+    fake.url = f"http://127.0.0.1:{port}"
+    api_url = h.wait_file(fake, ready)
+    api_port = api_url.split(":")[2].split("/")[0]
+    config = tmp / "askhuman.yaml"
+    slack.write_config(config, database_url)
+    env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": slack.SECRET,
+           "SLACK_API_URL": api_url}
+    return fake, api_port, config, env
+
+
 async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int,
                     workers: int = 1, stack: tuple[str, ...] = (), start_burst: int = 20
                     ) -> tuple[float, dict[str, float]]:
-    from tests.fakes.slack_api import BOT_TOKEN
-
     with tempfile.TemporaryDirectory() as tmp, h.Parties(Path(tmp)) as parties:
-        ready = Path(tmp) / "fake.ready"
-        fake = parties.role("slack_ack.py", "fake", "--port", str(port := h.free_port()),
-                            "--clicks", "1", "--ready", str(ready))
-        fake.url = f"http://127.0.0.1:{port}"
-        api_url = h.wait_file(fake, ready)
-        api_port = api_url.split(":")[2].split("/")[0]
-        config = Path(tmp) / "askhuman.yaml"
-        slack.write_config(config, database_url)
-        env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": slack.SECRET,
-               "SLACK_API_URL": api_url}
+        fake, api_port, config, env = start_fake_slack(parties, Path(tmp), database_url)
         servers = []
         flags = (("--workers", str(workers)) if workers > 1 else ()) + stack
         for i in range(replicas):  # one after another: the first one migrates the database
@@ -153,19 +161,8 @@ async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int,
 async def idle_clicks(database_url: str, clicks: int, gap: float) -> dict[str, list[float]]:
     """One ``serve``, ``clicks`` cards, then one click at a time on an idle server: per
     click, ms from the ack to the card updated and to the final answer posted."""
-    from tests.fakes.slack_api import BOT_TOKEN
-
     with tempfile.TemporaryDirectory() as tmp, h.Parties(Path(tmp)) as parties:
-        ready = Path(tmp) / "fake.ready"
-        fake = parties.role("slack_ack.py", "fake", "--port", str(port := h.free_port()),
-                            "--clicks", "1", "--ready", str(ready))
-        fake.url = f"http://127.0.0.1:{port}"
-        api_url = h.wait_file(fake, ready)
-        api_port = api_url.split(":")[2].split("/")[0]
-        config = Path(tmp) / "askhuman.yaml"
-        slack.write_config(config, database_url)
-        env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": slack.SECRET,
-               "SLACK_API_URL": api_url}
+        fake, api_port, config, env = start_fake_slack(parties, Path(tmp), database_url)
         server = parties.askhuman(config, h.free_port(), env)
         h.wait_http(server)
         cards = await post_cards(server.url, fake.url, api_port, clicks, start_burst=1)
