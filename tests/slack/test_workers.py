@@ -143,7 +143,8 @@ async def test_web_processes_and_a_worker_split_the_work(tmp_path: Path, db_url:
         worker = None
         try:
             url = f"http://127.0.0.1:{port}"
-            await wait_healthy(url, web)
+            await wait_healthy(url, web)  # /healthz may answer before the first beat
+            await until(lambda: len(live_instances(database)) == 1, 30, "the web process beating")
             (web_id, _), = live_instances(database)
             worker = askhuman(["worker", "--config", str(config), "--port", str(health),
                                "--log-level", "warning"], env)
