@@ -46,6 +46,7 @@ from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
+import cpu_profile  # noqa: E402
 import harness as h  # noqa: E402
 import slack_ack as slack  # noqa: E402
 from pg_scratch import scratch  # noqa: E402
@@ -120,8 +121,8 @@ def start_fake_slack(parties: h.Parties, tmp: Path, database_url: str
 
 
 async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int,
-                    workers: int = 1, stack: tuple[str, ...] = (), start_burst: int = 20
-                    ) -> tuple[float, dict[str, float]]:
+                    workers: int = 1, stack: tuple[str, ...] = (), start_burst: int = 20,
+                    profile: Path | None = None) -> tuple[float, dict[str, float]]:
     with tempfile.TemporaryDirectory() as tmp, h.Parties(Path(tmp)) as parties:
         fake, api_port, config, env = start_fake_slack(parties, Path(tmp), database_url)
         servers = []
@@ -140,6 +141,8 @@ async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int,
         before = {name: sum(h.tree_cpu_seconds(p.pid) for p in group)
                   for name, group in pids.items()}
         before["client"] = h.cpu_seconds(os.getpid())
+        spies = [cpu_profile.record(server.pid, profile / f"serve-{i}.txt")
+                 for i, server in enumerate(servers)] if profile else []
         begin = time.perf_counter()
         for start in range(0, len(clicks), in_flight):
             wave = clicks[start:start + in_flight]
@@ -151,6 +154,8 @@ async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int,
                 raise RuntimeError(f"only {done} of {runs} final answers were posted")
             await asyncio.sleep(0.05)
         rate = runs / (time.perf_counter() - begin)
+        for spy in spies:
+            cpu_profile.finish(spy)
         after = {name: sum(h.tree_cpu_seconds(p.pid) for p in group)
                  for name, group in pids.items()}
         after["client"] = h.cpu_seconds(os.getpid())
@@ -216,7 +221,21 @@ def main() -> None:
                              "ack → card updated / final answer posted (SQLite)")
     parser.add_argument("--gap", type=float, default=1.5,
                         help="--idle: seconds between clicks")
+    parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                        help="also record each `serve` with py-spy --gil while the clicks "
+                             "are answered (one SQLite setup) into DIR and print where "
+                             "the Python CPU went (benchmarks/cpu_profile.py); py-spy "
+                             "samples from outside, but its pauses inflate the CPU figure")
     ns = parser.parse_args()
+    if ns.profile:
+        ns.profile.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            rate, cpu = asyncio.run(one_setup(
+                f"sqlite:///{Path(tmp) / 'askhuman.db'}", 1, ns.runs, ns.in_flight,
+                int(ns.workers.split(",")[0]), start_burst=ns.start_burst, profile=ns.profile))
+        print(f"{rate:.1f} decisions/s, CPU ms per decision {_cpu(cpu)} (under py-spy)\n")
+        print(cpu_profile.report(sorted(ns.profile.glob("serve-*.txt"))))
+        return
     if ns.idle:
         with tempfile.TemporaryDirectory() as tmp:
             report_idle(asyncio.run(idle_clicks(f"sqlite:///{Path(tmp) / 'askhuman.db'}",

@@ -22,7 +22,6 @@ from bot.askhuman.args import (
     MAX_PLACEHOLDER_CHARS,
     MAX_TITLE_CHARS,
     PROMPT_HINT_TEMPLATE,
-    _parameters_schema,
     build_prompt_hint,
     tool_parameters_schema,
     validate_and_normalize_args,
@@ -33,7 +32,7 @@ from bot.askhuman.schema import AskHumanAction, AskHumanField, DeferredToolCallP
 __all__ = [
     "MAX_DEFAULT_CHARS", "MAX_IDENTIFIER_CHARS", "MAX_OPTIONS", "MAX_OPTION_CHARS",
     "MAX_PLACEHOLDER_CHARS", "MAX_TITLE_CHARS", "NEVER_EXECUTED_MESSAGE",
-    "PROMPT_HINT_TEMPLATE", "_parameters_schema", "build_ask_human_tool",
+    "PROMPT_HINT_TEMPLATE", "build_ask_human_tool",
     "build_deferred_tool_call_payload", "build_prompt_hint", "tool_parameters_schema",
     "validate_and_normalize_args",
 ]

@@ -319,10 +319,10 @@ async def test_schema_is_built_once_per_config_not_per_step(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The schema is costly (model_json_schema); steps of a run must reuse it."""
-    from bot.askhuman import tool as tool_module
+    from bot.askhuman import args as args_module
     from bot.askhuman.schema import AskHumanToolArgs
 
-    tool_module._parameters_schema.cache_clear()
+    args_module._parameters_schema.cache_clear()
     built: list[int] = []
     original = AskHumanToolArgs.model_json_schema
 
