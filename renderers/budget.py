@@ -31,7 +31,8 @@ entity of up to 8 characters, then adds one ellipsis character)."""
 
 
 def options_text_floor(
-    args: AskHumanToolArgs, budget: Budget, per_option: int = 0, stop: int | None = None
+    args: AskHumanToolArgs, budget: Budget, per_option: int = 0, stop: int | None = None,
+    sizes: _LabelSizes | None = None,
 ) -> int:
     """A lower bound on the size of the options a rendering with ``budget`` shows.
 
@@ -40,16 +41,34 @@ def options_text_floor(
     the step would have failed the size check anyway, so the output is unchanged.
     ``per_option`` is the fixed size each option adds besides its label (JSON keys
     for Feishu's byte count); counting stops once the total passes ``stop``.
+    ``sizes`` holds the labels' lengths across the steps of one ladder.
     """
     cap = budget.option_text - TRUNCATION_SLACK
+    sizes = sizes or _LabelSizes(args)
     total = 0
-    for field in args.fields:
-        if isinstance(field, SelectField | MultiSelectField):
-            for option in field.options[: budget.options]:
-                total += min(len(plain(option.label)), cap) + per_option
-            if stop is not None and total > stop:
-                break
+    for index in range(len(sizes.options)):
+        shown = sizes.of(index, budget.options)
+        total += sum(min(n, cap) for n in shown) + per_option * len(shown)
+        if stop is not None and total > stop:
+            break
     return total
+
+
+class _LabelSizes:
+    """``len(plain(label))`` of the first options of each select field, read once for
+    all the steps of a ladder (each step looks at fewer options of the same fields)."""
+
+    def __init__(self, args: AskHumanToolArgs) -> None:
+        self.options = [f.options for f in args.fields
+                        if isinstance(f, SelectField | MultiSelectField)]
+        self._sizes: list[list[int]] = [[] for _ in self.options]
+
+    def of(self, index: int, count: int) -> list[int]:
+        """The sizes of the first ``count`` options of the ``index``-th select field."""
+        known = self._sizes[index]
+        if len(known) < count:
+            known += [len(plain(o.label)) for o in self.options[index][len(known):count]]
+        return known[:count]
 
 
 def ladder(
@@ -58,7 +77,8 @@ def ladder(
     """The steps worth trying: those whose options alone exceed ``limit`` (counted in
     characters, a lower bound of both Slack's text count and Feishu's UTF-8 bytes) are
     skipped, except the last, which is always tried as the fallback."""
+    sizes = _LabelSizes(args)
     for budget in steps[:-1]:
-        if options_text_floor(args, budget, per_option, stop=limit) <= limit:
+        if options_text_floor(args, budget, per_option, stop=limit, sizes=sizes) <= limit:
             yield budget
     yield steps[-1]

@@ -34,7 +34,9 @@ _FEISHU_ESCAPES = {
 _FEISHU_ESCAPE_RE = re.compile(r"[<>\[\]()*_`~#\-!:\\|]|&(?=#|[A-Za-z][A-Za-z0-9]*;)")
 _SLACK_INERT = re.compile(f"[^&<>@{_CONTROLS}]*")
 _FEISHU_INERT = re.compile(rf"[^<>\[\]()*_`~#\-!:\\|&@{_CONTROLS}]*")
-"""Text ``slack_escape`` / ``feishu_escape`` would return unchanged (most of a body)."""
+_PLAIN_INERT = re.compile(f"[^<@{_CONTROLS}]*")
+"""Text ``slack_escape`` / ``feishu_escape`` / ``plain`` would return unchanged (most of a
+body, most labels)."""
 
 
 def clean(text: str) -> str:
@@ -72,7 +74,10 @@ def plain(text: str, limit: int | None = None) -> str:
 @lru_cache(maxsize=4096)
 def _plain_full(text: str) -> str:
     """``plain`` before truncation, memoized: a card shows the same labels and options
-    on every step of the budget ladder and on every update of the card."""
+    on every step of the budget ladder and on every update of the card. Most labels
+    have no ``<``, ``@`` or control character: nothing to change, one scan."""
+    if _PLAIN_INERT.fullmatch(text):
+        return text
     out = _FEISHU_TAG.sub("<" + WORD_JOINER, _SLACK_ANGLE.sub("<" + WORD_JOINER, clean(text)))
     return defuse_broadcasts(out)
 

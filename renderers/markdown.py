@@ -14,25 +14,25 @@ platform parses text, so the renderers never build markup by hand:
 * Plain text: no parsing happens on the platform, but we still defuse mention
   syntax so a later copy into a parsed field cannot ping anyone.
 
-The ``check_*`` functions are the final post-check: they raise
+The ``check_*`` functions (``renderers.checks``) are the final post-check: they raise
 ``UnsafeOutputError`` if mention or broadcast syntax survived, because shipping
 such a message silently would be a bug, never a feature.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Sequence
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import quote
 
 from renderers import i18n, parser
+from renderers.checks import UnsafeOutputError, check_feishu, check_plain, check_slack
 from renderers.escapes import (
-    BROADCAST_WORD,
     ELLIPSIS,
     FEISHU_LINK,
-    FEISHU_TAGS,
     SAFE_SCHEMES,
     WORD_JOINER,
     clean,
@@ -72,15 +72,6 @@ __all__ = [  # the primitives are re-exported from renderers.escapes
     "split_units",
     "truncate",
 ]
-
-_SLACK_FORBIDDEN = re.compile(r"<\s*[!@#]|@(?:here|channel|everyone)", re.IGNORECASE)
-_FEISHU_FORBIDDEN = re.compile(rf"<\s*/?\s*(?:{FEISHU_TAGS})\b", re.IGNORECASE)
-_FEISHU_MD_LINK = re.compile(r"\]\(([^)\s]*)\)")
-
-
-class UnsafeOutputError(RuntimeError):
-    """Raised when rendered output still carries mention, broadcast or link syntax."""
-
 
 # ---------------------------------------------------------------- dialects
 
@@ -289,31 +280,118 @@ def _blocks(w: _Walk, nodes: Sequence[Node], depth: int) -> None:
 
 
 def markdown_units(source: str, d: Dialect) -> list[str]:
-    """Parse Markdown and return one text unit per top-level block (paragraph, list…).
-
-    A card is rendered many times with the same body (each step of the budget ladder,
-    every card update), so results are memoized: the bodies of the last 512 cards (a few
-    MB at most), enough for the cards a busy replica updates at once (128 was not). The
-    parser is in the key, so the tests comparing the two never read each other's results.
-    """
+    """Parse Markdown and return one text unit per top-level block (paragraph, list…)."""
     return list(_markdown_units(source, d, i18n.current_locale(), parser.active()))
 
 
 @lru_cache(maxsize=512)
-def _markdown_units(source: str, d: Dialect, locale: str, _parser: str) -> tuple[str, ...]:
-    """``locale`` is part of the key: a misleading link's note is in the card's language."""
-    return parser.read(clean(source), lambda tree: _units(tree, d))
+def _markdown_units(source: str, d: Dialect, locale: str, _parser: str) -> _Units:
+    """A card is rendered many times with the same body (each step of the budget ladder,
+    every card update), so a body's units are memoized: the bodies of the last 512 cards
+    (a few MB at most), enough for the cards a busy replica updates at once (128 was
+    not). The parser is in the key, so the tests comparing the two never read each
+    other's results; ``locale`` is, because a misleading link's note is in the card's
+    language."""
+    return _Units(clean(source), d)
 
 
-def _units(tree: Tree, d: Dialect) -> tuple[str, ...]:
-    units: list[str] = []
+_KEPT_WALKS = 16
+"""Unfinished walks that keep their tree (~350 KB for a maximum body) to go on from;
+an older one parses again if a later render needs more of its body."""
+_walking: deque[_Units] = deque()
+_walking_lock = threading.Lock()
+
+
+class _Units:
+    """One body's units in one dialect, walked only as far as renders have read them.
+
+    A big card shows the start of its body (1,500 of 8,000 characters on a maximum
+    Slack card), so its first render walks only the blocks it shows; a later render that
+    shows more (the decided card, without its options) goes on from there. Top-level
+    blocks are walked one at a time and none depends on another, so the units are the
+    same as from one whole walk. A Rust tree too deep to trust (``TooDeep``) has every
+    unit read again from markdown-it-py's tree, as ``parser.read`` does; the units
+    before it are the same in both (a parser reads blocks in order, and a body with a
+    reference definition, the one thing a later block can change an earlier one with,
+    is walked whole at once)."""
+
+    def __init__(self, source: str, d: Dialect) -> None:
+        self.source, self.d = source, d
+        self.units: list[str] = []
+        self._next_block = 0  # top-level blocks walked so far
+        self._held: tuple[Tree, Sequence[Node]] | None = None  # the tree, its blocks
+        self._finished = False
+        self._lock = threading.Lock()
+        if "]:" in source:  # a reference definition may sit anywhere: walk it all now
+            self._walk(None)
+
+    def __iter__(self) -> Iterator[str]:
+        index = 0
+        while (unit := self._unit_at(index)) is not None:
+            yield unit
+            index += 1
+
+    def _unit_at(self, index: int) -> str | None:
+        """Unit ``index``, walking as far as it (None past the last)."""
+        units = self.units  # one list: ``_walk`` may put another in its place
+        if index < len(units):
+            return units[index]
+        with self._lock:
+            if not self._finished and index >= len(self.units):
+                self._walk(index)
+            units = self.units
+            return units[index] if index < len(units) else None
+
+    def _walk(self, index: int | None) -> None:
+        """Walk blocks until there is a unit at ``index`` (None: all of them)."""
+        held = self._held  # another walk may drop it meanwhile (``_keep``)
+        if held is None:
+            tree = parser.first_tree(self.source)
+            self._held = held = (tree, tree.root.children)  # a Rust list is made per read
+            _keep(self)
+        tree, blocks = held
+        walk = _Walk(self.d, tree, [], [])
+        try:
+            while index is None or index >= len(self.units):
+                if self._next_block >= len(blocks):
+                    self._finished, self._held = True, None
+                    return
+                _block(walk, blocks[self._next_block], 1)  # leaves no list, no quote
+                self._next_block += 1
+                unit = "\n".join(walk.lines)
+                walk.lines, walk.fresh_item = [], False
+                if unit.strip():
+                    self.units.append(unit)
+        except TooDeep:
+            if type(tree) is Tree:  # markdown-it-py's: its limit is never met
+                raise
+            self.units = list(_units(parser.parse_python(self.source), self.d))
+            self._finished, self._held = True, None
+
+    def drop_tree(self) -> None:
+        """Forget the tree (a later render that needs more parses the body again).
+        No lock: one assignment, and ``_walk`` holds the tree it walks."""
+        self._held = None
+
+
+def _keep(units: _Units) -> None:
+    """Note a walk that holds a tree; the oldest of more than ``_KEPT_WALKS`` lets go."""
+    with _walking_lock:
+        _walking.append(units)
+        old = _walking.popleft() if len(_walking) > _KEPT_WALKS else None
+    if old is not None and old is not units:
+        old.drop_tree()
+
+
+def _units(tree: Tree, d: Dialect) -> Iterator[str]:
+    """Every unit of a tree (markdown-it-py's, after a Rust tree was too deep)."""
     walk = _Walk(d, tree, [], [])
     for node in tree.root.children:
         _block(walk, node, 1)
-        if walk.lines:
-            units.append("\n".join(walk.lines))
-            walk.lines, walk.fresh_item = [], False
-    return tuple(u for u in units if u.strip())
+        unit = "\n".join(walk.lines)
+        walk.lines, walk.fresh_item = [], False
+        if unit.strip():
+            yield unit
 
 
 # ---------------------------------------------------------------- splitting
@@ -377,75 +455,28 @@ def fit_chunks(chunks: Sequence[str], budget: int) -> list[str]:
 
 
 def markdown_chunks(source: str, d: Dialect, chunk_limit: int, budget: int) -> list[str]:
-    """Markdown body → platform text chunks, each ≤ ``chunk_limit``, all ≤ ``budget``."""
-    return fit_chunks(split_units(markdown_units(source, d), chunk_limit), budget)
+    """Markdown body → platform text chunks, each ≤ ``chunk_limit``, all ≤ ``budget``:
+    ``fit_chunks(split_units(markdown_units(…)))``, reading only the units it shows."""
+    units = _markdown_units(source, d, i18n.current_locale(), parser.active())
+    return fit_chunks(list(_chunks_until(units, chunk_limit, budget)), budget)
 
 
-# ---------------------------------------------------------------- post-checks
+def _chunks_until(units: Iterable[str], limit: int, budget: int) -> Iterator[str]:
+    """``split_units``' chunks, lazily, up to the first that ``fit_chunks`` cuts.
 
-_NOT_DISPLAYED = frozenset(
-    {"value", "initial_value", "default_value", "initial_option", "initial_date",
-     "selected_values", "action_id", "block_id", "name", "private_metadata",
-     "callback_id", "behaviors", "url", "element_id"}
-)
-
-
-def _displayed(obj: object) -> Iterable[str]:
-    """Every string a person could see; ids, option values and prefills are skipped."""
-    if isinstance(obj, str):
-        yield obj
-    elif isinstance(obj, dict):
-        for key, value in obj.items():
-            if key not in _NOT_DISPLAYED:
-                yield from _displayed(value)
-    elif isinstance(obj, list):
-        for item in obj:
-            yield from _displayed(item)
-
-
-def check_slack(payload: object, allowed_mentions: Iterable[str] = ()) -> None:
-    """Raise if any displayed string could mention, broadcast or link unexpectedly."""
-    allowed = tuple(allowed_mentions)
-    for text in _displayed(payload):
-        for mention in allowed:
-            text = text.replace(mention, "")
-        hit = _SLACK_FORBIDDEN.search(text)
-        if hit:
-            raise UnsafeOutputError(f"Slack mention syntax survived: {hit.group()!r}")
-
-
-def check_feishu(payload: object, allowed_mentions: Iterable[str] = ()) -> None:
-    """Raise if a Feishu tag, broadcast word or (in markdown) an unsafe link survived.
-
-    ``allowed_mentions`` are exact ``<at id=…></at>`` strings the renderer emitted on
-    purpose (the verified decider); everything else is forbidden.
-    """
-    allowed = tuple(allowed_mentions)
-    for text in _displayed(payload):
-        for mention in allowed:
-            text = text.replace(mention, "")
-        hit = _FEISHU_FORBIDDEN.search(text) or BROADCAST_WORD.search(text)
-        if hit:
-            raise UnsafeOutputError(f"Feishu mention syntax survived: {hit.group()!r}")
-    for content in _markdown_contents(payload):
-        for url in _FEISHU_MD_LINK.findall(content):
-            if not is_safe_url(url):
-                raise UnsafeOutputError(f"Feishu link with unsafe scheme: {url!r}")
-
-
-def _markdown_contents(obj: object) -> Iterable[str]:
-    """Contents that Feishu parses as Markdown (only there can ``[t](u)`` link)."""
-    if isinstance(obj, dict):
-        if obj.get("tag") in ("markdown", "lark_md") and isinstance(obj.get("content"), str):
-            yield obj["content"]
-        for value in obj.values():
-            yield from _markdown_contents(value)
-    elif isinstance(obj, list):
-        for item in obj:
-            yield from _markdown_contents(item)
-
-
-def check_plain(text: str) -> None:
-    """Plain text must satisfy both platforms' rules (it may be pasted into either)."""
-    check_slack(text)
-    check_feishu(text)
+    That chunk is given as soon as it is longer than the room left, even if more units
+    would join it: ``fit_chunks`` keeps only the start of it, which is already there
+    (and nothing of it when 40 characters or fewer are left)."""
+    used, current = 0, ""
+    for piece in _pieces(units, limit):
+        joined = f"{current}\n\n{piece}" if current else piece
+        if len(joined) <= limit:
+            current = joined
+        else:
+            if current:
+                yield current
+            used, current = used + len(current), piece
+        if used + len(current) > budget:
+            break
+    if current:
+        yield current

@@ -240,21 +240,30 @@ def using(name: str) -> Iterator[None]:
         _active = before
 
 
-def read(source: str, walk: Callable[[Tree], T]) -> T:
-    """``walk`` the tree of ``source``, parsed by the active parser; again on
-    markdown-it-py's tree when the Rust one is too deep to trust or the parser fails."""
+def first_tree(source: str) -> Tree:
+    """The tree of ``source`` from the active parser, or markdown-it-py's when the two
+    may read it differently or the Rust parser fails. A walk that meets ``TooDeep`` in
+    it must start again on ``parse_python(source)`` (``read`` does)."""
     parse = PARSERS[_active]
     if parse is parse_python or rust_may_differ(source):
-        return walk(parse_python(source))
+        return parse_python(source)
     try:
-        tree = parse(source)
+        return parse(source)
     except BaseException as exc:  # a Rust panic is a BaseException (pyo3's PanicException)
         if not isinstance(exc, Exception) and type(exc).__name__ != "PanicException":
             raise
         log.warning("markdown-it-pyrs failed; parsing with markdown-it-py",
                     extra={"error": type(exc).__name__, "chars": len(source)}, exc_info=True)
-        return walk(parse_python(source))
+        return parse_python(source)
+
+
+def read(source: str, walk: Callable[[Tree], T]) -> T:
+    """``walk`` the tree of ``source``, parsed by the active parser; again on
+    markdown-it-py's tree when the Rust one is too deep to trust or the parser fails."""
+    tree = first_tree(source)
     try:
         return walk(tree)
     except TooDeep:
+        if type(tree) is Tree:  # markdown-it-py's already: its depth_limit is never met
+            raise
         return walk(parse_python(source))

@@ -95,15 +95,23 @@ def render_request(card: RequestCard) -> dict[str, Any]:
 
 
 def total_text_chars(obj: object) -> int:
-    """Characters Slack counts towards msg_blocks_too_long (text, prefills)."""
-    if isinstance(obj, dict):
-        return sum(
-            len(v) if k in ("text", "initial_value") and isinstance(v, str) else total_text_chars(v)
-            for k, v in obj.items()
-        )
-    if isinstance(obj, list):
-        return sum(total_text_chars(v) for v in obj)
-    return 0
+    """Characters Slack counts towards msg_blocks_too_long (text, prefills).
+
+    Iterative, without a generator per level: it runs on every ladder step of every
+    render, over a few thousand objects on a big card."""
+    total, stack = 0, [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, value in item.items():
+                if isinstance(value, str):
+                    if key == "text" or key == "initial_value":
+                        total += len(value)
+                elif isinstance(value, dict | list):
+                    stack.append(value)
+        elif isinstance(item, list):
+            stack.extend(item)
+    return total
 
 
 def _blocks(card: RequestCard, budget: Budget) -> list[Block]:
