@@ -27,6 +27,7 @@ from typing import Any
 from starlette.applications import Starlette
 
 from bot import otel
+from bot.commands.metrics_dir import MetricsDirectory
 from bot.commands.roles import ReceiverError, Role, check_metrics_port, check_workers
 from bot.logs import configure_logging
 from bot.reload import PID_FILE_ENV
@@ -101,8 +102,27 @@ def run(config: Path | None, settings: Settings, *, host: str, port: int, worker
     log.info("serving with workers", extra={
         "host": host, "port": port, "workers": workers, "role": role.value,
         "config": settings.source, "http": options["http"], "loop": options["loop"]})
-    forked_workers.serve(app, settings, os.environ, host=host, port=port, workers=workers,
-                         uvicorn=options)
+    directory = _metrics_directory(settings)
+    try:
+        forked_workers.serve(app, settings, os.environ, host=host, port=port,
+                             workers=workers, uvicorn=options,
+                             child_exit=directory.process_dead if directory else None)
+    finally:
+        if directory is not None:
+            directory.close()
+
+
+def _metrics_directory(settings: Settings) -> MetricsDirectory | None:
+    """With metrics on, the arbiter's multiprocess directory, and this process (so
+    every worker it forks) switched to writing its metrics there: whichever worker
+    answers a scrape serves the sum of all of them."""
+    if not settings.metrics.enabled:
+        return None
+    from bot import metrics
+
+    directory = MetricsDirectory.open(os.environ)
+    metrics.use_multiprocess(str(directory.path))
+    return directory
 
 
 def _in_memory(url: str) -> bool:
