@@ -1,13 +1,17 @@
 """``/metrics`` of ``askhuman serve --workers 2`` (real processes): one scrape, answered
 by whichever worker accepts it, shows what every worker observed (prometheus_client's
 multiprocess mode, ``bot.metrics.use_multiprocess``), and still does after a worker is
-killed with SIGKILL: its counts stay in the sum, and the replacement's are added."""
+killed with SIGKILL: its counts stay in the sum, and the replacement's are added.
+
+It is served on ``metrics.port``, which the arbiter binds once and every worker serves
+on (``bot.commands.shared_metrics``); on the main port it is the same registry."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import signal
+import stat
 from pathlib import Path
 
 import httpx
@@ -87,17 +91,24 @@ async def test_one_scrape_sums_every_worker_and_survives_kill_9(tmp_path: Path) 
     on both are ``test_workers``'s)."""
     db_url = f"sqlite:///{tmp_path / 'askhuman.db'}"
     database = Database(db_url)
-    port = free_port()
+    port, metrics_port = free_port(), free_port()
     with fake_slack() as fake:
         config = write_config(tmp_path, db_url)
         values = yaml.safe_load(config.read_text())
-        config.write_text(yaml.safe_dump({**values, "metrics": {"enabled": True}}))
+        config.write_text(yaml.safe_dump(
+            {**values, "metrics": {"enabled": True, "port": metrics_port}}))
+        temp = tmp_path / "tmp"  # where the arbiter makes its private directory
+        temp.mkdir()
         proc = askhuman(["serve", "--config", str(config), "--port", str(port),
-                         "--workers", "2", "--log-level", "warning"], slack_env(fake))
+                         "--workers", "2", "--log-level", "warning"],
+                        slack_env(fake, TMPDIR=str(temp)))
         try:
             url = f"http://127.0.0.1:{port}"
             await wait_healthy(url, proc)
             await until(lambda: len(live_instances(database)) == 2, 60, "2 workers beating")
+            (private,) = temp.glob("askhuman-metrics-*")
+            assert stat.S_IMODE(private.stat().st_mode) == 0o700
+            metrics_url = f"http://127.0.0.1:{metrics_port}"
             async with client(url, fake) as slack:
                 ts_list = await post_cards(slack, 10, database)
                 await click_all(slack, ts_list)
@@ -105,11 +116,11 @@ async def test_one_scrape_sums_every_worker_and_survives_kill_9(tmp_path: Path) 
                             "every click decided")
                 assert len(click_holders(database)) == 2, "every click landed on one worker"
                 for _ in range(4):  # whichever worker answers
-                    assert_sums(await scrape(url), 10, fake)
+                    assert_sums(await scrape(metrics_url), 10, fake)
 
                 victim_id, victim = live_instances(database)[0]
                 os.kill(victim, signal.SIGKILL)
-                assert_sums(await scrape(url), 10, fake)  # the dead worker's counts stay
+                assert_sums(await scrape(metrics_url), 10, fake)  # the dead worker's counts stay
                 await until(lambda: victim_id not in {i for i, _ in live_instances(database)}
                             and len(live_instances(database)) == 2, 30,
                             "the victim reaped and replaced")
@@ -117,8 +128,10 @@ async def test_one_scrape_sums_every_worker_and_survives_kill_9(tmp_path: Path) 
                 await until(lambda: decided(database) == 13 and settled(database), 30,
                             "the new clicks decided")
                 for _ in range(4):
-                    assert_sums(await scrape(url), 13, fake)
+                    assert_sums(await scrape(metrics_url), 13, fake)
+                assert (await slack.http.get(url + "/metrics")).status_code == 404
         finally:
             tail = stop(proc)
             database.dispose()
         assert proc.returncode == 0, tail
+        assert not list(temp.iterdir()), "the private directory was left behind"

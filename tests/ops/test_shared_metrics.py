@@ -1,4 +1,4 @@
-"""The multiprocess directory of ``serve --workers N`` (``bot.commands.metrics_dir``):
+"""The multiprocess directory of ``serve --workers N`` (``bot.commands.shared_metrics``):
 private and removed at exit unless the admin names one, emptied of earlier runs'
 files only, and a dead worker's live gauges dropped by gunicorn's ``child_exit``."""
 
@@ -9,7 +9,7 @@ import stat
 from pathlib import Path
 from types import SimpleNamespace
 
-from bot.commands.metrics_dir import ENV, MetricsDirectory
+from bot.commands.shared_metrics import ENV, MetricsDirectory
 
 
 def test_a_private_directory_is_the_arbiters_only_and_removed_at_exit() -> None:

@@ -1,4 +1,5 @@
-"""Where ``serve --workers N``'s workers keep their Prometheus metrics.
+"""What ``serve --workers N``'s workers share for Prometheus: the directory their
+metrics are summed from, and the separate metrics port.
 
 prometheus_client's multiprocess mode (``bot.metrics.use_multiprocess``) has each
 process write its values to files of its own in one directory, and a scrape sum them.
@@ -13,6 +14,11 @@ user can read or forge the values) and removes it when it exits; an admin who se
 ``PROMETHEUS_MULTIPROC_DIR`` gets that directory instead, emptied of prometheus_client's
 files at start and left in place at exit. Either way it belongs to one arbiter: two
 servers sharing it would sum each other's metrics.
+
+``metrics.port`` is bound once, by the arbiter, as gunicorn binds the main port
+(``bind_port``); each worker it forks serves ``/metrics`` on that inherited socket
+(``listener``), so the kernel hands each scrape to one of them, and every one answers
+with the sum. The arbiter never accepts on it.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import socket
 import tempfile
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
@@ -75,3 +82,21 @@ class MetricsDirectory:
         leaves it in the temp directory; the next start makes a new one)."""
         if self.owned and os.getpid() == self.owner:
             shutil.rmtree(self.path, ignore_errors=True)
+
+
+_listener: socket.socket | None = None
+"""The metrics port's socket, bound in the arbiter; its forks inherit it."""
+
+
+def bind_port(host: str, port: int) -> socket.socket:
+    """Bind ``metrics.port`` in the arbiter, before any fork (``OSError`` if taken)."""
+    global _listener
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    _listener = socket.create_server((host, port), family=family, backlog=2048)
+    return _listener
+
+
+def listener() -> socket.socket | None:
+    """In a worker of ``serve --workers N``: the metrics port the arbiter bound, to
+    serve on instead of binding it again; None in one process."""
+    return _listener
