@@ -26,6 +26,7 @@ worker``) keeps plain in-memory values and needs no directory.
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
@@ -82,7 +83,8 @@ _multiprocess_dir: str | None = None
 
 def use_multiprocess(directory: str) -> None:
     """Switch this process, and the workers it will fork, to multiprocess mode on
-    ``directory`` (already in ``PROMETHEUS_MULTIPROC_DIR``; emptied by the caller).
+    ``directory`` (emptied by the caller; named in ``PROMETHEUS_MULTIPROC_DIR``, where
+    prometheus_client looks when a process opens its files).
 
     prometheus_client picks its value class when it is imported, from that variable,
     and the engine imports it long before the arbiter knows it will fork; so this sets
@@ -93,6 +95,7 @@ def use_multiprocess(directory: str) -> None:
     its own files."""
     global PROCESS_METRICS, TIME_TO_DECISION, CLICK_ACK, ANSWER_TO_RESUME
     global RESUME_FAILURES, PLATFORM_CALLS, PLATFORM_RETRIES, SLACK_CLICKS, _multiprocess_dir
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
     values.ValueClass = values.MultiProcessValue()  # type: ignore[no-untyped-call]
     PROCESS_METRICS = _define()
     (TIME_TO_DECISION, CLICK_ACK, ANSWER_TO_RESUME, RESUME_FAILURES, PLATFORM_CALLS,
