@@ -13,15 +13,24 @@ path they came in by (askhuman's fast path or Bolt).
 The process-wide metric objects are not registered globally; each served app builds
 its own registry (``registry_for``), so tests and several apps in one process don't
 collide.
+
+Under ``serve --workers N`` a scrape is answered by whichever worker accepts it, so the
+process metrics use prometheus_client's multiprocess mode there: the arbiter, before it
+forks, switches the value class to one that writes each value to a per-process file in
+one directory (``use_multiprocess``), and every worker's ``/metrics`` sums all those
+files (``MultiProcessCollector``), the files of dead workers included, so a counter
+never goes back when a worker dies or is replaced. One process (``serve``, ``askhuman
+worker``) keeps plain in-memory values and needs no directory.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, values
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
@@ -37,30 +46,66 @@ LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 6
 DECISION_BUCKETS = (10, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 12 * 3600, 86400,
                     3 * 86400, 7 * 86400)
 
-TIME_TO_DECISION = Histogram(
-    "askhuman_time_to_decision_seconds", "From request created to decided.",
-    ["route", "outcome"], buckets=DECISION_BUCKETS, registry=None)
-CLICK_ACK = Histogram(
-    "askhuman_click_ack_seconds", "From a click arriving to it being stored (the ack "
-    "follows immediately).", ["platform"], buckets=LATENCY_BUCKETS, registry=None)
-ANSWER_TO_RESUME = Histogram(
-    "askhuman_answer_to_resume_seconds", "From the decision to the resume starting.",
-    buckets=LATENCY_BUCKETS, registry=None)
-RESUME_FAILURES = Counter(
-    "askhuman_resume_failures", "Resume attempts that failed (retried or given up).",
-    ["agent"], registry=None)
-PLATFORM_CALLS = Counter(
-    "askhuman_platform_api_calls", "Platform API calls by method and status.",
-    ["platform", "method", "status"], registry=None)
-PLATFORM_RETRIES = Counter(
-    "askhuman_platform_api_retries", "Platform API calls retried.",
-    ["platform", "method"], registry=None)
-SLACK_CLICKS = Counter(
-    "askhuman_slack_clicks", "Slack card clicks (approve, reject, any action button) "
-    "taken in, by path: fast (askhuman's own block_actions path) or bolt (slack-bolt).",
-    ["path"], registry=None)
-PROCESS_METRICS = (TIME_TO_DECISION, CLICK_ACK, ANSWER_TO_RESUME, RESUME_FAILURES,
-                   PLATFORM_CALLS, PLATFORM_RETRIES, SLACK_CLICKS)
+ProcessMetrics = tuple[Histogram, Histogram, Histogram, Counter, Counter, Counter, Counter]
+
+
+def _define() -> ProcessMetrics:
+    """The process metrics, made with prometheus_client's value class of the moment
+    (in memory, or one file per process in multiprocess mode)."""
+    return (
+        Histogram("askhuman_time_to_decision_seconds", "From request created to decided.",
+                  ["route", "outcome"], buckets=DECISION_BUCKETS, registry=None),
+        Histogram("askhuman_click_ack_seconds", "From a click arriving to it being stored "
+                  "(the ack follows immediately).", ["platform"], buckets=LATENCY_BUCKETS,
+                  registry=None),
+        Histogram("askhuman_answer_to_resume_seconds",
+                  "From the decision to the resume starting.", buckets=LATENCY_BUCKETS,
+                  registry=None),
+        Counter("askhuman_resume_failures",
+                "Resume attempts that failed (retried or given up).", ["agent"],
+                registry=None),
+        Counter("askhuman_platform_api_calls", "Platform API calls by method and status.",
+                ["platform", "method", "status"], registry=None),
+        Counter("askhuman_platform_api_retries", "Platform API calls retried.",
+                ["platform", "method"], registry=None),
+        Counter("askhuman_slack_clicks", "Slack card clicks (approve, reject, any action "
+                "button) taken in, by path: fast (askhuman's own block_actions path) or bolt "
+                "(slack-bolt).", ["path"], registry=None),
+    )
+
+
+PROCESS_METRICS = _define()
+(TIME_TO_DECISION, CLICK_ACK, ANSWER_TO_RESUME, RESUME_FAILURES, PLATFORM_CALLS,
+ PLATFORM_RETRIES, SLACK_CLICKS) = PROCESS_METRICS
+_multiprocess_dir: str | None = None
+"""Set in the arbiter of ``serve --workers N`` (``use_multiprocess``); its forks inherit it."""
+
+
+def use_multiprocess(directory: str) -> None:
+    """Switch this process, and the workers it will fork, to multiprocess mode on
+    ``directory`` (emptied by the caller; named in ``PROMETHEUS_MULTIPROC_DIR``, where
+    prometheus_client looks when a process opens its files).
+
+    prometheus_client picks its value class when it is imported, from that variable,
+    and the engine imports it long before the arbiter knows it will fork; so this sets
+    the class as prometheus_client's multiprocess module documents for a custom process
+    identifier (``values.ValueClass = values.MultiProcessValue()``; here the default,
+    ``os.getpid``) and makes the metric objects again, since an unlabelled one holds its
+    value from birth. Each fork notices its new pid at its first observation and writes
+    its own files."""
+    global PROCESS_METRICS, TIME_TO_DECISION, CLICK_ACK, ANSWER_TO_RESUME
+    global RESUME_FAILURES, PLATFORM_CALLS, PLATFORM_RETRIES, SLACK_CLICKS, _multiprocess_dir
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
+    values.ValueClass = values.MultiProcessValue()  # type: ignore[no-untyped-call]
+    PROCESS_METRICS = _define()
+    (TIME_TO_DECISION, CLICK_ACK, ANSWER_TO_RESUME, RESUME_FAILURES, PLATFORM_CALLS,
+     PLATFORM_RETRIES, SLACK_CLICKS) = PROCESS_METRICS
+    _multiprocess_dir = directory
+
+
+def multiprocess_dir() -> str | None:
+    """The directory every worker's metrics are summed from, or None (one process)."""
+    return _multiprocess_dir
 
 
 def observe_decision(route: str, outcome: str, created: dt.datetime,
@@ -187,9 +232,19 @@ def _age(now: dt.datetime, since: dt.datetime | None) -> float:
 
 
 def registry_for(database: Database, extra: Iterable[Collector] = ()) -> CollectorRegistry:
+    """What ``/metrics`` serves: the process metrics (this process's own, or in
+    multiprocess mode every worker's summed from their files: then the metric objects
+    themselves are not registered, or this worker's share would be counted twice), and
+    the families read from the database at scrape time (the same whichever worker
+    answers, so they stay out of the files)."""
+    from prometheus_client.multiprocess import MultiProcessCollector
+
     registry = CollectorRegistry(auto_describe=False)
-    for metric in PROCESS_METRICS:
-        registry.register(metric)
+    if _multiprocess_dir is not None:
+        MultiProcessCollector(registry, path=_multiprocess_dir)  # type: ignore[no-untyped-call]
+    else:
+        for metric in PROCESS_METRICS:
+            registry.register(metric)
     registry.register(DatabaseCollector(database))
     for collector in extra:
         registry.register(collector)

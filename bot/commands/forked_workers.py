@@ -170,11 +170,17 @@ def worker_class(uvicorn: Mapping[str, Any]) -> type[Worker]:
     return type("Worker", (Worker,), {"CONFIG_KWARGS": kwargs, "__module__": __name__})
 
 
+ChildExit = Callable[[Any, Any], None]
+"""gunicorn's ``child_exit(arbiter, worker)`` hook, run in the arbiter."""
+
+
 def options(*, host: str, port: int, workers: int, uvicorn: Mapping[str, Any],
-            ) -> dict[str, Any]:
-    """gunicorn's settings for ``serve --workers N``; ``uvicorn`` as for one ``serve``."""
+            child_exit: ChildExit | None = None) -> dict[str, Any]:
+    """gunicorn's settings for ``serve --workers N``; ``uvicorn`` as for one ``serve``;
+    ``child_exit`` (the metrics directory's) when a worker has ended."""
     log_level = str(uvicorn["log_level"])
-    return {
+    hooks = {"child_exit": child_exit} if child_exit is not None else {}
+    return {**hooks,
         "bind": [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"],
         "workers": workers,
         "worker_class": worker_class(uvicorn),
@@ -191,7 +197,8 @@ def options(*, host: str, port: int, workers: int, uvicorn: Mapping[str, Any],
 
 
 def serve(factory: Factory, settings: Settings, env: Mapping[str, str], *,
-          host: str, port: int, workers: int, uvicorn: Mapping[str, Any]) -> None:
+          host: str, port: int, workers: int, uvicorn: Mapping[str, Any],
+          child_exit: ChildExit | None = None) -> None:
     """Run gunicorn's arbiter with ``workers`` forked uvicorn workers until SIGTERM."""
     Arbiter(factory, settings, env, options(host=host, port=port, workers=workers,
-                                            uvicorn=uvicorn)).run()
+                                            uvicorn=uvicorn, child_exit=child_exit)).run()

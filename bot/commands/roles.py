@@ -78,11 +78,3 @@ def check_workers(workers: int, settings: Settings, env: Mapping[str, str]) -> N
             "for the connection and scale the background work with `askhuman worker` "
             "processes beside it.")
 
-
-def check_metrics_port(workers: int, settings: Settings) -> None:
-    """Refuse ``metrics.port`` with ``--workers`` above 1: every worker would bind it."""
-    if workers > 1 and settings.metrics.enabled and settings.metrics.port is not None:
-        raise ReceiverError(
-            f"--workers {workers} cannot be used with metrics.port "
-            f"({settings.metrics.port}): every worker would bind it. Remove metrics.port "
-            "to serve /metrics on the main port, or run with --workers 1.")

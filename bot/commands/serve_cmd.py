@@ -29,7 +29,7 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
 from bot import otel
-from bot.commands import http_stack
+from bot.commands import http_stack, shared_metrics
 from bot.commands.http_stack import HttpOption, LoopOption, Stack
 from bot.commands.roles import Role
 from bot.engine import heap
@@ -226,6 +226,7 @@ def _metrics(engine: Engine) -> tuple[list[BaseRoute], BackgroundTask | None]:
         return [Route("/metrics", endpoint, methods=["GET"])], None
 
     port = settings.port
+    shared = shared_metrics.listener()  # serve --workers: the arbiter bound it
 
     async def serve_port(stop: asyncio.Event) -> None:
         import uvicorn
@@ -234,7 +235,7 @@ def _metrics(engine: Engine) -> tuple[list[BaseRoute], BackgroundTask | None]:
         options = {**http_stack.uvicorn_options(), "lifespan": "off"}
         options.pop("loop")  # runs in the loop of the server it serves beside
         server = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=port, **options))
-        serving = asyncio.create_task(server.serve())
+        serving = asyncio.create_task(server.serve(sockets=[shared] if shared else None))
         await stop.wait()
         server.should_exit = True
         await serving

@@ -10,8 +10,10 @@ environment: nothing that holds a connection, a lock, a thread or a loop crosses
 
 The parent checks what must hold before the workers start: the config and its tools,
 the platforms' variables, no inbound connection that must be one
-(``roles.check_workers``), no ``metrics.port``, no in-memory SQLite. It migrates the
-database once, and disposes of it, so the workers need not race to.
+(``roles.check_workers``), no in-memory SQLite. It migrates the database once, and
+disposes of it, so the workers need not race to; with metrics on, it makes the
+directory every worker's metrics are summed from and binds ``metrics.port`` for them to
+share (``shared_metrics``).
 Each worker is an ordinary replica: every guarantee already held across replicas
 sharing a database (claims with leases and heartbeats, compare-and-sets, one token
 bucket per client), so it holds across workers.
@@ -27,7 +29,9 @@ from typing import Any
 from starlette.applications import Starlette
 
 from bot import otel
-from bot.commands.roles import ReceiverError, Role, check_metrics_port, check_workers
+from bot.commands import shared_metrics
+from bot.commands.roles import ReceiverError, Role, check_workers
+from bot.commands.shared_metrics import MetricsDirectory
 from bot.logs import configure_logging
 from bot.reload import PID_FILE_ENV
 from bot.settings import ConfigError, Settings, load_settings
@@ -69,7 +73,6 @@ def check(workers: int, settings: Settings) -> None:
 
     check_platforms(settings, os.environ)
     check_workers(workers, settings, os.environ)
-    check_metrics_port(workers, settings)
     if workers > 1 and _in_memory(settings.database_url):
         raise ReceiverError(
             f"--workers {workers} cannot share an in-memory SQLite database_url "
@@ -101,8 +104,30 @@ def run(config: Path | None, settings: Settings, *, host: str, port: int, worker
     log.info("serving with workers", extra={
         "host": host, "port": port, "workers": workers, "role": role.value,
         "config": settings.source, "http": options["http"], "loop": options["loop"]})
-    forked_workers.serve(app, settings, os.environ, host=host, port=port, workers=workers,
-                         uvicorn=options)
+    directory = _metrics_directory(settings)
+    try:
+        forked_workers.serve(app, settings, os.environ, host=host, port=port,
+                             workers=workers, uvicorn=options,
+                             child_exit=directory.process_dead if directory else None)
+    finally:
+        if directory is not None:
+            directory.close()
+
+
+def _metrics_directory(settings: Settings) -> MetricsDirectory | None:
+    """With metrics on, the arbiter's multiprocess directory, and this process (so
+    every worker it forks) switched to writing its metrics there: whichever worker
+    answers a scrape serves the sum of all of them. ``metrics.port`` is bound here,
+    once, for the workers to share."""
+    if not settings.metrics.enabled:
+        return None
+    from bot import metrics
+
+    if settings.metrics.port is not None:
+        shared_metrics.bind_port(settings.metrics.host, settings.metrics.port)
+    directory = MetricsDirectory.open(os.environ)
+    metrics.use_multiprocess(str(directory.path))
+    return directory
 
 
 def _in_memory(url: str) -> bool:

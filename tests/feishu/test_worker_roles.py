@@ -37,17 +37,16 @@ def test_workers_refuse_the_long_connection_naming_the_flag_and_the_fix(
     check_workers(3, settings, HTTP_ENV)  # callbacks over HTTP spread over the workers
 
 
-def test_workers_refuse_a_metrics_port_and_an_in_memory_database(
+def test_workers_take_a_metrics_port_and_refuse_an_in_memory_database(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The arbiter binds ``metrics.port`` once for every worker (``shared_metrics``)."""
     for name, value in HTTP_ENV.items():
         monkeypatch.setenv(name, value)
     settings = make_settings(f"sqlite:///{tmp_path / 'a.db'}")
     with_port = settings.model_copy(update={"metrics": settings.metrics.model_copy(
         update={"enabled": True, "port": 9464})})
-    with pytest.raises(ReceiverError, match=r"--workers 2 cannot be used with metrics.port "
-                                            r"\(9464\).*Remove metrics.port"):
-        serve_workers.check(2, with_port)
+    serve_workers.check(2, with_port)
     in_memory = settings.model_copy(update={"database_url": "sqlite://"})
     with pytest.raises(ReceiverError, match="in-memory SQLite database_url"):
         serve_workers.check(2, in_memory)
