@@ -14,7 +14,13 @@ process (SQLite, every worker loop running, Slack faked), the requests seeded in
 its database while it runs with a deadline ``--lead`` seconds ahead; the time is from
 that deadline until this process reads all of them as ``timeout``, and from the
 deadline to the first and the last ``decided_at`` the server wrote (when its first
-sweep came, and when its sweeps were done):
+sweep came, and when its sweeps were done). It also reports the server's CPU seconds
+(``/proc``, all threads) from 0.1 s before the deadline until all read ``timeout``
+(the sweep), how many resumes and outbox rows it had begun by then (work competing
+with the sweep) and, with ``--settle``, until every card update and resume it queued
+is done (``harness.busy`` is 0: the whole cost of the 10,000 timeouts; minutes).
+``--profile DIR`` runs ``py-spy record --format raw`` on the server over the sweep
+(one file per round):
 
     .venv/bin/python benchmarks/expiry.py --served --requests 10000 --rounds 3
 """
@@ -25,6 +31,7 @@ import argparse
 import asyncio
 import os
 import resource
+import signal
 import statistics
 import sys
 import tempfile
@@ -72,11 +79,20 @@ async def one_round(url: str, n: int, trace: bool) -> tuple[float, float, dict[s
 
 
 
-def served_round(n: int, lead: float) -> tuple[float, float, float]:
+COLUMNS = ("deadline → all read `timeout` s", "→ first sweep s", "→ last `decided_at` s",
+           "server CPU s, sweep", "resumes + outbox rows begun meanwhile",
+           "server CPU s, until all done")
+
+
+def served_round(n: int, lead: float, settle: bool, profile: Path | None = None
+                 ) -> list[float]:
     """One ``serve`` on SQLite, ``n`` requests due ``lead`` s after they were seeded:
-    seconds from their deadline until all read ``timeout`` here, and to the first and
-    the last ``decided_at`` the server wrote."""
+    seconds from their deadline until all read ``timeout`` here, to the first and the
+    last ``decided_at`` the server wrote; the server's CPU seconds over the sweep; how
+    many resumes and outbox rows it had begun by then; with ``settle``, its CPU seconds
+    until everything the sweep queued is done (``COLUMNS``)."""
     import datetime as dt
+    import subprocess
 
     import harness as h
     import yaml
@@ -112,28 +128,47 @@ def served_round(n: int, lead: float) -> tuple[float, float, float]:
         wait = (deadline - dt.datetime.now(dt.UTC).replace(tzinfo=None)).total_seconds()
         assert wait > 0.2, "seeding took longer than --lead"
         due = time.monotonic() + wait
+        spy = None
+        if profile is not None:  # started early: py-spy takes a moment to attach
+            spy = subprocess.Popen(["py-spy", "record", "--format", "raw", "--nonblocking",
+                                    "-r", "200", "-p", str(app.pid), "-o",
+                                    str(profile / f"expiry-{time.time_ns()}.txt")],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(wait - 0.1)
+        cpu = h.cpu_seconds(app.pid)
         count = "SELECT count(*) FROM human_requests WHERE status = 'timeout'"
         while h.query(db_file, count)[0][0] < n:
             time.sleep(0.01)
         seen = time.monotonic() - due
+        swept = h.cpu_seconds(app.pid) - cpu
+        begun = sum(int(h.query(db_file, f"SELECT count(*) FROM {table} "
+                                         "WHERE state != 'queued'")[0][0])
+                    for table in ("resume_jobs", "outbox"))
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+            spy.wait(30)
+        settled = float("nan")
+        if settle:
+            while h.busy(db_file):
+                time.sleep(0.05)
+            settled = h.cpu_seconds(app.pid) - cpu
         first, last = h.query(db_file, "SELECT min(decided_at), max(decided_at) "
                                        "FROM human_requests")[0]
-        return (seen, (dt.datetime.fromisoformat(first) - deadline).total_seconds(),
-                (dt.datetime.fromisoformat(last) - deadline).total_seconds())
+        return [seen, (dt.datetime.fromisoformat(first) - deadline).total_seconds(),
+                (dt.datetime.fromisoformat(last) - deadline).total_seconds(), swept,
+                begun, settled]
 
 
 def served(ns: argparse.Namespace) -> None:
-    print("| round | deadline → all read `timeout` s | → first sweep s | → last "
-          "`decided_at` s |\n|---|---|---|---|")
+    print("| round | " + " | ".join(COLUMNS) + " |")
+    print("|---" * (len(COLUMNS) + 1) + "|")
     rows = []
     for i in range(ns.rounds):
-        rows.append(served_round(ns.requests, ns.lead))
-        print(f"| {i + 1} | {rows[-1][0]:.2f} | {rows[-1][1]:.2f} | {rows[-1][2]:.2f} |",
+        rows.append(served_round(ns.requests, ns.lead, ns.settle, ns.profile))
+        print(f"| {i + 1} | " + " | ".join(f"{v:.2f}" for v in rows[-1]) + " |",
               flush=True)
-    print(f"| median | {statistics.median(r[0] for r in rows):.2f} | "
-          f"{statistics.median(r[1] for r in rows):.2f} | "
-          f"{statistics.median(r[2] for r in rows):.2f} |")
+    print("| median | " + " | ".join(f"{statistics.median(r[k] for r in rows):.2f}"
+                                      for k in range(len(COLUMNS))) + " |")
 
 
 def main() -> None:
@@ -144,6 +179,11 @@ def main() -> None:
                         help="black box: a real `serve`, from the deadline to all `timeout`")
     parser.add_argument("--lead", type=float, default=8.0,
                         help="--served: seconds from seeding to the deadline")
+    parser.add_argument("--settle", action="store_true",
+                        help="--served: also wait until every resume and card update is "
+                             "done (minutes) and report the server's CPU until then")
+    parser.add_argument("--profile", type=Path,
+                        help="--served: py-spy the server over each sweep, raw files here")
     ns = parser.parse_args()
     if ns.served:
         served(ns)

@@ -114,6 +114,20 @@ def observe_decision(route: str, outcome: str, created: dt.datetime,
         max((decided - created).total_seconds(), 0.0))
 
 
+def observe_decisions(outcome: str, decided: dt.datetime,
+                      requests: Iterable[tuple[str, dt.datetime]]) -> None:
+    """``observe_decision`` for many requests decided at once, ``(route, created)``
+    each (a timeout sweep's chunk): the labelled histogram is looked up once per route,
+    not once per request (half of ``observe_decision``'s ~2.3 µs)."""
+    ages: dict[str, list[float]] = {}
+    for route, created in requests:
+        ages.setdefault(route, []).append(max((decided - created).total_seconds(), 0.0))
+    for route, values in ages.items():
+        histogram = TIME_TO_DECISION.labels(route, outcome)
+        for value in values:
+            histogram.observe(value)
+
+
 def observe_click_stored(platform: str, seconds: float) -> None:
     CLICK_ACK.labels(platform).observe(max(seconds, 0.0))
 

@@ -132,7 +132,8 @@ class Committer:
 
     async def _after_commit(self, committed: Committed) -> None:
         """Wake this replica's long-polls, then hand the rest to the ``on_commit`` hook."""
-        self._waiters.wake(committed.resolved)  # long-polls of this replica, at once
+        # long-polls of this replica, at once; its loops are woken by ``on_commit`` below
+        self._waiters.wake(committed.resolved, announce=False)
         if committed.spans:
             tracing.emit(list(committed.spans))
         if not committed.quiet and self._on_commit is not None:

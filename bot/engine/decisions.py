@@ -310,8 +310,8 @@ class Decider:
                             owed=expired > 0, limit=expiry.CHUNK,
                             notify=partial(waiting.queue_timeout_notices, self._ctx, now=now))
             chunk = await self._committer.tx(sweep)
-            for request in chunk:  # committed: the decision histogram counts timeouts too
-                metrics.observe_decision(request.route, timed_out, request.created_at, now)
+            # committed: the decision histogram counts timeouts too
+            metrics.observe_decisions(timed_out, now, ((r.route, r.created_at) for r in chunk))
             expired += len(chunk)
             if chunk:
                 log.info("requests timed out", extra={"count": len(chunk)})

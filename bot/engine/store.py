@@ -13,11 +13,27 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from pydantic import JsonValue
-from sqlalchemy import CursorResult, Result, Table, bindparam, func, insert, select, update
+from sqlalchemy import (
+    JSON,
+    CursorResult,
+    DateTime,
+    Result,
+    String,
+    Table,
+    Text,
+    bindparam,
+    func,
+    insert,
+    literal,
+    null,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session, defer
 from sqlalchemy.orm.attributes import set_committed_value
+from sqlalchemy.sql.elements import BindParameter
 
 from bot import metrics
 from bot.askhuman.schema import AskHumanToolArgs, AskHumanToolResult
@@ -79,28 +95,32 @@ def rowcount(result: Result[Any]) -> int:
     return int(cast("CursorResult[Any]", result).rowcount)
 
 
-def audit_many(
-    session: Session,
-    now: dt.datetime,
-    event: str,
-    rows: Sequence[tuple[str | None, str | None]],
-    *,
-    reason: str | None = None,
-) -> None:
-    """``audit`` for many requests at once: one ``(run_id, ref)`` per row, the same
-    event and reason for all (a timeout sweep). The reason is scrubbed once, not once
-    per row, and the rows go in as one multi-row INSERT (no ORM objects): 10,000 of them
-    take ~0.1 s instead of ~1.5 s. Whatever ``audit`` adds to each row must be added
-    here too."""
-    if not rows:
-        return
-    shown = scrub(reason) if reason else reason
-    session.execute(insert(cast(Table, AuditLog.__table__)), [
-        {"created_at": now, "event": event, "outcome": "ok", "run_id": run_id,
-         "request_ref": ref, "actor_platform": None, "actor_user": None, "reason": shown,
-         "details": {}}
-        for run_id, ref in rows
-    ])
+_CHUNK_IDS: BindParameter[int] = bindparam("ids", expanding=True)
+"""The ids of the requests a set-based statement covers (one expanding ``IN``)."""
+_AUDIT_REQUESTS = insert(cast(Table, AuditLog.__table__)).from_select(
+    ["created_at", "event", "outcome", "run_id", "request_ref", "actor_platform",
+     "actor_user", "reason", "details", "occurrences", "last_seen_at", "aggregate_key"],
+    select(bindparam("now", type_=DateTime()), bindparam("event", type_=String()),
+           literal("ok"), _REQUESTS.c.run_id, _REQUESTS.c.ref, null(), null(),
+           bindparam("reason", type_=Text()), bindparam("details", type_=JSON()),
+           literal(1), null(), null())
+    .where(_REQUESTS.c.id.in_(_CHUNK_IDS))
+    .order_by(_REQUESTS.c.deadline, _REQUESTS.c.id))
+
+
+def audit_requests(session: Session, now: dt.datetime, event: str, ids: Sequence[int], *,
+                   reason: str | None = None) -> None:
+    """``audit`` for many requests at once (a timeout sweep's chunk): one row per
+    request id, the same event and reason for all, no actor, no details, in deadline
+    order. One ``INSERT … SELECT`` reads each row's run and ref in the database, so no
+    row is built or bound in Python: 10,000 rows cost ~35 ms instead of ~0.18 s (as an
+    executemany of dicts, each timestamp formatted and ``{}`` encoded per row). The
+    reason is scrubbed once. Whatever ``audit`` adds to each row must be added here
+    too."""
+    if ids:
+        core(session).execute(_AUDIT_REQUESTS, {
+            "now": now, "event": event, "reason": scrub(reason) if reason else reason,
+            "details": {}, "ids": list(ids)})
 
 
 def audit(

@@ -67,9 +67,10 @@ class Waiters:
         self.channels[channel] = handler
 
     def subscribe(self, callback: Callable[[], None]) -> Callable[[], None]:
-        """Call ``callback`` (on the current loop) whenever any resolution is announced,
-        here or, through ``listen_forever``, on another replica: the resume loop wakes on
-        it instead of polling. Returns the function that unsubscribes."""
+        """Call ``callback`` (on the current loop) whenever a resolution is announced:
+        one committed on another replica (``listen_forever``; this process's own commits
+        wake its loops through the ``Committer``'s hook): the resume loop wakes on it
+        instead of polling. Returns the function that unsubscribes."""
         entry = (asyncio.get_running_loop(), callback)
         with self._lock:
             self._subscribers.append(entry)
@@ -101,18 +102,21 @@ class Waiters:
             if not entries:
                 del self._by_ref[ref]
 
-    def wake(self, refs: Iterable[str]) -> None:
-        """Wake every waiter of ``refs`` and every subscriber (thread-safe)."""
+    def wake(self, refs: Iterable[str], *, announce: bool = True) -> None:
+        """Wake every waiter of ``refs`` and, with ``announce``, every subscriber
+        (thread-safe). This process's own commits do not announce: the ``Committer``'s
+        hook already wakes the loops their commit queued work for (``Committed``), and a
+        timeout sweep's full chunks must wake none of them (``expiry.sweep_chunk``)."""
         refs = list(refs)
-        if refs:
+        if refs and announce:
             with self._lock:
                 subscribers = list(self._subscribers)
             for loop, callback in subscribers:
                 with contextlib.suppress(RuntimeError):  # its loop is closed
                     loop.call_soon_threadsafe(callback)
-        for ref in refs:
-            with self._lock:
-                entries = self._by_ref.pop(ref, set())
+        with self._lock:  # once, not once per ref: a timeout sweep wakes 1,000 at a time
+            found = [self._by_ref.pop(ref) for ref in refs if ref in self._by_ref]
+        for entries in found:
             for loop, future in entries:
                 with contextlib.suppress(RuntimeError):  # its loop is closed
                     loop.call_soon_threadsafe(_settle, future)

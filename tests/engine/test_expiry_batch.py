@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from sqlalchemy import func, select
 
 from bot import metrics
 from bot.askhuman.schema import timeout_result
-from bot.engine import expiry
+from bot.engine import audit_chain, expiry
 from storage import AuditLog, HumanRequest, OutboxItem, ResumeJob
 from tests.engine.expiry_seed import seed
 from tests.engine.helpers import ORIGIN, STARTER, make_engine
@@ -110,3 +111,47 @@ async def test_the_decision_histogram_counts_each_timeout_once(db_url: str) -> N
     assert count() == before + 3
     assert total() - waited >= 3 * 11 * 60  # each waited its eleven minutes
     assert await engine.expire_due() == 0 and count() == before + 3  # never twice
+
+
+async def test_a_chunk_writes_exactly_the_rows_of_a_timeout(
+        db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep writes its audit, resume and card-update rows with ``INSERT … SELECT``
+    from the requests it timed out: each request gets exactly the rows the one-at-a-time
+    path would give it, column by column, and the audit chain seals and verifies them."""
+    monkeypatch.setattr(expiry, "CHUNK", 3)  # two chunks
+    engine, _, clock = make_engine(db_url)
+    seed(engine.db, engine.now(), [(f"run{i}", None, 10) for i in range(5)], prefix="row")
+    clock.advance(11 * 60)
+    now = engine.now()
+    assert await engine.expire_due() == 5
+    message = timeout_result().message
+    with engine.db.transaction() as s:
+        requests = {r.id: r for r in s.scalars(select(HumanRequest))}
+        audits = s.scalars(select(AuditLog).where(AuditLog.event == "timed_out")).all()
+        jobs = s.scalars(select(ResumeJob)).all()
+        cards = s.scalars(select(OutboxItem)).all()
+    assert sorted(a.request_ref for a in audits) == sorted(r.ref for r in requests.values())
+    for audit in audits:
+        request = next(r for r in requests.values() if r.ref == audit.request_ref)
+        assert (audit.created_at, audit.outcome, audit.run_id, audit.actor_platform,
+                audit.actor_user, audit.reason, audit.details, audit.occurrences,
+                audit.last_seen_at, audit.aggregate_key) == (
+            now, "ok", request.run_id, None, None, message, {}, 1, None, None)
+    assert sorted(j.request_id for j in jobs) == sorted(requests)
+    for job in jobs:
+        assert (job.run_id, job.state, job.attempts, job.next_attempt_at, job.lease_until,
+                job.claim_token, job.holder, job.last_error, job.created_at,
+                job.updated_at) == (requests[job.request_id].run_id, "queued", 0, now,
+                                    None, None, None, None, now, now)
+    assert sorted(c.request_id for c in cards) == sorted(requests)
+    for card in cards:
+        request = requests[card.request_id]
+        assert (card.kind, card.run_id, card.platform, card.payload, card.state,
+                card.attempts, card.next_attempt_at, card.lease_until, card.claim_token,
+                card.holder, card.last_error, card.created_at, card.updated_at) == (
+            "update_card", request.run_id, None, {"ref": request.ref, "version": 2},
+            "queued", 0, now, None, None, None, None, now, now)
+    await engine.seal_audit()
+    with engine.db.transaction() as s:
+        verdict = audit_chain.verify(s)
+    assert verdict.ok and verdict.checked >= 5 and verdict.unsealed == 0

@@ -90,3 +90,24 @@ async def test_a_sweep_of_many_chunks_wakes_the_loops_once_after_its_last_chunk(
     assert await engine.expire_due() == overdue
     assert woken == [(True, True, 0)]  # once, when nothing was left pending
     engine.db.dispose()
+
+
+async def test_a_sweeps_chunks_wake_their_long_polls_but_not_the_resume_loop(
+        db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each chunk's commit wakes the long-polls of the requests it timed out at once,
+    but announces nothing to the waiters' subscribers (the resume loop subscribes, for
+    other replicas' decisions): this process's loops are woken by the commit hook, once,
+    after the last chunk. Announcing every chunk started resumes (and the first one's
+    agent import, ~1 s) while the sweep still had chunks to go."""
+    monkeypatch.setattr(expiry, "CHUNK", 3)
+    engine, _adapter, _clock = make_engine(db_url)
+    seed(engine.db, engine.now(), [(f"run{i}", None, -1) for i in range(7)], prefix="lp")
+    announced: list[int] = []
+    unsubscribe = engine.waiters.subscribe(lambda: announced.append(1))
+    first = engine.waiters.register("lp000000")  # timed out by the first chunk
+    assert await engine.expire_due() == 7
+    await asyncio.sleep(0)  # the wake is handed to this loop with call_soon_threadsafe
+    assert first.done()
+    assert announced == []
+    unsubscribe()
+    engine.db.dispose()
