@@ -109,7 +109,7 @@ def mark_seen_many(session: Session, now: dt.datetime, platform: str,
             f"{quote('seen_at')}) VALUES ")
     tail = f" ON CONFLICT ({quote('key')}) DO NOTHING RETURNING {quote('key')}"
     one = f"({mark}, {mark}, {mark})"
-    stored, fresh = list(wanted), set()
+    stored, fresh = list(wanted), set[str]()
     for start in range(0, len(stored), SEEN_KEYS_PER_STATEMENT):
         chunk = stored[start:start + SEEN_KEYS_PER_STATEMENT]
         params: list[Any] = []
