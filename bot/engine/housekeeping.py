@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+from typing import Any
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -84,15 +85,44 @@ def mark_seen(session: Session, now: dt.datetime, platform: str, key: str) -> bo
 def mark_seen_many(session: Session, now: dt.datetime, platform: str,
                    keys: list[str]) -> set[str]:
     """``mark_seen`` for several keys in one statement: the keys (as given) that were
-    new. A key listed twice counts as new once (the caller decides who gets it)."""
+    new. A key listed twice counts as new once (the caller decides who gets it).
+
+    This runs in every group commit of stored clicks (``ClickWriter``: a callback's
+    nonce, then its event id), on a thread that shares the GIL with the loop answering
+    the burst. Building the multi-row ``INSERT`` with SQLAlchemy's Core compiled a new
+    statement per batch, about 0.15 ms of CPU per key (80 % of such a commit, measured
+    in ``benchmarks/README.md``, "Feishu click path"), so the statement is written here
+    and handed to the driver: the same ``INSERT … ON CONFLICT (key) DO NOTHING
+    RETURNING key``, ``seen_at`` through the column's own bind processor (stored exactly
+    as the ORM stores it), split to stay below SQLite's bound-parameter limit.
+    """
     wanted = {seen_key(platform, key): key for key in keys}
     if not wanted:
         return set()
-    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
-    statement = dialect.insert(SeenEvent).values(
-        [{"key": stored, "platform": platform[:32], "seen_at": now} for stored in wanted]
-    ).on_conflict_do_nothing(index_elements=["key"]).returning(SeenEvent.key)
-    return {wanted[str(stored)] for stored in session.connection().execute(statement).scalars()}
+    connection = session.connection()
+    dialect = connection.dialect
+    process = SeenEvent.__table__.c.seen_at.type.dialect_impl(dialect).bind_processor(dialect)
+    seen_at = now if process is None else process(now)
+    mark = "?" if dialect.paramstyle == "qmark" else "%s"
+    quote = dialect.identifier_preparer.quote
+    head = (f"INSERT INTO {quote('seen_events')} ({quote('key')}, {quote('platform')}, "
+            f"{quote('seen_at')}) VALUES ")
+    tail = f" ON CONFLICT ({quote('key')}) DO NOTHING RETURNING {quote('key')}"
+    one = f"({mark}, {mark}, {mark})"
+    stored, fresh = list(wanted), set[str]()
+    for start in range(0, len(stored), SEEN_KEYS_PER_STATEMENT):
+        chunk = stored[start:start + SEEN_KEYS_PER_STATEMENT]
+        params: list[Any] = []
+        for key in chunk:
+            params += (key, platform[:32], seen_at)
+        rows = connection.exec_driver_sql(head + ", ".join([one] * len(chunk)) + tail,
+                                          tuple(params))
+        fresh.update(wanted[str(key)] for key in rows.scalars())
+    return fresh
+
+
+SEEN_KEYS_PER_STATEMENT = 10_000
+"""Keys per ``INSERT`` of ``mark_seen_many`` (3 parameters each: below SQLite's 32,766)."""
 
 
 def prune(

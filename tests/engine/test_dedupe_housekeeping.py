@@ -9,9 +9,9 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
-from bot.engine import DeliveryRef, Engine, Identity
+from bot.engine import DeliveryRef, Engine, Identity, housekeeping
 from renderers.card import RequestCard
 from storage import AuditLog, Database, OutboxItem, SeenEvent
 from tests.engine.helpers import (
@@ -61,6 +61,35 @@ async def test_first_seen_is_shared_by_engines_on_one_database(db_url: str) -> N
     finally:
         other_db.dispose()
         one.db.dispose()
+
+
+def test_mark_seen_many_writes_what_mark_seen_writes(db_url: str, monkeypatch: Any) -> None:
+    """The group commit's dedupe statement (written for the driver, not built by Core):
+    the new keys only, a key listed twice new once, long keys stored as digests, rows
+    stored exactly as ``mark_seen`` stores them (the ORM reads them back alike), split
+    into several statements when there are many keys."""
+    engine, _, _ = make_engine(db_url)
+    now = engine.now()
+    long_key = "nonce:" + "y" * 600
+    with engine.db.transaction() as s:
+        assert housekeeping.mark_seen(s, now, "feishu", "event:one")
+    monkeypatch.setattr(housekeeping, "SEEN_KEYS_PER_STATEMENT", 2)
+    with engine.db.transaction() as s:
+        fresh = housekeeping.mark_seen_many(
+            s, now, "feishu", ["event:one", "event:two", long_key, "event:two", "nonce:3"])
+    assert fresh == {"event:two", long_key, "nonce:3"}
+    with engine.db.transaction() as s:
+        assert housekeeping.mark_seen_many(s, now, "feishu", [long_key, "nonce:3"]) == set()
+        assert housekeeping.mark_seen_many(s, now, "slack", ["nonce:3"]) == {"nonce:3"}
+        assert housekeeping.mark_seen_many(s, now, "slack", []) == set()
+        rows = {r.key: (r.platform, r.seen_at) for r in s.scalars(select(SeenEvent))}
+        # As stored (SQLite keeps text): one form for the row Core wrote and the others.
+        assert s.execute(text("SELECT count(DISTINCT seen_at) FROM seen_events")).scalar() == 1
+    assert len(rows) == 5 and set(rows.values()) == {("feishu", rows["feishu:event:one"][1]),
+                                                      ("slack", rows["feishu:event:one"][1])}
+    assert housekeeping.seen_key("feishu", long_key) in rows
+    assert rows["feishu:event:one"][1] == rows["feishu:event:two"][1]  # same stored form
+    engine.db.dispose()
 
 
 async def test_seen_events_are_pruned_after_their_retention(db_url: str) -> None:

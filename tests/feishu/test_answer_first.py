@@ -151,3 +151,33 @@ async def test_a_zh_cn_clicker_reads_why_their_answer_could_not_be_read(
     await f.settle()
     assert await f.status(card) == "pending"
     assert "respond_invalid" in f.audit_events()
+
+
+def _watchers() -> int:
+    return sum(1 for task in asyncio.all_tasks()
+               if getattr(task.get_coro(), "__qualname__", "") == "AnswersFirst._watch")
+
+
+async def test_decisions_wait_for_the_burst_with_one_poller(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Decisions wait while clicks are being answered, and go once none has been for a
+    moment; however many wait, one task polls (the loop answering the burst is not
+    woken by every waiter), and a waiter gives up after its patience."""
+    from bot.platforms.feishu.handlers import decisions
+
+    answers = decisions.AnswersFirst()
+    await asyncio.wait_for(answers.wait(), 0.5)  # nothing answered lately: no wait
+    answers.arrived()
+    waiters = [asyncio.ensure_future(answers.wait()) for _ in range(50)]
+    await asyncio.sleep(0.1)
+    assert not any(w.done() for w in waiters)
+    assert _watchers() == 1
+    answers.answered()
+    done, _ = await asyncio.wait(waiters, timeout=0.5)
+    assert len(done) == 50 and _watchers() == 0
+    monkeypatch.setattr(decisions, "ANSWERS_FIRST_PATIENCE", 0.15)
+    answers.arrived()  # never answered: the waiter goes after its patience
+    began = asyncio.get_running_loop().time()
+    await asyncio.wait_for(answers.wait(), 1.0)
+    assert asyncio.get_running_loop().time() - began >= 0.14

@@ -6,10 +6,23 @@ raw bytes and timestamp window → decrypt and parse, once (``inbound.open_body_
 → verification token → ``url_verification`` answered here → nonce (transport replay
 protection; the SDK has none) and event id, recorded together → dispatch without a
 second decryption or check: a card click goes to ``answer_click`` on the main loop
-(an SDK ``P2CardActionTrigger`` built from the parsed body), anything else to the SDK
-dispatcher's ``_do_without_validation`` (what its long connection uses) → reply →
-release held card patches. No thread pool is involved. An unsigned request may only
-be a small ``url_verification`` carrying our token; anything else gets 401.
+(an SDK ``P2CardActionTrigger`` built from the parsed body, ``sdk_objects.trigger``:
+the SDK's own classes without its per-call type introspection), anything else to the
+SDK dispatcher's ``_do_without_validation`` (what its long connection uses) → reply
+(``sdk_objects.encode``: ``JSON.marshal``'s bytes) → release held card patches. No
+thread pool is involved. An unsigned request may only be a small
+``url_verification`` carrying our token; anything else gets 401.
+
+Where the SDK's dispatcher is bypassed, and why: a card click (2.0
+``card.action.trigger``) never reaches ``EventDispatcherHandler.do``. Its checks are
+done here first, on the raw bytes, as the SDK does them (signature
+``sha256(timestamp + nonce + encrypt_key + body)``, the AES-256-CBC decryption of
+``encrypt`` by the SDK's own ``AESCipher``, the verification token), plus what the SDK
+lacks (timestamp window, nonce and event id); the click listener then gets the SDK's
+own ``P2CardActionTrigger``. The dispatcher would only repeat the decryption and the
+parse and then call the same listener. Every other callback (messages, url
+verification aside) goes through the SDK dispatcher's handler lookup and model
+parsing.
 """
 
 from __future__ import annotations
@@ -22,12 +35,12 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from lark_oapi.core.json import JSON
 from lark_oapi.event.callback.model.p2_card_action_trigger import P2CardActionTrigger
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from bot.platforms.feishu import sdk_objects
 from bot.platforms.feishu.adapter import FeishuAdapter
 from bot.platforms.feishu.inbound import (
     URL_VERIFICATION,
@@ -46,6 +59,8 @@ NONCE = "X-Lark-Request-Nonce"
 SIGNATURE = "X-Lark-Signature"
 _FORWARDED = (TIMESTAMP, NONCE, SIGNATURE, "X-Request-Id", "Content-Type")
 """Header names exactly as lark-oapi looks them up (its lookup is case-sensitive)."""
+_RAW_NAMES = {name.lower().encode("latin-1"): name for name in _FORWARDED}
+"""ASGI's header names (lower case bytes) → ``_FORWARDED``'s."""
 UNSIGNED_MAX_BYTES = 4096
 """An unsigned body is only opened if it is this small (a url_verification is < 1 KB)."""
 CARD_ACTION = "card.action.trigger"
@@ -161,7 +176,7 @@ def make_endpoint(
         bind_loop(asyncio.get_running_loop())
         body = await request.body()  # at most ``http.max_body_bytes`` (bot.web.BodyLimit)
         context = ReplyContext()
-        headers = {name: request.headers[name] for name in _FORWARDED if name in request.headers}
+        headers = _forwarded(request)
         admitted = await admit(headers, body)
         if isinstance(admitted, Response):
             return admitted
@@ -197,6 +212,17 @@ def make_endpoint(
     return feishu_events
 
 
+def _forwarded(request: Request) -> dict[str, str]:
+    """The ``_FORWARDED`` headers, the first of each name, in one pass over the raw
+    list (``request.headers[name]`` scans it for every name)."""
+    found: dict[str, str] = {}
+    for raw, value in request.scope["headers"]:
+        name = _RAW_NAMES.get(raw.lower())
+        if name is not None and name not in found:
+            found[name] = value.decode("latin-1")
+    return found
+
+
 def _is_click(payload: dict[str, Any]) -> bool:
     """A 2.0 card action callback (answered by ``answer_click``, not the SDK)."""
     header = payload.get("header")
@@ -214,7 +240,7 @@ async def _dispatch(
     kind = header.get("event_type") if isinstance(header, dict) else None
     try:
         if answer_click is not None and _is_click(payload):
-            reply = await answer_click(P2CardActionTrigger(payload))
+            reply = await answer_click(sdk_objects.trigger(payload))
         else:
             reply = dispatcher._do_without_validation(plaintext)
     except Exception as exc:
@@ -223,7 +249,7 @@ async def _dispatch(
         return None, str(exc)
     if reply is None:
         return b'{"msg":"success"}', ""
-    return JSON.marshal(reply).encode(), ""
+    return sdk_objects.encode(reply), ""
 
 
 async def _stored_first(context: ReplyContext) -> None:

@@ -50,11 +50,18 @@ INLINE_SECONDS = 0.15
 
 class AnswersFirst:
     """Clicks being stored and answered right now: they have a 3 s deadline and
-    decisions have none, so decisions wait for them (``wait``)."""
+    decisions have none, so decisions wait for them (``wait``).
+
+    In a burst every click's decision waits here. One task polls for the quiet (every
+    ``ANSWERS_FIRST_QUIET`` seconds) and wakes them all at once; when each waiter
+    polled for itself, 100 waiters woke ~7 times each during a 150 ms burst, on the
+    loop that was answering the burst."""
 
     def __init__(self) -> None:
         self._answering = 0
         self._last_arrival = 0.0
+        self._quiet: asyncio.Future[None] | None = None
+        self._watcher: asyncio.Future[None] | None = None
 
     def arrived(self) -> None:
         """A click is being stored (call ``answered`` once it has its toast)."""
@@ -69,13 +76,39 @@ class AnswersFirst:
         must not queue behind this one's decision)."""
         return self._answering > 1
 
+    def _busy(self) -> bool:
+        return bool(self._answering) or (
+            time.monotonic() - self._last_arrival < ANSWERS_FIRST_QUIET)
+
     async def wait(self) -> None:
         """Wait while clicks are still being stored and answered (they have a 3 s
         deadline; decisions have none), at most ``ANSWERS_FIRST_PATIENCE`` seconds."""
         give_up = time.monotonic() + ANSWERS_FIRST_PATIENCE
-        while time.monotonic() < give_up and (
-                self._answering or time.monotonic() - self._last_arrival < ANSWERS_FIRST_QUIET):
-            await asyncio.sleep(ANSWERS_FIRST_QUIET)
+        while self._busy():
+            left = give_up - time.monotonic()
+            if left <= 0:
+                return
+            await asyncio.wait([self._quiet_future()], timeout=left)
+
+    def _quiet_future(self) -> asyncio.Future[None]:
+        """Settled by the one poller (``_watch``) once the answering is over."""
+        loop = asyncio.get_running_loop()
+        quiet = self._quiet
+        if quiet is None or quiet.done() or quiet.get_loop() is not loop:
+            quiet = self._quiet = loop.create_future()
+            self._watcher = asyncio.ensure_future(self._watch(quiet))
+        return quiet
+
+    async def _watch(self, quiet: asyncio.Future[None]) -> None:
+        """Poll until no click is being answered (at most ``ANSWERS_FIRST_PATIENCE``;
+        each waiter then checks again), then wake every waiter."""
+        give_up = time.monotonic() + ANSWERS_FIRST_PATIENCE
+        try:
+            while self._busy() and time.monotonic() < give_up:
+                await asyncio.sleep(ANSWERS_FIRST_QUIET)
+        finally:
+            if not quiet.done():
+                quiet.set_result(None)
 
 
 class ClickDecider:
