@@ -101,10 +101,12 @@ class Waiters:
             if not entries:
                 del self._by_ref[ref]
 
-    def wake(self, refs: Iterable[str]) -> None:
-        """Wake every waiter of ``refs`` and every subscriber (thread-safe)."""
+    def wake(self, refs: Iterable[str], *, others: bool = True) -> None:
+        """Wake every waiter of ``refs`` and, with ``others`` (refs resolved elsewhere,
+        heard by ``LISTEN``), every subscriber; this replica's own commits poke its
+        loops through the commit hook instead (thread-safe)."""
         refs = list(refs)
-        if refs:
+        if refs and others:
             with self._lock:
                 subscribers = list(self._subscribers)
             for loop, callback in subscribers:
