@@ -367,7 +367,7 @@ class ResumeWorker:
         returns what went wrong, for the span (None: resumed and stored)."""
         try:
             result = AskHumanToolResult.model_validate(request.result)
-            runtime = self._runtimes.get(run.agent)
+            runtime = await self._runtimes.ready(run.agent)
             async with Heartbeat(self._ctx.db, self._ctx.now, ResumeJob, claim.job_id,
                                  claim.token, self._ctx.tuning.lease,
                                  self._ctx.tuning.heartbeat_seconds) as beat:

@@ -203,3 +203,22 @@ async def test_killed_during_a_resume_its_decision_claimed_it_runs_again_once(
     assert await engine.run_worker_once() == 0
     assert adapter.results == [(ORIGIN, "Deployed v7.0.0 to production. Health checks are green.")]
     assert resumed(engine) == 1 and await engine.job_states() == {"done": 1}
+
+
+async def test_a_runtime_is_first_built_off_the_event_loop() -> None:
+    """Building an agent's runtime imports the agent stack (seconds on a busy machine):
+    on the event loop it would stall the process's heartbeat too (presumed dead)."""
+    import threading
+
+    from bot.engine.runtimes import Runtimes
+
+    built_on: list[threading.Thread] = []
+
+    def factory(name: str) -> Any:
+        built_on.append(threading.current_thread())
+        return object()
+
+    runtimes = Runtimes(factory, from_registry=False)
+    first = await runtimes.ready("deploy")
+    assert await runtimes.ready("deploy") is first and runtimes.get("deploy") is first
+    assert built_on and built_on[0] is not threading.main_thread() and len(built_on) == 1
