@@ -52,11 +52,13 @@ class Committed:
     """It queued outbox rows for the outbox loop (``queued.outbox_rows``)."""
     spans: tuple[tracing.Note, ...] = ()
     """Spans it noted (``bot.engine.tracing``), ended now that it committed."""
+    slots: tuple[Any, ...] = ()
+    """Resume slots it held (``queued.hold``): their claimed resumes start now."""
 
     @property
     def quiet(self) -> bool:
         """Nothing for the hook to do."""
-        return not (self.claims or self.resumes_queued or self.outbox_queued)
+        return not (self.claims or self.resumes_queued or self.outbox_queued or self.slots)
 
 
 CommitHook = Callable[[Committed], Awaitable[None]]
@@ -128,7 +130,8 @@ class Committer:
         claims = outbox.taken(session)
         resolved = waiters.taken(session, self._db.is_postgres)
         resumes, rows = queued.taken(session)
-        return result, Committed(claims, resolved, resumes, rows, tuple(tracing.taken(session)))
+        return result, Committed(claims, resolved, resumes, rows, tuple(tracing.taken(session)),
+                                 queued.slots(session))
 
     async def _after_commit(self, committed: Committed) -> None:
         """Wake this replica's long-polls, then hand the rest to the ``on_commit`` hook."""

@@ -133,8 +133,12 @@ class Engine:
         self.authorizer = Authorizer(ctx, self.committer, self.cards, self.platforms)
         self.starters = Starters(ctx, self.committer, self.platforms)
         self.pending = Pending(ctx, self.committer, self.authorizer)
+        self.outcomes = OutcomeRecorder(ctx)
+        self.jobs = ResumeJobs(ctx, self.committer, self.outcomes)
+        self.resumes = ResumeWorker(ctx, self.committer, self.runtimes, self.outcomes,
+                                    self.jobs, self.wakeups)
         self.decider = Decider(ctx, self.committer, self.authorizer, self.cards,
-                               self.resolver)
+                               self.resolver, self.resumes)
         self.attachments = Attachments(ctx, self.committer, self.authorizer)
         self.withdrawals = Withdrawals(ctx, self.committer, self.cards, self.authorizer,
                                        self.resolver)
@@ -150,16 +154,13 @@ class Engine:
         self.outbox = Outbox(ctx, self.committer, self.resolver, self.background,
                              {**deliveries.handlers(), "webhook": self.webhooks.handler()})
         self.committer.on_commit(self._after_commit)
-        self.outcomes = OutcomeRecorder(ctx)
-        self.jobs = ResumeJobs(ctx, self.committer, self.outcomes)
         self.starter = RunStarter(ctx, self.committer, self.starters, self.runtimes,
                                   self.outcomes)
         self.start_inbox = StartInbox(ctx, self.committer, self.starters, self.runtimes,
                                       self.outcomes, self.platforms, self.background)
         self.external = ExternalRequests(ctx, self.committer, self.decider, self.resolver,
                                          self.jobs, self.waiters)
-        self.resumes = ResumeWorker(ctx, self.committer, self.runtimes, self.outcomes,
-                                    self.jobs, self.wakeups, settlers=[self.external])
+        self.resumes.add_settler(self.external)
         self.triggers = Triggers(ctx, self.committer, self.starter, self.background)
         self.reminders = Reminders(ctx, self.committer)
         self.housekeeping = Housekeeping(ctx, self.committer)
@@ -243,6 +244,8 @@ class Engine:
         side effects it claimed (the ``Committer``'s ``on_commit`` hook). The loops are
         woken first: a decision's resume does not wait for its card update's platform
         call and bookkeeping commit (they are independent rows, each exactly once)."""
+        if done.slots:  # resumes claimed in this transaction start before anything else
+            self.resumes.start(done.slots)
         if done.resumes_queued:
             self.wakeups.resume_due()
         if done.outbox_queued:
@@ -285,6 +288,7 @@ class Engine:
         """Wait for post-commit side effects and batched writes still in flight
         (shutdown, tests): after a normal shutdown nothing queued is lost."""
         await self.background.drain(timeout)
+        await self.resumes.drain(timeout)
         await self.committer.drain(timeout)
 
     # ------------------------------------------------------------------ worker loop
@@ -348,9 +352,11 @@ class Engine:
         if self.db.is_postgres:  # other replicas' decisions wake our resume loop at once
             tasks.append(waiters.listen_forever(self.settings.database_url, self.waiters, stop))
         unsubscribe = self.waiters.subscribe(self.wakeups.resume_due)
+        self.resumes.with_decisions(True)  # a decision with a free slot claims its resume
         try:
             await asyncio.gather(*tasks)
         finally:
+            self.resumes.with_decisions(False)
             unsubscribe()
 
     async def outbox_round(self) -> None:

@@ -43,6 +43,7 @@ from bot.engine.ports import DirectoryUnavailable, Identity
 from bot.engine.request_cards import Cards
 from bot.engine.resolver import Resolver
 from bot.engine.results import NOT_FOUND, RespondResult
+from bot.engine.resumes import ResumeWorker, Slot
 from bot.engine.values import InvalidValues, check_answer, quoted
 from bot.tools.approval import APPROVE_FAMILY
 from renderers.card import RequestCard
@@ -64,12 +65,15 @@ class Decider:
     """Answers, cancellation and timeouts of pending requests: the compare-and-set."""
 
     def __init__(self, ctx: EngineContext, committer: Committer, authorizer: Authorizer,
-                 cards: Cards, resolver: Resolver) -> None:
+                 cards: Cards, resolver: Resolver, resumes: ResumeWorker | None = None
+                 ) -> None:
         self._ctx = ctx
         self._committer = committer
         self._authorizer = authorizer
         self._cards = cards
         self._resolver = resolver
+        self._resumes = resumes
+        """Where a decision claims its resume when a slot is free (``_decide_claiming``)."""
 
     async def respond(
         self, ref: str, responder: Identity, action_id: str, values: Mapping[str, JsonValue]
@@ -140,8 +144,14 @@ class Decider:
                                                  "respond_unverified", card, run.id, mark=mark)
         selected = AskHumanSelectedAction(id=action.id, label=action.label)
         result = AskHumanToolResult(status="submitted", action=selected, values=clean)
-        answer = await self._committer.grouped(  # one commit for a burst of concurrent decisions
-            lambda s: self.decide(s, ref, responder, result, received, mark, voter))
+        slot = self._resumes.reserve() if self._resumes is not None else None
+        try:
+            answer = await self._committer.grouped(  # one commit for a burst of decisions
+                lambda s: self._decide_claiming(s, slot, ref, responder, result, received,
+                                                mark, voter))
+        finally:
+            if slot is not None and self._resumes is not None:
+                self._resumes.release(slot)  # unless its resume started at the commit
         if answer.outcome in ("accepted", "recorded"):  # the card update was tried already
             answer = dataclasses.replace(answer, card=await self._cards.card(ref) if show
                                          else None)
@@ -216,6 +226,18 @@ class Decider:
         words = grant or said("answer.recorded", label=action.label)
         return closed(session, now, mark, RespondResult("accepted", words,
                                                         tell=grant is not None))
+
+    def _decide_claiming(self, session: Session, slot: Slot | None, ref: str, who: Identity,
+                         result: AskHumanToolResult, received: dt.datetime,
+                         mark: inbox.Mark | None, voter: policy.Voter | None
+                         ) -> RespondResult:
+        """``decide``; with a free resume ``slot``, a decision that queues the run's
+        resume also claims it in this transaction (``ResumeWorker.claim_in``), so the
+        resume starts as soon as this commits, with no claim commit or loop between."""
+        answer = self.decide(session, ref, who, result, received, mark, voter)
+        if slot is not None and self._resumes is not None:
+            self._resumes.claim_in(session, slot)
+        return answer
 
     def _late_in(
         self, session: Session, ref: str, who: Identity, received: dt.datetime,

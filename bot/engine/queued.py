@@ -5,19 +5,46 @@ updates for the outbox loop, inside their transactions. They note it here; once 
 transaction commits, the ``Committer`` reads the notes (``taken``) and the composition
 root wakes the loops that have work (``Wakeups``), so no caller has to remember to poke
 them, and a rolled-back transaction wakes nobody.
+
+A decision that found one of this process's resume slots free claims its resume in
+its own transaction (``ResumeWorker.claim_in``); it notes the slot here too, and once
+the transaction commits the resume starts from the commit hook (``slots``), so it
+waits for no other transaction and no loop. A resume claimed that way is not announced
+to the resume loop (``claimed``): nothing is left for it to do.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from sqlalchemy.orm import Session
 
 RESUMES_KEY = "askhuman.resumes_queued"
 OUTBOX_KEY = "askhuman.outbox_queued"
+SLOTS_KEY = "askhuman.resume_slots"
+UNKNOWN = 0
+"""The request id noted for resume jobs queued without one (the timeout sweep's)."""
 
 
-def resumes(session: Session) -> None:
-    """This transaction queued at least one resume job."""
-    session.info[RESUMES_KEY] = True
+def resumes(session: Session, request_id: int = UNKNOWN) -> None:
+    """This transaction queued at least one resume job (of ``request_id``, when known)."""
+    session.info.setdefault(RESUMES_KEY, set()).add(request_id)
+
+
+def resume_ids(session: Session) -> frozenset[int]:
+    """The requests whose resume jobs this transaction queued so far (``UNKNOWN`` among
+    them: some whose requests are not known)."""
+    return frozenset(session.info.get(RESUMES_KEY, ()))
+
+
+def claimed(session: Session, request_ids: set[int]) -> None:
+    """The resume jobs of ``request_ids`` were claimed in this same transaction: the
+    resume loop need not be woken for them."""
+    left = session.info.get(RESUMES_KEY, set()) - request_ids
+    if left:
+        session.info[RESUMES_KEY] = left
+    else:
+        session.info.pop(RESUMES_KEY, None)
 
 
 def outbox_rows(session: Session) -> None:
@@ -25,6 +52,17 @@ def outbox_rows(session: Session) -> None:
     session.info[OUTBOX_KEY] = True
 
 
+def hold(session: Session, slot: Any) -> None:
+    """This transaction holds a resume slot (``ResumeWorker.claim_in``): the commit hook
+    starts what it claimed, or frees it."""
+    session.info.setdefault(SLOTS_KEY, []).append(slot)
+
+
+def slots(session: Session) -> tuple[Any, ...]:
+    """The resume slots this transaction held; the notes are removed."""
+    return tuple(session.info.pop(SLOTS_KEY, ()))
+
+
 def taken(session: Session) -> tuple[bool, bool]:
     """(resumes queued, outbox rows queued) in this transaction; the notes are removed."""
-    return bool(session.info.pop(RESUMES_KEY, False)), bool(session.info.pop(OUTBOX_KEY, False))
+    return bool(session.info.pop(RESUMES_KEY, None)), bool(session.info.pop(OUTBOX_KEY, False))

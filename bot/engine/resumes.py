@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
@@ -21,7 +22,7 @@ from sqlalchemy.orm import Session
 from bot import metrics
 from bot.agents.base import ToolBindingError
 from bot.askhuman.schema import AskHumanToolResult
-from bot.engine import approvals, store, tracing, worker
+from bot.engine import approvals, queued, store, tracing, worker
 from bot.engine.committer import Committer, log
 from bot.engine.context import EngineContext
 from bot.engine.leases import Heartbeat
@@ -37,6 +38,16 @@ _REQUESTS_WITH_RUNS = (
 """What claimed resumes need, read in one statement (built once)."""
 
 
+@dataclass(eq=False)
+class Slot:
+    """One of this process's resume slots, held by a decision across its transaction
+    (``ResumeWorker.reserve``): what the transaction claimed into it starts once it has
+    committed (``ResumeWorker.start``), else the slot is freed."""
+
+    claimed: list[tuple[worker.Claim, Any]] = field(default_factory=list)
+    """What ``claim_in`` claimed (at most one), as ``claim_loaded`` returns it."""
+    done: bool = False
+    """Started or freed: each happens once."""
 
 
 class Settler(Protocol):
@@ -120,6 +131,15 @@ class ResumeWorker:
         """Outcomes' after-commit work (posting the final answer, delivering a follow-up
         request) that ``due`` no longer holds a slot for; it waits for them at its end."""
         self._effect_crashes: list[BaseException] = []
+        self._with_decisions = False
+        """Decisions may claim their resumes (``reserve``): this process's loop runs."""
+        self._held = 0
+        """Slots held by decisions and the resumes they claimed (``reserve``)."""
+        self._in_rounds = 0
+        """Resumes ``due`` rounds are running."""
+        self._short = False
+        """Someone found no free slot: a slot freed by a decision pokes the loop."""
+        self._inline: set[asyncio.Task[None]] = set()
 
     def add_settler(self, settler: Settler) -> None:
         self._settlers.append(settler)
@@ -146,16 +166,20 @@ class ResumeWorker:
         self._wakeups.nudges.add(nudge)
         try:
             while True:
-                free = min(concurrency - len(running), limit - claimed)
-                if free > 0 and idle_at != self._wakeups.pokes and crash is None:
+                free = min(concurrency - len(running) - self._held, limit - claimed)
+                wanted = idle_at != self._wakeups.pokes and crash is None
+                if free > 0 and wanted:
                     seen = self._wakeups.pokes
                     batch = await self._committer.batched(partial(self.claim_loaded, limit=free))
                     claimed += len(batch)
+                    self._in_rounds += len(batch)
                     running.update(asyncio.create_task(self.process(claim, loaded,
                                                                     detach=True))
                                    for claim, loaded in batch)
                     if len(batch) < free:
                         idle_at = seen
+                elif wanted and self._held:  # decisions' resumes hold the slots
+                    self._short = True
                 if not running:
                     crash = await self._effects_done() or crash
                     if crash is not None:
@@ -168,6 +192,7 @@ class ResumeWorker:
                 poke.cancel()
                 for task in finished - {poke}:
                     running.discard(task)
+                    self._in_rounds -= 1
                     done += 1
                     if not task.cancelled() and task.exception() is not None:
                         crash = crash or task.exception()
@@ -175,11 +200,83 @@ class ResumeWorker:
                     idle_at = None  # a slot freed: new jobs may be due meanwhile
         finally:
             self._wakeups.nudges.discard(nudge)
+            self._in_rounds -= len(running)
             for task in running:
                 task.cancel()
             if running:
                 await asyncio.wait(running)
             await self._effects_done()
+
+    # --------------------------------------------- a resume claimed by its decision
+
+    def with_decisions(self, on: bool) -> None:
+        """Let decisions claim their resumes while this process's resume loop runs
+        (``Engine.serve_forever``); never in a process that leaves resumes to another."""
+        self._with_decisions = on
+
+    def reserve(self) -> Slot | None:
+        """A free slot for a decision about to commit (``Decider``), or None (none is
+        free, or this process runs no resumes). Give it back with ``release``."""
+        if not self._with_decisions:
+            return None
+        if self._held + self._in_rounds >= self._ctx.settings.worker.resume_concurrency:
+            self._short = True
+            return None
+        self._held += 1
+        return Slot()
+
+    def claim_in(self, session: Session, slot: Slot) -> None:
+        """In the transaction that queued a resume (a decision's), claim the oldest due
+        job into ``slot``, exactly as the loop would (``claim_loaded``: lease, fencing
+        token, this instance as holder): it starts once this commits (``start``), with no
+        claim transaction of its own and no loop to wake. Rolled back, nothing was
+        claimed; if this process dies, the lease runs out and another worker runs it."""
+        queued.hold(session, slot)
+        slot.claimed = (self.claim_loaded(session, limit=1)
+                        if queued.resume_ids(session) else [])
+        queued.claimed(session, {claim.request_id for claim, _ in slot.claimed})
+
+    def start(self, slots: Sequence[Slot]) -> None:
+        """After the commit (the ``Committer``'s hook): start the resumes the slots
+        claimed, each in a task of its own; free the slots that claimed none."""
+        for slot in slots:
+            if slot.done:
+                continue
+            if not slot.claimed:
+                self.release(slot)
+                continue
+            slot.done = True
+            task = asyncio.ensure_future(self._inline_resume(*slot.claimed[0]))
+            self._inline.add(task)
+            task.add_done_callback(self._inline.discard)
+
+    def release(self, slot: Slot) -> None:
+        """Free ``slot`` unless its resume started (the decision is over)."""
+        if not slot.done:
+            slot.done = True
+            self._free()
+
+    def _free(self) -> None:
+        self._held -= 1
+        if self._short:  # a round or a decision went without: the loop looks again
+            self._short = False
+            self._wakeups.resume_due()
+
+    async def _inline_resume(self, claim: worker.Claim, loaded: Any) -> None:
+        try:
+            await self.process(claim, loaded, detach=True)
+        except Exception:  # the job stays claimed: its lease runs out, the loop retries
+            log.exception("a resume claimed by its decision crashed",
+                          extra={"run_id": claim.run_id})
+        finally:
+            self._free()
+
+    async def drain(self, timeout: float) -> None:
+        """Wait for the resumes decisions claimed and their after-commit work."""
+        if self._inline:
+            await asyncio.wait(set(self._inline), timeout=timeout)
+        if self._effects:
+            await asyncio.wait(set(self._effects), timeout=timeout)
 
     def _detach(self, work: Coroutine[Any, Any, None]) -> None:
         """Run an outcome's after-commit ``work`` beside the next resume (``due``)."""
@@ -270,7 +367,7 @@ class ResumeWorker:
         returns what went wrong, for the span (None: resumed and stored)."""
         try:
             result = AskHumanToolResult.model_validate(request.result)
-            runtime = self._runtimes.get(run.agent)
+            runtime = await self._runtimes.ready(run.agent)
             async with Heartbeat(self._ctx.db, self._ctx.now, ResumeJob, claim.job_id,
                                  claim.token, self._ctx.tuning.lease,
                                  self._ctx.tuning.heartbeat_seconds) as beat:

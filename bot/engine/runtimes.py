@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 
@@ -47,6 +48,16 @@ class Runtimes:
         """Runtimes are built on first use and kept, so each agent is set up once."""
         if agent not in self.built:
             self.built[agent] = self._factory(agent)
+        return self.built[agent]
+
+    async def ready(self, agent: str) -> AgentRuntime:
+        """``get``, with a first build on a worker thread: it imports the agent stack
+        (pydantic-ai, seconds on a busy machine), which on the event loop would stall
+        every other task of the process, its heartbeat too (then it is presumed dead
+        and its rows are taken over: a card updated twice)."""
+        if agent not in self.built:
+            built = await asyncio.to_thread(self._factory, agent)
+            self.built.setdefault(agent, built)  # a concurrent first build: keep one
         return self.built[agent]
 
     def apply_settings(self, settings: Settings) -> None:

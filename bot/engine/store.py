@@ -320,7 +320,7 @@ def resolve(
     core(session).execute(_RESUME_INSERT, {
         "request_id": request.id, "run_id": request.run_id, "state": "queued", "attempts": 0,
         "next_attempt_at": now, "created_at": now, "updated_at": now})
-    queued.resumes(session)  # the resume loop is woken once this commits
+    queued.resumes(session, request.id)  # the resume loop is woken once this commits
     return True
 
 

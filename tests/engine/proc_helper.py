@@ -6,6 +6,8 @@ Modes:
   crash-post DB_URL MARKER         run the worker; posting the result writes MARKER and hangs
   hang-resume DB_URL MARKER LEASE  like crash-resume on the wall clock with a LEASE-second
                                    lease that the worker's heartbeat keeps renewing
+  crash-decided DB_URL REF MARKER  serve (its loops claim nothing), approve REF: the
+                                   decision claims its resume, which writes MARKER and hangs
 """
 
 from __future__ import annotations
@@ -82,6 +84,25 @@ async def hang_resume(db_url: str, marker: str, lease: float) -> None:
     await engine.run_worker_once()
 
 
+async def crash_decided(db_url: str, ref: str, marker: str) -> None:
+    """The resume can only be claimed by the decision's own transaction here: the
+    resume loop's rounds are replaced by ones that claim nothing."""
+    engine, _, _ = make_engine(db_url, lease_seconds=LEASE_SECONDS)
+    engine.runtimes.built["deploy"] = HangingResume(marker)
+
+    async def no_round(limit: int, concurrency: int = 1) -> int:
+        return 0
+
+    engine.resumes.due = no_round  # type: ignore[method-assign]
+    stop = asyncio.Event()
+    worker = asyncio.create_task(engine.serve_forever(stop, poll_interval=60.0))
+    await asyncio.sleep(0.3)  # the loops run: decisions may claim their resumes
+    answer = await engine.respond(ref, Identity("slack", "U_ALICE", "Alice"), "approve",
+                                  {"environment": "production"})
+    assert answer.outcome == "accepted", answer
+    await worker
+
+
 def main(argv: list[str]) -> None:
     mode, db_url = argv[0], argv[1]
     if mode == "respond":
@@ -90,6 +111,8 @@ def main(argv: list[str]) -> None:
         asyncio.run(crash_resume(db_url, argv[2]))
     elif mode == "crash-post":
         asyncio.run(crash_post(db_url, argv[2]))
+    elif mode == "crash-decided":
+        asyncio.run(crash_decided(db_url, argv[2], argv[3]))
     elif mode == "hang-resume":
         asyncio.run(hang_resume(db_url, argv[2], float(argv[3])))
     else:
