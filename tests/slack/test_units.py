@@ -24,6 +24,7 @@ from bot.platforms.slack.directory import SlackDirectory
 from bot.platforms.slack.listeners.actions import AcksFirst
 from bot.platforms.slack.listeners.commands import parse
 from bot.platforms.slack.listeners.mentions import parse_mention
+from renderers.slack import render_request
 from storage import Database
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlackAPI
 from tests.slack.conftest import make_settings
@@ -189,6 +190,24 @@ async def test_run_result_is_escaped(fake: FakeSlackAPI) -> None:
     body = fake.calls_to("chat.postMessage")[0].body
     assert body["thread_ts"] == "1.1"
     assert "<!" not in body["text"] and "<@" not in body["text"] and "&amp;" in body["text"]
+    await adapter.post_run_result(Origin("slack", "C1", None), "")
+    assert fake.calls_to("chat.postMessage")[1].body == {  # no null thread_ts
+        "channel": "C1", "text": "(empty output)", "unfurl_links": False,
+        "unfurl_media": False}
+
+
+async def test_card_updates_send_what_chat_update_sends(fake: FakeSlackAPI) -> None:
+    """The adapter's JSON body for ``chat.update`` is slack-sdk's ``chat_update`` body."""
+    from tests.slack.test_adapter_cards import sample_card
+
+    client = _client(fake)
+    ref = await SlackAdapter(client).deliver(sample_card(), DeliveryTarget("channel", "C1"))
+    await SlackAdapter(client).update(sample_card(), ref)
+    message = render_request(sample_card())
+    await client.chat_update(channel=ref.channel, ts=ref.message_id, text=message["text"],
+                             blocks=message["blocks"])
+    ours, sdk = fake.calls_to("chat.update")
+    assert ours.body == sdk.body and ours.headers["content-type"] == sdk.headers["content-type"]
 
 
 def test_tokens_never_logged(fake: FakeSlackAPI, caplog: pytest.LogCaptureFixture) -> None:
