@@ -141,6 +141,8 @@ class FakeSlackAPI:
         self.hung = threading.Event()
         """Set once a ``hang_after_accept`` call took effect (and now hangs)."""
         self._release: asyncio.Event | None = None
+        self.set_cookie: str | None = None
+        """A ``Set-Cookie`` header for every Web API answer (slack.com sets cookies)."""
         self.delays: dict[str, float] = {}
         """Seconds to wait before answering a method (a slow Slack), e.g.
         ``{"chat.postEphemeral": 3.0}``."""
@@ -326,7 +328,10 @@ class FakeSlackAPI:
             self.hung.set()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._release.wait(), hang.seconds)
-        return _json(result)
+        response = _json(result)
+        if self.set_cookie is not None:
+            response.headers["Set-Cookie"] = self.set_cookie
+        return response
 
     def _take_hang(self, method: str, body: Mapping[str, Any]) -> _Hang | None:
         with self._lock:

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import time
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote_plus
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from bot import metrics
-from bot.platforms.slack.fast_clicks import read_click
+from bot.platforms.slack.fast_clicks import form_value, read_click
 from bot.settings import Settings
 from tests.fakes.log_capture import LogRecords, captured_logs
 from tests.fakes.slack_api import FakeSlackAPI
@@ -243,3 +244,39 @@ def test_read_click_takes_only_plain_clicks_on_our_action_buttons() -> None:
     taken = [why for why, (body, headers) in to_bolt.items()
              if read_click(body.encode(), headers) is not None]
     assert taken == []
+    assert read_click(b"payload=%7B%7D\xff", form) is None  # not UTF-8: Bolt's, as before
+
+
+def _unquoted(raw: bytes) -> str:
+    try:
+        return form_value(raw)
+    except UnicodeDecodeError:
+        return "not UTF-8"
+
+
+def _reference(raw: bytes) -> str:
+    try:
+        return unquote_plus(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return "not UTF-8"
+
+
+def test_the_payload_is_decoded_exactly_like_unquote_plus() -> None:
+    """``form_value`` (C, through quoted-printable) against ``unquote_plus``: random
+    strings of the pieces that could tell them apart (bad escapes, ``%%``, a trailing
+    ``%``, ``=``, CR/LF, ``+``, raw and escaped non-ASCII, bad UTF-8) and quoted text."""
+    rng = random.Random(22)
+    pieces = [b"%", b"%", b"+", b"=", b"\n", b"\r", b"a", b"F", b"0", b"g", b"_", b" ",
+              b"%C3%A9", b"%e2%82", b"%FF", b"\xc3\xa9", b"\xff", b"%%", b"%2B", b"%3d",
+              b"%0A", b"%0D", b"%25"]
+    for _ in range(30_000):
+        raw = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 10)))
+        assert _unquoted(raw) == _reference(raw), raw
+    for _ in range(3_000):
+        text = "".join(chr(rng.choice((rng.randint(0, 127), rng.randint(128, 0x10FFFF))))
+                       for _ in range(rng.randint(0, 16)))
+        raw = quote(text.encode("utf-8", "replace"), safe=rng.choice(("", "/", "=+%"))).encode()
+        assert _unquoted(raw) == _reference(raw), raw
+    body = _body(_plain(state={"values": {"v": {"in": {"value": "é 100% = +1 € 😀"}}}}))
+    assert form_value(body.encode()[len("payload="):]) == json.dumps(_plain(
+        state={"values": {"v": {"in": {"value": "é 100% = +1 € 😀"}}}}))

@@ -17,13 +17,14 @@ from bot.commands.serve_cmd import start_platforms
 from bot.engine.core import Engine
 from bot.engine.ports import DeliveryError, DeliveryTarget, DirectoryUnavailable, Origin
 from bot.platforms.slack.adapter import SlackAdapter
-from bot.platforms.slack.client import make_client
+from bot.platforms.slack.client import SDK_LOGGER, make_client
 from bot.platforms.slack.config import SlackConfig, SlackConfigError
 from bot.platforms.slack.dedupe import RecentIds
 from bot.platforms.slack.directory import SlackDirectory
 from bot.platforms.slack.listeners.actions import AcksFirst
 from bot.platforms.slack.listeners.commands import parse
 from bot.platforms.slack.listeners.mentions import parse_mention
+from renderers.slack import render_request
 from storage import Database
 from tests.fakes.slack_api import BOT_TOKEN, FakeSlackAPI
 from tests.slack.conftest import make_settings
@@ -189,6 +190,24 @@ async def test_run_result_is_escaped(fake: FakeSlackAPI) -> None:
     body = fake.calls_to("chat.postMessage")[0].body
     assert body["thread_ts"] == "1.1"
     assert "<!" not in body["text"] and "<@" not in body["text"] and "&amp;" in body["text"]
+    await adapter.post_run_result(Origin("slack", "C1", None), "")
+    assert fake.calls_to("chat.postMessage")[1].body == {  # no null thread_ts
+        "channel": "C1", "text": "(empty output)", "unfurl_links": False,
+        "unfurl_media": False}
+
+
+async def test_card_updates_send_what_chat_update_sends(fake: FakeSlackAPI) -> None:
+    """The adapter's JSON body for ``chat.update`` is slack-sdk's ``chat_update`` body."""
+    from tests.slack.test_adapter_cards import sample_card
+
+    client = _client(fake)
+    ref = await SlackAdapter(client).deliver(sample_card(), DeliveryTarget("channel", "C1"))
+    await SlackAdapter(client).update(sample_card(), ref)
+    message = render_request(sample_card())
+    await client.chat_update(channel=ref.channel, ts=ref.message_id, text=message["text"],
+                             blocks=message["blocks"])
+    ours, sdk = fake.calls_to("chat.update")
+    assert ours.body == sdk.body and ours.headers["content-type"] == sdk.headers["content-type"]
 
 
 def test_tokens_never_logged(fake: FakeSlackAPI, caplog: pytest.LogCaptureFixture) -> None:
@@ -203,6 +222,46 @@ def test_tokens_never_logged(fake: FakeSlackAPI, caplog: pytest.LogCaptureFixtur
     fake.missing_channels.add("C404")
     asyncio.run(go())
     assert BOT_TOKEN not in caplog.text
+
+
+class _Spy(str):
+    """A text that counts how often a log line formats it (``repr``)."""
+
+    formatted = 0
+
+    def __repr__(self) -> str:
+        type(self).formatted += 1
+        return str.__repr__(self)
+
+
+async def test_sdk_dumps_requests_only_when_debug_is_on(
+    fake: FakeSlackAPI, caplog: pytest.LogCaptureFixture
+) -> None:
+    """slack-sdk formats a dump of every request and response (a whole card) unless
+    its logger's ``level`` says DEBUG is off; it must say so when only the root
+    logger's level is set, as ``askhuman serve`` sets it."""
+    client = _client(fake)
+    caplog.set_level(logging.INFO)
+    _Spy.formatted = 0
+    await client.api_call("chat.postMessage", json={"channel": "C1", "text": _Spy("hi")})
+    assert _Spy.formatted == 0
+    caplog.set_level(logging.DEBUG, logger=SDK_LOGGER)
+    await client.api_call("chat.postMessage", json={"channel": "C1", "text": _Spy("hi")})
+    assert _Spy.formatted > 0 and "Sending a request" in caplog.text
+    assert BOT_TOKEN not in caplog.text
+
+
+async def test_the_pooled_session_sends_no_cookies_back(fake: FakeSlackAPI) -> None:
+    """Slack's answers set cookies; the Web API needs none (slack-sdk's own sessions
+    live for one call), and a jar kept for the process would be filtered on each call."""
+    fake.set_cookie = "b=abc; Path=/"
+    config = SlackConfig(bot_token=BOT_TOKEN, signing_secret="s",
+                         api_url=fake.base_url.replace("127.0.0.1", "localhost"))
+    client = make_client(config)  # by name: aiohttp keeps no cookies from an IP address
+    _OPEN.append(client)
+    await client.auth_test()
+    await client.auth_test()
+    assert [call.headers.get("cookie") for call in fake.calls_to("auth.test")] == [None, None]
 
 
 # ------------------------------------------------------------------ serve wiring

@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import JsonValue
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.engine.ports import (
     DeliveryError,
@@ -118,7 +119,8 @@ class SlackAdapter:
                          extra={"platform": PLATFORM, "ref": card.ref, "channel": channel,
                                 "message_ts": earlier})
                 return DeliveryRef(PLATFORM, channel, earlier, reused=True)
-            posted = await self._client.chat_postMessage(
+            posted = await self._call(
+                "chat.postMessage",
                 channel=channel,
                 text=message["text"],
                 blocks=message["blocks"],
@@ -153,7 +155,8 @@ class SlackAdapter:
         """Re-render the card in place for everyone (chat.update)."""
         message = render_request(card)
         try:
-            await self._client.chat_update(
+            await self._call(
+                "chat.update",
                 channel=ref.channel,
                 ts=ref.message_id,
                 text=message["text"],
@@ -298,7 +301,8 @@ class SlackAdapter:
             log.info("slack post was already made by an earlier try; not posting again",
                      extra={"platform": PLATFORM, "channel": channel, "message_ts": earlier})
             return
-        await self._client.chat_postMessage(
+        await self._call(
+            "chat.postMessage",
             channel=channel,
             thread_ts=thread,
             text=truncate(slack_escape(text), MAX_RESULT_CHARS) or if_empty,
@@ -306,6 +310,16 @@ class SlackAdapter:
             unfurl_media=False,
             **self._metadata(key),
         )
+
+    async def _call(self, method: str, **args: Any) -> AsyncSlackResponse:
+        """``chat.postMessage`` / ``chat.update`` with a JSON body of ``args`` (None
+        left out), through ``api_call``: what slack-sdk's ``chat_postMessage`` and
+        ``chat_update`` send for these plain-dict arguments, without their pass over
+        every block looking for Block Kit objects to convert (14 % of a call's
+        instructions; ``benchmarks/README.md``). Errors, retries and metrics are the
+        client's, as before."""
+        body = {name: value for name, value in args.items() if value is not None}
+        return await self._client.api_call(method, json=body)
 
     @staticmethod
     def _metadata(key: PostKey | None) -> dict[str, Any]:

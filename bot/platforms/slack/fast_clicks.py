@@ -26,6 +26,7 @@ answered by Bolt as before. Socket Mode never comes through here.
 from __future__ import annotations
 
 import asyncio
+import binascii
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -48,6 +49,7 @@ FORM_FIELD = b"payload="
 RETRY = "x-slack-retry-num"
 ACK_HEADERS = {"content-type": "text/plain;charset=utf-8"}
 """What Bolt's empty ``ack()`` answers with (``BoltResponse`` → Starlette)."""
+_TO_QUOTED_PRINTABLE = bytes.maketrans(b"%+", b"= ")
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,7 @@ def read_click(body: bytes, headers: Mapping[str, str]) -> FastClick | None:
             or headers.get("content-type") == "application/json" or RETRY in headers):
         return None
     try:  # Bolt's parse_qsl + json.loads, for the one field there is
-        payload = json.loads(unquote_plus(body[len(FORM_FIELD):].decode("utf-8")))
+        payload = json.loads(form_value(body[len(FORM_FIELD):]))
     except (ValueError, RecursionError):
         return None
     if not isinstance(payload, dict):
@@ -122,6 +124,27 @@ def read_click(body: bytes, headers: Mapping[str, str]) -> FastClick | None:
         return None
     url = payload.get("response_url")
     return FastClick(parsed, ClickFrom.read(payload), url if isinstance(url, str) else None)
+
+
+def form_value(raw: bytes) -> str:
+    """``unquote_plus(raw.decode("utf-8"))``, with its loop in C.
+
+    The payload carries the whole card, a thousand escapes or more, and
+    ``unquote_plus`` decodes them one by one in Python (about 200 µs for a small
+    card). Quoted-printable is the same code with ``=`` for ``%``, so once ``%``
+    became ``=`` (and ``+`` a space) ``binascii.a2b_qp`` decodes it in C. It does so
+    exactly like ``unquote_to_bytes`` when the text is ASCII, has no ``=``, CR or LF of
+    its own, and every ``%`` starts a valid escape; the last holds exactly when the
+    output is two bytes shorter per ``%`` (an invalid ``=`` shortens it by 0, by 1,
+    or by 1 for two of them). Anything else takes ``unquote_plus`` itself, so the
+    result, including U+FFFD for bad UTF-8 and the error for a body that is not
+    UTF-8, is always the same.
+    """
+    if raw.isascii() and b"=" not in raw and b"\r" not in raw and b"\n" not in raw:
+        decoded = binascii.a2b_qp(raw.translate(_TO_QUOTED_PRINTABLE))
+        if len(decoded) == len(raw) - 2 * raw.count(b"%"):
+            return decoded.decode("utf-8", "replace")
+    return unquote_plus(raw.decode("utf-8"))
 
 
 class _OpenAfterAuthorization(AsyncMiddleware):
