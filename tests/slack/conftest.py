@@ -27,7 +27,7 @@ from sqlalchemy import select
 from bot.commands.serve_cmd import build_app, start_platforms
 from bot.engine.core import Engine, RuntimeFactory
 from bot.settings import Settings
-from storage import AuditLog, Database, HumanRequest
+from storage import AuditLog, Database, Delivery, HumanRequest
 from tests.fakes.asgi_server import serve_in_loop
 from tests.fakes.slack_api import BOT_TOKEN, TEAM_ID, FakeSlackAPI
 
@@ -143,14 +143,26 @@ class Slack:
         raise AssertionError(f"no card posted to {channel}")
 
     async def wait_for_card(self, channel: str = APPROVALS, timeout: float = 10) -> str:
-        """Wait until a request card appears in ``channel``; returns its ts."""
+        """Wait until a request card appears in ``channel``; returns its ts.
+
+        Then wait (at most 2 s: some tests cut the delivery short) until askhuman has
+        stored where the card is: a click in between is checked against no channel,
+        and a test that clicks at once would race that commit."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for message in list(self.fake.messages.values()):
                 if message.channel == channel and message.blocks:
+                    await self._delivery_stored(message.ts, min(deadline, time.monotonic() + 2))
                     return message.ts
             await asyncio.sleep(0.02)
         raise AssertionError(f"no card in {channel}; calls: {[c.method for c in self.fake.calls]}")
+
+    async def _delivery_stored(self, ts: str, until: float) -> None:
+        while self.database is not None and time.monotonic() < until:
+            with self.database.transaction() as session:
+                if session.scalars(select(Delivery.id).where(Delivery.message_id == ts)).first():
+                    return
+            await asyncio.sleep(0.02)
 
     def card_message(self, ts: str, channel: str = APPROVALS) -> Any:
         message = self.fake.message(channel, ts)
