@@ -158,7 +158,7 @@ class Slack:
         raise AssertionError(f"no card in {channel}; calls: {[c.method for c in self.fake.calls]}")
 
     async def _delivery_stored(self, ts: str, until: float) -> None:
-        while time.monotonic() < until:
+        while self.database is not None and time.monotonic() < until:
             with self.database.transaction() as session:
                 if session.scalars(select(Delivery.id).where(Delivery.message_id == ts)).first():
                     return
