@@ -122,9 +122,9 @@ def observe_decisions(outcome: str, decided: dt.datetime,
     ages: dict[str, list[float]] = {}
     for route, created in requests:
         ages.setdefault(route, []).append(max((decided - created).total_seconds(), 0.0))
-    for route, values in ages.items():
+    for route, seconds in ages.items():
         histogram = TIME_TO_DECISION.labels(route, outcome)
-        for value in values:
+        for value in seconds:
             histogram.observe(value)
 
 
