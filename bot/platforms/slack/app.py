@@ -161,17 +161,20 @@ def build_app(
     # Card buttons first: Bolt tries listeners in order, each matcher costs a call, and
     # a burst of clicks should not pay for the command and event matchers (the
     # ``ah:``, ``ahf:`` and ``ahw:`` prefixes never overlap).
-    app.action(render.ACTION_ID_PATTERN)(
-        clicks or ActionListener(engine, home=home, acks_first=acks_first))
+    # Clicks are stored in listener middleware (``before_ack``), before Bolt starts the
+    # listener's ack clock (see ``ActionListener.before_ack``).
+    clicks = clicks or ActionListener(engine, home=home, acks_first=acks_first)
+    app.action(render.ACTION_ID_PATTERN, middleware=[clicks.before_ack])(clicks)
     app.command(command)(CommandListener(engine))
     mentions = MentionListener(engine, directory)
     app.event("app_mention", middleware=[mentions.before_ack])(mentions)
     app.action(render.FILE_ACTION_ID_PATTERN)(FileButtonListener(engine))
     app.action(render.EDIT_ACTION_ID_PATTERN)(EditButtonListener(engine))
-    app.action(render.WITHDRAW_ACTION_ID_PATTERN)(WithdrawListener(engine, home=home,
-                                                                   acks_first=acks_first))
+    withdraw = WithdrawListener(engine, home=home, acks_first=acks_first)
+    app.action(render.WITHDRAW_ACTION_ID_PATTERN, middleware=[withdraw.before_ack])(withdraw)
     app.action(REVOKE_ACTION_ID_PATTERN)(GrantRevokeListener(engine, home=home))
-    app.action(BATCH_ACTION_ID_PATTERN)(BatchListener(engine, home=home, acks_first=acks_first))
+    batch = BatchListener(engine, home=home, acks_first=acks_first)
+    app.action(BATCH_ACTION_ID_PATTERN, middleware=[batch.before_ack])(batch)
     if home is not None:
         app.event("app_home_opened")(HomeOpenedListener(home))
     app.action({"type": "block_actions"})(ignore_other_actions)

@@ -14,11 +14,14 @@ on top. Every request card is updated by the engine's outbox, per decision.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from slack_bolt.async_app import AsyncAck, AsyncRespond
+from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.engine.batch import StoredBatch
 from bot.engine.clicks import NOT_RECORDED
 from bot.engine.ports import Identity
 from bot.platforms.slack.engine_api import SlackEngine
@@ -42,6 +45,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PER_PAGE = MAX_ITEMS
+BATCH = "askhuman_batch"
+"""The key of ``BatchListener.before_ack``'s outcome in Bolt's context."""
 
 
 class BatchListener:
@@ -53,8 +58,17 @@ class BatchListener:
         self._home = home
         self._acks_first = acks_first or AcksFirst()
 
-    async def __call__(self, ack: AsyncAck, body: dict[str, Any], action: dict[str, Any],
-                       client: AsyncWebClient, respond: AsyncRespond) -> None:
+    async def before_ack(self, body: dict[str, Any], action: dict[str, Any],
+                         context: AsyncBoltContext, next: Callable[[], Awaitable[None]]
+                         ) -> None:
+        """(listener middleware) Store the batch before Bolt starts its ack clock, so a
+        slow store never turns into Bolt's 404 (``ActionListener.before_ack``)."""
+        context[BATCH] = await self._store(body, action)
+        await next()
+
+    async def _store(self, body: dict[str, Any], action: dict[str, Any]
+                     ) -> StoredBatch | Said:
+        """Every selected item's click, stored; or the words to tell the clicker."""
         who = responder(body)
         match = BATCH_ACTION_ID_PATTERN.match(str(action.get("action_id") or ""))
         on_home = home_state(body)
@@ -63,9 +77,7 @@ class BatchListener:
             state.get("values") if isinstance(state, dict) else None)
         refs, reason = read_selection(values if isinstance(values, dict) else {})
         if match is None or not refs:
-            await ack()
-            await self._tell(client, respond, who, body, said("batch.none_selected"))
-            return
+            return said("batch.none_selected")
         channel, _ = message_location(body)
         self._acks_first.arrived()
         try:
@@ -74,12 +86,20 @@ class BatchListener:
                 {"channel": channel} if channel else {}, ACK_BUDGET)
         except Exception:
             log.exception("recording a batch failed", extra={"platform": "slack"})
-            stored = None
+            return NOT_RECORDED
         finally:
             self._acks_first.acked()
+        return stored if stored.stored_any else NOT_RECORDED
+
+    async def __call__(self, ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient,
+                       respond: AsyncRespond, context: AsyncBoltContext) -> None:
+        """Bolt's entry, after ``before_ack``: ack, then decide and answer."""
+        stored = context.get(BATCH, NOT_RECORDED)
         await ack()  # only now: every item's click is stored (or the clicker is told)
-        if stored is None or not stored.stored_any:
-            await self._tell(client, respond, who, body, NOT_RECORDED)
+        who = responder(body)
+        if not isinstance(stored, StoredBatch):
+            await self._tell(client, respond, who, body,
+                             stored if isinstance(stored, Said) else NOT_RECORDED)
             return
         result = await self._engine.decide_batch(stored)
         log.info("slack batch answered", extra={

@@ -15,11 +15,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from slack_bolt.async_app import AsyncAck, AsyncRespond
+from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 UNKNOWN_BUTTON = said("button.unknown")
+STORED = "askhuman_click"
+"""The key of ``ActionListener.before_ack``'s ``Stored`` in Bolt's context."""
 ACK_BUDGET = 2.5
 """Seconds a click may take to be stored before we must ack (Slack allows 3)."""
 
@@ -220,6 +223,23 @@ class ActionListener:
         self._reply_slots = asyncio.Semaphore(replies)
         self._acks_first = acks_first or AcksFirst()
 
+    async def before_ack(self, body: dict[str, Any], action: dict[str, Any],
+                         context: AsyncBoltContext, next: Callable[[], Awaitable[None]]
+                         ) -> None:
+        """(listener middleware) Store the click before Bolt starts its ack clock.
+
+        Bolt waits ``ack_timeout`` (3 s) for a listener's ack, counted from when it
+        starts the listener, and then answers 404 "unhandled request". Stored inside
+        the listener, a click that took its whole budget (``ACK_BUDGET``) on a busy
+        loop could pass that: Slack got a 404 for a click that was stored and decided,
+        or whose clicker was then told it was not. Bolt runs this middleware before
+        that clock starts, so ``__call__`` acks at its first step, as the fast path
+        (``fast_clicks``) answers as soon as the click is stored."""
+        parsed = self.parse(action)
+        if parsed is not None:
+            context[STORED] = await self.store(parsed, ClickFrom.read(body), path="bolt")
+        await next()
+
     async def __call__(
         self,
         ack: AsyncAck,
@@ -227,22 +247,22 @@ class ActionListener:
         action: dict[str, Any],
         client: AsyncWebClient,
         respond: AsyncRespond,
+        context: AsyncBoltContext,
     ) -> None:
-        """Bolt's entry; ``bot.platforms.slack.fast_clicks`` takes the same steps
-        (``store``, its own ack, ``finish``) for plain clicks Bolt never sees."""
-        where = ClickFrom.read(body)
-        parsed = self.parse(action)
-        if parsed is None:
-            await ack()
-            await audit_refusal(self._engine, None, where.who, str(UNKNOWN_BUTTON),
-                                check="unknown_button",
-                                action_id=str(action.get("action_id") or "")[:200])
-            await tell(client, user=where.who.user_id, channel=where.channel,
-                       text=UNKNOWN_BUTTON, respond=respond)
-            return
-        stored = await self.store(parsed, where, path="bolt")
+        """Bolt's entry, after ``before_ack``; ``bot.platforms.slack.fast_clicks`` takes
+        the same steps (``store``, its own ack, ``finish``) for plain clicks Bolt never
+        sees."""
+        stored = context.get(STORED)
         await ack()  # only now: the click is in the database (or the clicker is told)
-        await self.finish(stored, client, respond)
+        if isinstance(stored, Stored):
+            await self.finish(stored, client, respond)
+            return
+        where = ClickFrom.read(body)
+        await audit_refusal(self._engine, None, where.who, str(UNKNOWN_BUTTON),
+                            check="unknown_button",
+                            action_id=str(action.get("action_id") or "")[:200])
+        await tell(client, user=where.who.user_id, channel=where.channel,
+                   text=UNKNOWN_BUTTON, respond=respond)
 
     kind = "respond"
     """The click inbox ``kind`` this listener stores."""
