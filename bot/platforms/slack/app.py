@@ -8,6 +8,7 @@ requests) and Socket Mode (no signature; the websocket is authenticated instead)
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable
 
 from slack_bolt.async_app import AsyncApp, AsyncBoltRequest
@@ -49,6 +50,7 @@ log = logging.getLogger(__name__)
 
 COMMAND = "/askhuman"
 EVENTS_PATH = "/slack/events"
+ANY_ACTION_ID = re.compile("")
 
 
 def dedupe_events(seen: RecentIds, engine: SlackEngine | None = None) -> AsyncMiddleware:
@@ -177,7 +179,11 @@ def build_app(
     app.action(BATCH_ACTION_ID_PATTERN, middleware=[batch.before_ack])(batch)
     if home is not None:
         app.event("app_home_opened")(HomeOpenedListener(home))
-    app.action({"type": "block_actions"})(ignore_other_actions)
+    # Last, so every listener above wins: any other block action (a foreign or stale
+    # button, a URL button) is acked, never left to Bolt's 404. A constraint of only
+    # ``{"type": "block_actions"}`` matches nothing in Bolt (it needs an action_id or a
+    # block_id), hence the pattern that matches every action_id.
+    app.action({"type": "block_actions", "action_id": ANY_ACTION_ID})(ignore_other_actions)
     app.view(render.FILE_MODAL_CALLBACK_ID)(FileSubmissionListener(engine))
     app.view(render.EDIT_MODAL_CALLBACK_ID)(EditSubmissionListener(engine))
     return app
