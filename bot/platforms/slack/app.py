@@ -167,7 +167,8 @@ def build_app(
     # listener's ack clock (see ``ActionListener.before_ack``).
     clicks = clicks or ActionListener(engine, home=home, acks_first=acks_first)
     app.action(render.ACTION_ID_PATTERN, middleware=[clicks.before_ack])(clicks)
-    app.command(command)(CommandListener(engine))
+    commands = CommandListener(engine)
+    app.command(command, middleware=[commands.before_ack])(commands)
     mentions = MentionListener(engine, directory)
     app.event("app_mention", middleware=[mentions.before_ack])(mentions)
     app.action(render.FILE_ACTION_ID_PATTERN)(FileButtonListener(engine))

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncRespond
+from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.engine.health import DATABASE_DOWN, database_unreachable
@@ -28,7 +30,7 @@ from bot.platforms.slack.identity import from_command
 from bot.platforms.slack.pending_list import list_message, pending_text
 from bot.platforms.slack.people import in_their_words, people
 from bot.platforms.slack.replies import safe_text
-from bot.platforms.slack.runs import admit, run_admitted
+from bot.platforms.slack.runs import Admitted, admit, run_admitted
 from renderers import i18n
 from renderers.batch import MAX_ITEMS
 from renderers.markdown import slack_escape
@@ -51,6 +53,8 @@ RUN_USAGE = (
 )
 PENDING_PER_PAGE = MAX_ITEMS
 PENDING_FAILED = said("pending.failed")
+ADMITTED = "askhuman_run_start"
+"""Where ``before_ack`` leaves the checked start (an ``Admitted``) for the listener."""
 
 
 def help_text(agents: list[str], locale: str | None = None) -> str:
@@ -69,6 +73,17 @@ def parse(text: str) -> tuple[str, str]:
     return head.lower(), rest.strip()
 
 
+def _run_start(command: dict[str, Any]) -> Start | None:
+    """The start a ``/askhuman run <agent> <prompt>`` asks for (None: not a well-formed
+    ``run``, which the listener answers with help or usage)."""
+    sub, rest = parse(str(command.get("text") or ""))
+    agent, _, prompt = rest.partition(" ")
+    if sub != "run" or not agent or not prompt.strip():
+        return None
+    origin = Origin("slack", str(command.get("channel_id") or ""))
+    return Start(agent, prompt.strip(), from_command(command), origin)
+
+
 def page_number(text: str) -> int:
     """``/askhuman pending 3`` → 3; anything else → the first page."""
     head = text.split(maxsplit=1)[0] if text.strip() else ""
@@ -81,24 +96,37 @@ class CommandListener:
     def __init__(self, engine: SlackEngine) -> None:
         self._engine = engine
 
+    async def before_ack(self, command: dict[str, Any], context: AsyncBoltContext,
+                         next: Callable[[], Awaitable[None]]) -> None:
+        """(listener middleware, before Bolt's ack clock) Check and store a ``run``.
+
+        Bolt answers 404 "unhandled request" when a listener has not acked 3 s after
+        it started it; the start's store has a budget of its own (``admit``), and
+        under load the two together could pass that clock, so a stored start was
+        answered 404. Here the clock has not started yet.
+        """
+        start = _run_start(command)
+        if start is not None:
+            context[ADMITTED] = await admit(self._engine, start.agent, start.prompt,
+                                            start.started_by, start.origin, time.monotonic())
+        await next()
+
     async def __call__(
         self,
         ack: AsyncAck,
         command: dict[str, Any],
         client: AsyncWebClient,
         respond: AsyncRespond,
+        context: AsyncBoltContext,
     ) -> None:
-        arrived = time.monotonic()
         sub, rest = parse(str(command.get("text") or ""))
         user = from_command(command)
         if sub == "run":
-            agent, _, prompt = rest.partition(" ")
-            if not agent or not prompt.strip():
+            admitted = context.get(ADMITTED)
+            if not isinstance(admitted, Admitted):
                 await ack(text=RUN_USAGE, response_type="ephemeral")
                 return
-            origin = Origin("slack", str(command["channel_id"]))
-            await self._start(ack, client, respond, Start(agent, prompt.strip(), user, origin),
-                              arrived)
+            await self._start(ack, client, respond, user, admitted)
         elif sub == "pending":
             await ack()
             locale, zone = await people(client).person(user.user_id)
@@ -126,11 +154,9 @@ class CommandListener:
             await respond(text=lead + help_text(agents, locale), response_type="ephemeral")
 
     async def _start(self, ack: AsyncAck, client: AsyncWebClient, respond: AsyncRespond,
-                     start: Start, arrived: float) -> None:
-        """Stored before the ack (Slack never resends an acknowledged command), run after."""
-        user = start.started_by
-        admitted = await admit(self._engine, start.agent, start.prompt, user, start.origin,
-                               arrived)
+                     user: Identity, admitted: Admitted) -> None:
+        """Stored before the ack (``before_ack``; Slack never resends an acknowledged
+        command), run after."""
         await ack()
         words = admitted.words
         if admitted.stored is not None:
