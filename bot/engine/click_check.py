@@ -71,6 +71,9 @@ class _Snapshot:
     loaded: tuple[HumanRequest, Run, RequestCard] | None
     delivered: tuple[str, str] | None
     """(ref, target kind) of the delivery behind the clicked message."""
+    posting: bool = False
+    """The message is unknown but the request's card is still being posted
+    (``store.card_being_posted``): the click is stored and decided later, not refused."""
 
 
 @dataclass(frozen=True)
@@ -168,12 +171,16 @@ class ClickCheck:
                 .where(Delivery.platform == platform, Delivery.message_id == message)
             ).first()
             delivered = (str(row[0]), str(row[1])) if row is not None else None
-        return _Snapshot(self._cards.load(session, ref), delivered)
+        posting = bool(message) and delivered is None and store.card_being_posted(session, ref)
+        return _Snapshot(self._cards.load(session, ref), delivered, posting)
 
     async def _judge(self, click: Click, snapshot: _Snapshot) -> _Refusal | None:
         message = click.reply_to.get("message", "")
         named = message and self._platforms.clicks_name_their_message(click.platform)
-        if named and (snapshot.delivered is None or snapshot.delivered[0] != click.ref):
+        # An unknown message while the card is still being posted is not refused here:
+        # the click is stored, and decided once the card's delivery is recorded.
+        unknown = snapshot.delivered is None and not snapshot.posting
+        if named and (unknown or (snapshot.delivered and snapshot.delivered[0] != click.ref)):
             if snapshot.delivered is None:
                 words, check = UNKNOWN_MESSAGE, {"check": "unknown_message"}
             else:

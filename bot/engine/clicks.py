@@ -53,6 +53,22 @@ GAVE_UP = said("click.gave_up")
 UNKNOWN_MESSAGE = said("refused.unknown_card")
 WRONG_MESSAGE = said("refused.wrong_card")
 
+
+class CardNotRecordedYet(Exception):
+    """A click names a message askhuman has not recorded while the request's card is
+    still being posted (``store.card_being_posted``): the stored click is decided
+    again after a backoff (the worker), not refused as an unknown card."""
+
+
+def _delivered(session: Session, click: Click, message_id: str) -> tuple[str | None, bool]:
+    """(ref of the request delivered as ``message_id``, or None; whether that request's
+    card is still being posted, asked only when the message is unknown)."""
+    delivered = session.scalars(
+        select(HumanRequest.ref).join(Delivery, Delivery.request_id == HumanRequest.id)
+        .where(Delivery.platform == click.platform, Delivery.message_id == message_id)
+    ).first()
+    return delivered, delivered is None and store.card_being_posted(session, click.ref)
+
 class ClickInbox:
     """The click inbox: record before the ack, decide exactly once, recover after a crash."""
 
@@ -187,6 +203,10 @@ class ClickInbox:
         except inbox.ClickTakenOver:
             log.warning("a worker took the click over; it tells the clicker",
                         extra={"ref": click.ref[:64], "inbox_id": mark.id})
+        except CardNotRecordedYet as exc:
+            log.info("a click came from a card still being recorded; decided after a backoff",
+                     extra={"ref": click.ref[:64], "inbox_id": mark.id})
+            await self._release_click(mark, exc, 1)
         except Exception as exc:
             log.exception("deciding a stored click failed; the worker retries it",
                           extra={"ref": click.ref[:64], "inbox_id": mark.id})
@@ -234,12 +254,12 @@ class ClickInbox:
         message_id = click.reply_to.get("message")
         if not message_id or not self._platforms.clicks_name_their_message(click.platform):
             return None
-        delivered = await self._committer.read(lambda s: s.scalars(
-            select(HumanRequest.ref).join(Delivery, Delivery.request_id == HumanRequest.id)
-            .where(Delivery.platform == click.platform, Delivery.message_id == message_id)
-        ).first())
+        delivered, posting = await self._committer.read(
+            lambda s: _delivered(s, click, message_id))
         if delivered == click.ref:
             return None
+        if delivered is None and posting:
+            raise CardNotRecordedYet(click.ref)
         if delivered is None:
             text, check = UNKNOWN_MESSAGE, {"check": "unknown_message"}
         else:

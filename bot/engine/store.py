@@ -40,7 +40,16 @@ from bot.askhuman.schema import AskHumanToolArgs, AskHumanToolResult
 from bot.engine import queued, tracing, waiters
 from bot.engine.ports import Identity
 from bot.logs import scrub, scrub_json
-from storage import AuditLog, Delivery, HumanRequest, ResumeJob, Run, StagedFile, Vote
+from storage import (
+    AuditLog,
+    Delivery,
+    HumanRequest,
+    OutboxItem,
+    ResumeJob,
+    Run,
+    StagedFile,
+    Vote,
+)
 
 OPEN = "pending"
 MAX_REF_CHARS = 64
@@ -226,6 +235,18 @@ def delivered_channels(session: Session, request_id: int, platform: str) -> list
 
 def deliveries(session: Session, request_id: int) -> Sequence[Delivery]:
     return session.scalars(_DELIVERIES, {"request_id": request_id}).all()
+
+
+def card_being_posted(session: Session, ref: str) -> bool:
+    """Whether a card of the request ``ref`` may be on a platform without its
+    ``deliveries`` row yet: its post (``deliver_request``) is queued or running. The
+    platform answers the post before that row is written (in its own transaction, or
+    after a crash, by the retry that finds the message again), so a click can name a
+    message askhuman has not recorded; such a click waits, it is not refused."""
+    query = (select(OutboxItem.id).join(HumanRequest, HumanRequest.id == OutboxItem.request_id)
+             .where(HumanRequest.ref == ref, OutboxItem.kind == "deliver_request",
+                    OutboxItem.state.in_(("queued", "running"))).limit(1))
+    return session.scalar(query) is not None
 
 
 def vote_count(session: Session, request_id: int) -> int:
