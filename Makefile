@@ -43,3 +43,4 @@ bench:  # ~20 minutes on 2 cores; set ASKHUMAN_TEST_POSTGRES_URL to add the Post
 	.venv/bin/python benchmarks/api_latency.py --requests 40
 	.venv/bin/python benchmarks/tracing_cost.py --lives 20000
 	.venv/bin/python benchmarks/metrics_cost.py --rounds 5 --workers 2,32
+	.venv/bin/python benchmarks/write_lock.py --clicks 30
