@@ -186,6 +186,14 @@ class Authorizer:
                                      card, run.id, mark=mark)
         return Allowed(request, run, card, staged, judged)
 
+    async def answer_refusal(self, ref: str, who: Identity, event: str
+                             ) -> RespondResult | None:
+        """Why ``who`` may not answer ``ref`` (audited as ``{event}_…``), or None when
+        they may: for what is opened before an answer (an edit form), so a person who
+        may not answer is told where they clicked, not after filling it in."""
+        checked = await self.authorize(ref, who, event)
+        return checked if isinstance(checked, RespondResult) else None
+
     async def judge(self, request: HumanRequest, run: Run, who: Identity, copies: Copies,
                     *, cached: bool = False) -> Identity | Said:
         """Who ``who`` acts as on the open ``request`` (themselves, or the person who

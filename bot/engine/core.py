@@ -192,6 +192,7 @@ class Engine:
         self.expire_due = self.decider.expire_due
         self.attach_files = self.attachments.attach_files
         self.withdraw = self.withdrawals.withdraw
+        self.answer_refusal = self.authorizer.answer_refusal
         self.record_click = self.clicks.record_click
         self.decide_click = self.clicks.decide_click
         self.abandon_click = self.clicks.abandon_click

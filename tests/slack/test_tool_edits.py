@@ -269,3 +269,25 @@ async def test_an_mcp_tool_runs_with_the_edited_arguments(
         assert "api now runs 3 replica(s)" in final and "replicas 10 → 3" in final
         lines = journal_lines(tmp_path / "journal.txt")
         assert [line.split(" pid=")[0] for line in lines] == ["scale api 3"]
+
+
+async def test_someone_who_may_not_answer_is_told_before_the_edit_form_opens(
+    ops: Slack,
+) -> None:
+    """The edit form is an answer in the making: a person who may not answer is told
+    why where they clicked (and it is audited), instead of filling in a form that
+    would then be refused."""
+    from tests.slack.conftest import MALLORY
+
+    await ops.command("run ops scale api")
+    ts = await ops.wait_for_card()
+    before = len(ops.fake.views)
+    payload = ops.click_payload(ts, "Edit and approve", MALLORY)
+    assert (await ops.interact(payload)).status_code == 200
+    await ops.wait_until(lambda: ops.ephemerals_to(MALLORY), what="ephemeral")
+    assert "not allowed" in ops.ephemerals_to(MALLORY)[0]
+    assert len(ops.fake.views) == before  # no form opened
+    assert ("edit_open_unauthorized", "refused", MALLORY) in ops.audit()
+    assert requests(ops.database)[0].status == "pending"
+    view = await _open_modal(ops, ts, ALICE)  # an approver still gets the form
+    assert view["type"] == "modal"

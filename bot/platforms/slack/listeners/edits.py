@@ -62,6 +62,11 @@ class EditButtonListener:
             await tell(client, user=who.user_id, channel=channel, respond=respond,
                        text=said("closed.already"))
             return
+        refused = await self._engine.answer_refusal(card.ref, who, "edit_open")
+        if refused is not None:  # told here, before they fill in a form they may not send
+            await tell(client, user=who.user_id, channel=channel, respond=respond,
+                       text=refused.words)
+            return
         try:
             view = render.edit_modal(card, channel, ts)
             await client.views_open(trigger_id=str(body.get("trigger_id") or ""), view=view)
