@@ -33,7 +33,7 @@ from bot.askhuman.schema import (
     cancelled_result,
     timeout_result,
 )
-from bot.engine import authz, expiry, grant_hook, inbox, policy, store, waiting
+from bot.engine import authz, expiry, grant_hook, inbox, policy, queued, store, waiting
 from bot.engine.access import Allowed, Authorizer, Copies, copies_on
 from bot.engine.cards import already_decided_message, as_utc
 from bot.engine.committer import Committer, log
@@ -182,8 +182,9 @@ class Decider:
                         run_id=request.run_id, ref=ref, actor=who, reason=str(message))
             return closed(session, now, mark, RespondResult("rejected", message))
         voter = voter or policy.Voter(f"{who.platform}:{who.user_id}")
-        votes = apply_edit(session, now, request, who, result,  # an edit replaces the call
-                           store.votes_of(session, request.id))
+        rules = policy.of(request, self._ctx.settings)
+        earlier = store.votes_of(session, request.id) if policy.may_have_votes(rules) else ()
+        votes = apply_edit(session, now, request, who, result, earlier)  # an edit replaces
         previous = store.earlier_vote(votes, who, voter.person)
         if previous is not None:
             message = said("vote.duplicate", action=previous.action_id)
@@ -193,7 +194,6 @@ class Decider:
             store.audit(session, now, "respond_duplicate_vote", outcome="refused",
                         run_id=request.run_id, ref=ref, actor=who, reason=str(message))
             return closed(session, now, mark, RespondResult("rejected", message))
-        rules = policy.of(request, self._ctx.settings)
         vote = store.record_vote(session, now, request, who, action.id, result.values,
                                  person=voter.person, signoff=list(voter.signoff))
         ballots = policy.ballots_of([*votes, vote], request, rules)
@@ -232,11 +232,17 @@ class Decider:
                          mark: inbox.Mark | None, voter: policy.Voter | None
                          ) -> RespondResult:
         """``decide``; with a free resume ``slot``, a decision that queues the run's
-        resume also claims it in this transaction (``ResumeWorker.claim_in``), so the
+        resume queues it already claimed (``ResumeWorker.offer`` / ``claim_in``), so the
         resume starts as soon as this commits, with no claim commit or loop between."""
-        answer = self.decide(session, ref, who, result, received, mark, voter)
-        if slot is not None and self._resumes is not None:
-            self._resumes.claim_in(session, slot)
+        if slot is None or self._resumes is None:
+            return self.decide(session, ref, who, result, received, mark, voter)
+        self._resumes.offer(session, slot)
+        try:
+            answer = self.decide(session, ref, who, result, received, mark, voter)
+        except BaseException:
+            queued.withdraw(session)  # the next decision in this batch makes its own
+            raise
+        self._resumes.claim_in(session, slot)
         return answer
 
     def _late_in(

@@ -161,6 +161,15 @@ def of(request: HumanRequest, settings: Settings) -> Policy | None:
     return dataclasses.replace(live, frozen=False)
 
 
+def may_have_votes(rules: Policy | None) -> bool:
+    """Whether a pending request under ``rules`` can hold votes already. Under frozen
+    rules where one vote of anyone decides (quorum 1, no sign-off groups) the first
+    vote resolves the request in its own transaction, so a pending one has none and a
+    decision need not read them (one statement less inside the write lock). Live or
+    unknown rules may have been stricter when earlier votes were cast: read them."""
+    return rules is None or not rules.frozen or rules.quorum > 1 or bool(rules.require)
+
+
 def route_of(request: HumanRequest, settings: Settings) -> RouteSettings | None:
     found = of(request, settings)
     return found.route if found is not None else None

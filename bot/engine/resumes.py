@@ -11,6 +11,7 @@ lease. Requests with no embedded agent behind them (API/MCP) are settled by a
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -225,16 +226,37 @@ class ResumeWorker:
         self._held += 1
         return Slot()
 
-    def claim_in(self, session: Session, slot: Slot) -> None:
-        """In the transaction that queued a resume (a decision's), claim the oldest due
-        job into ``slot``, exactly as the loop would (``claim_loaded``: lease, fencing
-        token, this instance as holder): it starts once this commits (``start``), with no
-        claim transaction of its own and no loop to wake. Rolled back, nothing was
-        claimed; if this process dies, the lease runs out and another worker runs it."""
+    def offer(self, session: Session, slot: Slot) -> None:
+        """Before a decision's writes: offer ``slot`` to the resume job the transaction
+        will queue, so ``store.resolve`` inserts it already claimed, exactly as the loop
+        would claim it (lease, fencing token, this instance as holder). Then ``claim_in``."""
         queued.hold(session, slot)
-        slot.claimed = (self.claim_loaded(session, limit=1)
-                        if queued.resume_ids(session) else [])
-        queued.claimed(session, {claim.request_id for claim, _ in slot.claimed})
+        queued.offer(session, queued.Offer(uuid.uuid4().hex,
+                                           self._ctx.now() + self._ctx.tuning.lease,
+                                           self._ctx.instance_id))
+
+    def claim_in(self, session: Session, slot: Slot) -> None:
+        """After the decision's writes, in its transaction: put the job born claimed
+        (``offer``) and what its resume reads into ``slot``; it starts once this commits
+        (``start``), with no claim transaction of its own and no loop to wake. Rolled
+        back, nothing was claimed; if this process dies, the lease runs out and another
+        worker runs it. No job queued (a vote that waits for more): nothing claimed."""
+        taken = queued.withdraw(session)
+        if taken is None or taken.job_id is None:
+            slot.claimed = []
+            return
+        request: HumanRequest = taken.request
+        claim = worker.Claim(taken.job_id, request.id, request.run_id, taken.token, 1)
+        try:
+            run = session.get(Run, claim.run_id)
+            assert run is not None
+            loaded: Any = run, request, approvals.resume_inputs(session, request)
+        except Exception:  # _process loads it again on its own and reports the error
+            log.warning("reading a claimed resume failed", exc_info=True,
+                        extra={"run_id": claim.run_id})
+            loaded = None
+        slot.claimed = [(claim, loaded)]
+        queued.claimed(session, {claim.request_id})
 
     def start(self, slots: Sequence[Slot]) -> None:
         """After the commit (the ``Committer``'s hook): start the resumes the slots

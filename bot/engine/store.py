@@ -338,9 +338,18 @@ def resolve(
     waiters.mark(session, request.ref)  # woken (and NOTIFYed) when this commits
     if not resume or not batch_resolved(session, request):
         return True  # the run resumes when the last request of its step is resolved
-    core(session).execute(_RESUME_INSERT, {
-        "request_id": request.id, "run_id": request.run_id, "state": "queued", "attempts": 0,
-        "next_attempt_at": now, "created_at": now, "updated_at": now})
+    job = {"request_id": request.id, "run_id": request.run_id, "state": "queued",
+           "attempts": 0, "next_attempt_at": now, "created_at": now, "updated_at": now}
+    offer = queued.open_offer(session)
+    if offer is None:
+        core(session).execute(_RESUME_INSERT, job)
+    else:  # born claimed by the deciding process's free slot (``ResumeWorker.claim_in``)
+        inserted = core(session).execute(_RESUME_INSERT, {
+            **job, "state": "running", "attempts": 1, "claim_token": offer.token,
+            "lease_until": offer.lease_until, "holder": offer.holder})
+        key = cast("CursorResult[Any]", inserted).inserted_primary_key
+        assert key is not None
+        offer.job_id, offer.request = int(key[0]), request
     queued.resumes(session, request.id)  # the resume loop is woken once this commits
     return True
 

@@ -13,13 +13,14 @@ import asyncio
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session
 
 from bot.agents.base import Outcome
@@ -40,6 +41,7 @@ class Spy:
         self.decided: dict[str, Session] = {}
         self.claims: list[tuple[Session, list[int]]] = []
         decide, claim = engine.decider.decide, engine.resumes.claim_loaded
+        claim_in = engine.resumes.claim_in
 
         def spy_decide(session: Session, ref: str, *args: Any, **kwargs: Any) -> Any:
             self.decided[ref] = session
@@ -50,8 +52,13 @@ class Spy:
             self.claims.append((session, [c.request_id for c, _ in claimed]))
             return claimed
 
+        def spy_claim_in(session: Session, slot: Any) -> None:  # the job born claimed
+            claim_in(session, slot)
+            self.claims.append((session, [c.request_id for c, _ in slot.claimed]))
+
         engine.decider.decide = spy_decide  # type: ignore[method-assign]
         engine.resumes.claim_loaded = spy_claim  # type: ignore[method-assign]
+        engine.resumes.claim_in = spy_claim_in  # type: ignore[method-assign]
 
     def claimed_in(self, ref: str) -> list[int]:
         """The jobs (request ids) claimed in ``ref``'s decision transaction."""
@@ -134,6 +141,10 @@ async def test_with_no_free_slot_the_job_is_left_to_the_loop(db_url: str) -> Non
         assert (await engine.respond(first, alice(), "approve", ANSWER)).outcome == "accepted"
         await asyncio.wait_for(gated.started.wait(), 20)  # the one slot is busy
         assert len(spy.claimed_in(first)) == 1
+        with engine.db.read() as s:  # born claimed: held by us, as a claim would be
+            job = s.scalars(select(ResumeJob).where(ResumeJob.state == "running")).one()
+        assert (job.attempts, job.holder) == (1, engine.ctx.instance_id)
+        assert job.claim_token and job.lease_until is not None
         assert (await engine.respond(second, alice(), "approve", ANSWER)).outcome == "accepted"
         assert spy.claimed_in(second) == []  # no slot: nothing claimed by the decision
         assert await engine.job_states() == {"running": 1, "queued": 1}
@@ -222,3 +233,43 @@ async def test_a_runtime_is_first_built_off_the_event_loop() -> None:
     first = await runtimes.ready("deploy")
     assert await runtimes.ready("deploy") is first and runtimes.get("deploy") is first
     assert built_on and built_on[0] is not threading.main_thread() and len(built_on) == 1
+
+
+async def test_a_one_vote_decision_is_written_without_reading_votes_or_a_claim_update(
+        db_url: str) -> None:
+    """Inside the write lock, a decision that needs one vote (quorum 1, frozen) neither
+    reads the request's earlier votes (there can be none) nor claims its resume with an
+    UPDATE: the job is inserted already running (born claimed)."""
+    engine, adapter, _ = make_engine(db_url)
+    await engine.start_run("deploy", "Deploy v1", STARTER, ORIGIN)
+    ref = adapter.delivered[0][0].ref
+    sent: list[str] = []  # the statements of the decision's transaction only
+    inside = threading.local()
+    decide = engine.decider._decide_claiming
+
+    def deciding(*args: Any) -> Any:
+        inside.on = True
+        try:
+            return decide(*args)
+        finally:
+            inside.on = False
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if getattr(inside, "on", False):
+            sent.append(" ".join(statement.split()))
+
+    engine.decider._decide_claiming = deciding  # type: ignore[method-assign]
+    async with serving(engine):
+        event.listen(engine.db.engine, "before_cursor_execute", record)
+        try:
+            assert (await engine.respond(ref, alice(), "approve", ANSWER)).outcome == "accepted"
+        finally:
+            event.remove(engine.db.engine, "before_cursor_execute", record)
+        await until(lambda: len(adapter.results) == 1)
+    assert [s for s in sent if s.startswith("SELECT responses.")] == [], sent
+    assert [s for s in sent if s.startswith("INSERT INTO responses")], sent
+    assert [s for s in sent if s.startswith("INSERT INTO resume_jobs")], sent
+    claims = [s for s in sent if s.startswith("WITH picked") or (
+        s.startswith("UPDATE resume_jobs") and "attempts=(resume_jobs.attempts" in s)]
+    assert claims == [], sent
+    assert resumed(engine) == 1 and await engine.job_states() == {"done": 1}
