@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from bot import metrics
@@ -60,13 +60,18 @@ class CardNotRecordedYet(Exception):
     again after a backoff (the worker), not refused as an unknown card."""
 
 
+_DELIVERED_AS = (
+    select(HumanRequest.ref).join(Delivery, Delivery.request_id == HumanRequest.id)
+    .where(Delivery.platform == bindparam("platform"),
+           Delivery.message_id == bindparam("message_id")))
+"""Built once: every click naming its message is checked against it."""
+
+
 def _delivered(session: Session, click: Click, message_id: str) -> tuple[str | None, bool]:
     """(ref of the request delivered as ``message_id``, or None; whether that request's
     card is still being posted, asked only when the message is unknown)."""
     delivered = session.scalars(
-        select(HumanRequest.ref).join(Delivery, Delivery.request_id == HumanRequest.id)
-        .where(Delivery.platform == click.platform, Delivery.message_id == message_id)
-    ).first()
+        _DELIVERED_AS, {"platform": click.platform, "message_id": message_id}).first()
     return delivered, delivered is None and store.card_being_posted(session, click.ref)
 
 class ClickInbox:
