@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
+
+if TYPE_CHECKING:
+    from storage import HumanRequest
 
 RESUMES_KEY = "askhuman.resumes_queued"
 OUTBOX_KEY = "askhuman.outbox_queued"
@@ -84,8 +87,8 @@ class Offer:
     lease_until: dt.datetime
     holder: str | None
     job_id: int | None = None
-    request: Any = None
-    """The ``HumanRequest`` whose job took the offer, as loaded in this transaction
+    request: HumanRequest | None = None
+    """The request whose job took the offer, as loaded in this transaction
     (held here: a session keeps unchanged rows only while someone refers to them)."""
 
 

@@ -245,17 +245,11 @@ class ResumeWorker:
         if taken is None or taken.job_id is None:
             slot.claimed = []
             return
-        request: HumanRequest = taken.request
-        claim = worker.Claim(taken.job_id, request.id, request.run_id, taken.token, 1)
-        try:
-            run = session.get(Run, claim.run_id)
-            assert run is not None
-            loaded: Any = run, request, approvals.resume_inputs(session, request)
-        except Exception:  # _process loads it again on its own and reports the error
-            log.warning("reading a claimed resume failed", exc_info=True,
-                        extra={"run_id": claim.run_id})
-            loaded = None
-        slot.claimed = [(claim, loaded)]
+        assert taken.request is not None
+        claim = worker.Claim(taken.job_id, taken.request.id, taken.request.run_id,
+                             taken.token, 1)
+        # the offer holds the request, so the session still has it: only the run is read
+        slot.claimed = [(claim, self._load_or_none(session, claim))]
         queued.claimed(session, {claim.request_id})
 
     def start(self, slots: Sequence[Slot]) -> None:
@@ -324,23 +318,26 @@ class ResumeWorker:
         one statement claims them all, one more reads their requests with their runs."""
         claims = worker.claim_batch(session, self._ctx.now(), self._ctx.tuning.lease,
                                     self._ctx.db.is_postgres, limit, self._ctx.claimant())
-        rows = {request.id: (run, request) for request, run in session.execute(
-            _REQUESTS_WITH_RUNS, {"ids": [claim.request_id for claim in claims]})
+        rows: dict[int, tuple[Run, HumanRequest]] = {
+            request.id: (run, request) for request, run in session.execute(
+                _REQUESTS_WITH_RUNS, {"ids": [claim.request_id for claim in claims]})
         } if claims else {}
-        out: list[tuple[worker.Claim, Any]] = []
-        for claim in claims:
-            try:
-                run, request = rows.get(claim.request_id) or (None, None)
-                if run is None or request is None or run.id != claim.run_id:
-                    loaded = self._load(session, claim)  # raises: reported below
-                else:
-                    loaded = run, request, approvals.resume_inputs(session, request)
-            except Exception:  # _process loads it again on its own and reports the error
-                log.warning("reading a claimed resume failed", exc_info=True,
-                            extra={"run_id": claim.run_id})
-                loaded = None
-            out.append((claim, loaded))
-        return out
+        return [(claim, self._load_or_none(session, claim, rows.get(claim.request_id)))
+                for claim in claims]
+
+    def _load_or_none(self, session: Session, claim: worker.Claim,
+                      read: tuple[Run, HumanRequest] | None = None) -> Any:
+        """``_load`` (from ``read`` when it holds the claim's run and request), or None
+        when that fails: ``process`` then loads it again on its own and reports it."""
+        try:
+            run, request = read or (None, None)
+            if run is None or request is None or run.id != claim.run_id:
+                return self._load(session, claim)
+            return run, request, approvals.resume_inputs(session, request)
+        except Exception:
+            log.warning("reading a claimed resume failed", exc_info=True,
+                        extra={"run_id": claim.run_id})
+            return None
 
     def _load(
         self, session: Session, claim: worker.Claim
