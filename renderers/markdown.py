@@ -281,7 +281,7 @@ def _blocks(w: _Walk, nodes: Sequence[Node], depth: int) -> None:
 
 def markdown_units(source: str, d: Dialect) -> list[str]:
     """Parse Markdown and return one text unit per top-level block (paragraph, list…)."""
-    return list(_markdown_units(source, d, i18n.current_locale(), parser.active()))
+    return _markdown_units(source, d, i18n.current_locale(), parser.active()).all()
 
 
 @lru_cache(maxsize=512)
@@ -301,25 +301,43 @@ an older one parses again if a later render needs more of its body."""
 _walking: deque[_Units] = deque()
 _walking_lock = threading.Lock()
 
+FIRST_READ = 1024
+"""The fewest characters of a body a first parse reads (then twice as many each time a
+render needs more blocks): the Rust parser's cost, and the tree's, grow with what it
+reads, and a card shows only the start of a long body."""
+
+
+def _first_read(shown: int) -> int:
+    """Characters of a body to parse first for a render that shows ``shown`` characters
+    of its text: a quarter more, for markup that shows as less (a table's rule line, a
+    heading's marks). Too few costs one more parse, never a different unit."""
+    return max(FIRST_READ, shown + shown // 4)
+
 
 class _Units:
     """One body's units in one dialect, walked only as far as renders have read them.
 
     A big card shows the start of its body (1,500 of 8,000 characters on a maximum
-    Slack card), so its first render walks only the blocks it shows; a later render that
-    shows more (the decided card, without its options) goes on from there. Top-level
-    blocks are walked one at a time and none depends on another, so the units are the
-    same as from one whole walk. A Rust tree too deep to trust (``TooDeep``) has every
+    Slack card), so its first render parses and walks only the start of the body; a
+    later render that shows more (the decided card, without its options) goes on from
+    there. Top-level blocks are walked one at a time and none depends on another, so
+    the units are the same as from one whole walk.
+
+    The start is parsed alone (``FIRST_READ``, cut after a newline): Markdown's blocks
+    are read line by line, and a block is closed for good once a later line starts the
+    next top-level block, so every top-level block of a prefix but its last (which the
+    lines after it may continue) is the whole body's. A body with a reference
+    definition, the one thing a later line can change an earlier block with, is parsed
+    and walked whole at once. A Rust tree too deep to trust (``TooDeep``) has every
     unit read again from markdown-it-py's tree, as ``parser.read`` does; the units
-    before it are the same in both (a parser reads blocks in order, and a body with a
-    reference definition, the one thing a later block can change an earlier one with,
-    is walked whole at once)."""
+    before it are the same in both (a parser reads blocks in order)."""
 
     def __init__(self, source: str, d: Dialect) -> None:
         self.source, self.d = source, d
         self.units: list[str] = []
         self._next_block = 0  # top-level blocks walked so far
-        self._held: tuple[Tree, Sequence[Node]] | None = None  # the tree, its blocks
+        self._read = _first_read(0)  # characters the next parse reads
+        self._held: _Held | None = None
         self._finished = False
         self._lock = threading.Lock()
         if "]:" in source:  # a reference definition may sit anywhere: walk it all now
@@ -330,6 +348,19 @@ class _Units:
         while (unit := self._unit_at(index)) is not None:
             yield unit
             index += 1
+
+    def expect(self, shown: int) -> None:
+        """Size the first parse for a render that shows ``shown`` characters."""
+        with self._lock:
+            if self._held is None and self._next_block == 0 and not self._finished:
+                self._read = _first_read(shown)
+
+    def all(self) -> list[str]:
+        """Every unit (the rest of the body parsed in one go)."""
+        with self._lock:
+            if not self._finished:
+                self._walk(None)
+        return list(self.units)
 
     def _unit_at(self, index: int) -> str | None:
         """Unit ``index``, walking as far as it (None past the last)."""
@@ -344,34 +375,62 @@ class _Units:
 
     def _walk(self, index: int | None) -> None:
         """Walk blocks until there is a unit at ``index`` (None: all of them)."""
-        held = self._held  # another walk may drop it meanwhile (``_keep``)
-        if held is None:
-            tree = parser.first_tree(self.source)
-            self._held = held = (tree, tree.root.children)  # a Rust list is made per read
-            _keep(self)
-        tree, blocks = held
-        walk = _Walk(self.d, tree, [], [])
+        if index is None:
+            self._read = len(self.source)  # the next parse reads the rest at once
+        walk: _Walk | None = None
         try:
             while index is None or index >= len(self.units):
-                if self._next_block >= len(blocks):
+                held = self._tree_with(self._next_block)
+                if held is None:
                     self._finished, self._held = True, None
                     return
-                _block(walk, blocks[self._next_block], 1)  # leaves no list, no quote
+                if walk is None or walk.tree is not held.tree:
+                    walk = _Walk(self.d, held.tree, [], [])
+                _block(walk, held.blocks[self._next_block], 1)  # leaves no list, no quote
                 self._next_block += 1
                 unit = "\n".join(walk.lines)
                 walk.lines, walk.fresh_item = [], False
                 if unit.strip():
                     self.units.append(unit)
         except TooDeep:
-            if type(tree) is Tree:  # markdown-it-py's: its limit is never met
+            if walk is None or type(walk.tree) is Tree:  # markdown-it-py's: never too deep
                 raise
             self.units = list(_units(parser.parse_python(self.source), self.d))
             self._finished, self._held = True, None
+
+    def _tree_with(self, block: int) -> _Held | None:
+        """A tree in which top-level block ``block`` is final (None: the body has no
+        such block), parsing more of the body while the held one is too short."""
+        held = self._held  # another walk may drop it meanwhile (``_keep``)
+        while held is None or (block >= held.final and not held.whole):
+            if held is not None:
+                self._read *= 2
+            end = self.source.find("\n", self._read - 1) + 1 or len(self.source)
+            self._held = held = _Held.of(parser.first_tree(self.source, end), self.source)
+            _keep(self)
+        return held if block < held.final else None
 
     def drop_tree(self) -> None:
         """Forget the tree (a later render that needs more parses the body again).
         No lock: one assignment, and ``_walk`` holds the tree it walks."""
         self._held = None
+
+
+@dataclass(frozen=True)
+class _Held:
+    """A parsed start of a body: its tree, its top-level blocks (a Rust list is made per
+    read, so it is read once) and how many of them are final."""
+
+    tree: Tree
+    blocks: Sequence[Node]
+    final: int
+    whole: bool
+
+    @classmethod
+    def of(cls, tree: Tree, source: str) -> _Held:
+        blocks = tree.root.children
+        whole = len(tree.source) == len(source)
+        return cls(tree, blocks, len(blocks) if whole else max(len(blocks) - 1, 0), whole)
 
 
 def _keep(units: _Units) -> None:
@@ -458,6 +517,7 @@ def markdown_chunks(source: str, d: Dialect, chunk_limit: int, budget: int) -> l
     """Markdown body → platform text chunks, each ≤ ``chunk_limit``, all ≤ ``budget``:
     ``fit_chunks(split_units(markdown_units(…)))``, reading only the units it shows."""
     units = _markdown_units(source, d, i18n.current_locale(), parser.active())
+    units.expect(budget)
     return fit_chunks(list(_chunks_until(units, chunk_limit, budget)), budget)
 
 

@@ -53,6 +53,11 @@ _TILDES = re.compile(r"~~~+")
 _ODD_SPACE = re.compile(r"[^\S \t\n\r\f\v]")
 _ODD_HOST = re.compile(r"(?i:mailto:|//)[^\s/?#<>]*[^\x00-\x7f]")
 _NEAR_DELIMITER = re.compile(r"[^\x00-\x7f](?=[*_~])|(?<=[*_~])[^\x00-\x7f]")
+_QUOTE_GOES_ON = re.compile(r">[^\n]*\n[ \t]*\S")
+"""A line with a ``>`` and then a line that is not blank: a quote can have a lazy line."""
+_QUOTE_MARKS = re.compile(r"(?:[ \t]*(?:[-*+]|\d{1,9}[.)])(?=[ \t]))*[ \t>]*")
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")
+_RULE_LINE = re.compile(r"[ \t>]*[|:\- \t]*\|[|:\- \t]*")
 
 
 def rust_may_differ(source: str) -> bool:
@@ -66,8 +71,11 @@ def rust_may_differ(source: str) -> bool:
     Python's ``str.strip`` removes at line and cell edges; a link to a non-ASCII host,
     which only Python turns into punycode; and a symbol (``€``, ``✅``, ``¬``) next to
     ``*``, ``_`` or ``~`` (CommonMark 0.31 counts symbols as punctuation for emphasis,
-    markdown-it.rs follows 0.30). Letters, CJK and punctuation next to a delimiter, and
-    non-ASCII paths, stay on the fast path; an ASCII body takes a few regex scans."""
+    markdown-it.rs follows 0.30); a code span in a body with a quote and a line that
+    starts with blanks (a quote's lazy line keeps them in Python only); and a table in a
+    body with a quote (the two disagree on whether a quote's lazy line heads a table).
+    Letters, CJK and punctuation next to a delimiter, and non-ASCII paths, stay on the
+    fast path; an ASCII body takes a few regex scans."""
     lines = "\n" + source
     if _CONTROL.search(source) or _EMPTY_ITEM.search(lines):
         return True
@@ -78,12 +86,51 @@ def rust_may_differ(source: str) -> bool:
         start = rule.start()  # the newline before the rule; the head line ends there
         if start and "-" in rule.group() and "|" not in lines[lines.rfind("\n", 0, start):start]:
             return True
+    if _QUOTE_GOES_ON.search(source) and _lazy_quote_differs(lines):
+        return True
     if source.isascii():
         return False
     if _ODD_SPACE.search(source) or _ODD_HOST.search(source):
         return True
     return any(unicodedata.category(m.group())[0] == "S"
                for m in _NEAR_DELIMITER.finditer(source))
+
+
+def _lazy_quote_differs(lines: str) -> bool:
+    """A quote's lazy line (a line quoted less deep than one above it in the same run of
+    lines) that is a table's rule, or that starts with blanks in a body with a code
+    span: markdown-it-py reads the first as a table with ``>`` in a cell and keeps the
+    blanks of the second in the span; markdown-it.rs does neither. ``lines`` is the
+    body after a newline; only the runs from a quote's line to a blank line are read."""
+    code = "`" in lines
+    done = 0
+    for start in _quote_lines(lines):
+        if start < done:
+            continue
+        blank = _BLANK_LINE.search(lines, start)
+        done = blank.start() if blank else len(lines)
+        deepest = 0
+        for line in lines[start + 1:done].split("\n"):
+            marks = _QUOTE_MARKS.match(line).group()  # type: ignore[union-attr]
+            depth = marks.count(">")
+            rule = depth != deepest and "-" in line and _RULE_LINE.fullmatch(line) is not None
+            if deepest and (rule or (depth < deepest and code and (
+                    line[:1] in " \t" or marks.endswith("  ") or "\t" in marks))):
+                return True
+            deepest = max(deepest, depth)
+    return False
+
+
+def _quote_lines(lines: str) -> Iterator[int]:
+    """Where each line that opens or goes on with a quote starts (its newline): found
+    from each ``>``, which is faster than a regex tried at every line."""
+    at = lines.find(">")
+    while at != -1:
+        start = lines.rfind("\n", 0, at)
+        if _QUOTE_MARKS.match(lines, start + 1).end() > at:  # type: ignore[union-attr]
+            yield start
+        end = lines.find("\n", at)
+        at = -1 if end == -1 else lines.find(">", end)
 
 
 class Node(Protocol):
@@ -240,21 +287,42 @@ def using(name: str) -> Iterator[None]:
         _active = before
 
 
-def first_tree(source: str) -> Tree:
+def first_tree(source: str, end: int | None = None) -> Tree:
     """The tree of ``source`` from the active parser, or markdown-it-py's when the two
     may read it differently or the Rust parser fails. A walk that meets ``TooDeep`` in
-    it must start again on ``parse_python(source)`` (``read`` does)."""
+    it must start again on ``parse_python(source)`` (``read`` does).
+
+    With ``end`` (just after a newline), the Rust parser reads only ``source[:end]``:
+    the tree's ``source`` is then that prefix, and every top-level block but its last
+    is the whole body's too (``markdown._Units``). markdown-it-py always reads it all.
+    """
     parse = PARSERS[_active]
     if parse is parse_python or rust_may_differ(source):
         return parse_python(source)
+    if end is not None and end < len(source):
+        try:  # a prefix the Rust parser fails on is no reason to read the whole with Python
+            return _parse_or_raise(parse, source[:end])
+        except _ParserFailed:
+            pass
+    try:
+        return _parse_or_raise(parse, source)
+    except _ParserFailed as failed:
+        log.warning("markdown-it-pyrs failed; parsing with markdown-it-py",
+                    extra={"error": str(failed), "chars": len(source)}, exc_info=True)
+        return parse_python(source)
+
+
+class _ParserFailed(Exception):
+    """The Rust parser raised or panicked (its type name is the message)."""
+
+
+def _parse_or_raise(parse: Callable[[str], Tree], source: str) -> Tree:
     try:
         return parse(source)
     except BaseException as exc:  # a Rust panic is a BaseException (pyo3's PanicException)
         if not isinstance(exc, Exception) and type(exc).__name__ != "PanicException":
             raise
-        log.warning("markdown-it-pyrs failed; parsing with markdown-it-py",
-                    extra={"error": type(exc).__name__, "chars": len(source)}, exc_info=True)
-        return parse_python(source)
+        raise _ParserFailed(type(exc).__name__) from exc
 
 
 def read(source: str, walk: Callable[[Tree], T]) -> T:

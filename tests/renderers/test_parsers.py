@@ -50,7 +50,9 @@ TRICKY = [
     "> " * 30 + "too deep", "- " * 25 + "too deep", "*a " * 30 + "x" + " a*" * 30,
     "![```", "`` ` `` ``` `` ```", "[" * 50 + "x" + "]" * 50, "<!here|here> <@U1> <#C1|c>",
     "中文 **粗体**，*斜体*。「引用」 `代码`", "\u3000\u3000段落", "a\u00a0\n\u00a0b",
-    "_i_¬ ✅_i_ **b**€ ~~s~~✅", "[ẞ]\n\n[SS]: /v", "[ǅ]: /w\n\n[ǆ]", "中文 ![图 *片*](u) ![é](v)",
+    "_i_¬ ✅_i_ **b**€ ~~s~~✅", "> `a\n b`", "- > `a\n b`", "1. > `a\n   b`", "> `a\n\tb`",
+    ">`\n文\n `", "> a|b\n-|-", ">||\n-|-", "> > a|b\n> -|-", ">=\na||\n-|-",
+    "[ẞ]\n\n[SS]: /v", "[ǅ]: /w\n\n[ǆ]", "中文 ![图 *片*](u) ![é](v)",
     *(lie for lie, _, _ in test_links.LIES), *test_links.HONEST, *HOSTILE,
     *test_injection.CORPUS, test_injection.BODY,
 ]

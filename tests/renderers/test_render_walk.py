@@ -9,6 +9,8 @@ written the old way.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -61,6 +63,73 @@ def test_random_bodies_and_budgets(source: str, limit: int, room: int, deep: boo
     source = f"{source}\n\n{DEEP}\n\n{source}" if deep else source
     for d in (SLACK, FEISHU):
         assert lazy(source, d, limit, room) == whole(source, d, limit, room)
+
+
+BLOCKY = ["```\n", "```py\n", "~~~\n", "\n    code\n", "| a | b |\n", "|---|---|\n",
+          "| 1 | 2 |\n", "Title\n", "===\n", "---\n", "> q\n", "lazy\n", "\n\n", "- a\n",
+          "  - b\n", "1. c\n", "2) d\n", "\n  cont\n", "# h\n", "***\n", "para\n"]
+
+
+@contextmanager
+def first_read(chars: int) -> Iterator[None]:
+    """Parse bodies ``chars`` characters first (then twice as many, …), whatever a
+    render shows."""
+    before = markdown._first_read
+    markdown._first_read = lambda shown: chars
+    try:
+        yield
+    finally:
+        markdown._first_read = before
+
+
+@pytest.mark.parametrize("chars", [1, 5, 40, 300])
+@pytest.mark.parametrize("d", [SLACK, FEISHU], ids=["slack", "feishu"])
+def test_a_body_parsed_a_start_at_a_time_gives_what_one_parse_gives(
+    d: Dialect, chars: int
+) -> None:
+    with first_read(chars):
+        for source in BODIES:
+            for room in (0, 41, 1500, 10**6):
+                assert lazy(source, d, 3000, room) == whole(source, d, 3000, room), source[:80]
+            _clear()
+            assert markdown.markdown_units(source, d) == whole_units(source, d), source[:80]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(st.lists(st.sampled_from(BLOCKY) | st.sampled_from(PIECES) | st.text(max_size=3),
+                max_size=80).map("".join),
+       st.integers(1, 400), st.integers(0, 600), st.sampled_from([1, 2, 7, 30]))
+def test_random_blocks_parsed_a_start_at_a_time(
+    source: str, limit: int, room: int, chars: int
+) -> None:
+    """Fences, tables, setext headings, lazy lines and lists cut anywhere: a block the
+    next lines may continue is never walked from a prefix."""
+    with first_read(chars):
+        for d in (SLACK, FEISHU):
+            assert lazy(source, d, limit, room) == whole(source, d, limit, room)
+            _clear()
+            assert markdown.markdown_units(source, d) == whole_units(source, d)
+
+
+@pytest.mark.skipif(parser.RUST not in parser.PARSERS, reason="no markdown-it-pyrs wheel here")
+def test_the_first_render_of_a_long_body_parses_only_its_start() -> None:
+    """A maximum card's first Slack render parses about what it shows (1,500 characters
+    of 8,000); the decided card, which shows more, reads on from there."""
+    import dataclasses
+
+    card = max_card()
+    body = markdown.clean(card.args.markdown or "")
+    key = (card.args.markdown or "", SLACK, "en", parser.active())
+    _clear()
+    slack.render_request(card)
+    held = markdown._markdown_units(*key)._held
+    assert held is not None and not held.whole
+    assert markdown.FIRST_READ <= len(held.tree.source) < len(body) // 2
+    slack.render_request(dataclasses.replace(card, status="cancelled", message="gone"))
+    assert markdown._markdown_units(*key)._next_block > 0
+    assert markdown.markdown_units(card.args.markdown or "", SLACK) == whole_units(
+        card.args.markdown or "", SLACK)
 
 
 def test_a_body_too_deep_after_what_is_shown_renders_as_before() -> None:
