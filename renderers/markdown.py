@@ -2,8 +2,9 @@
 
 Everything the model writes (title, question, Markdown body, labels, options,
 placeholders) may try to ping a whole channel, mention people or smuggle a
-``javascript:`` link. This module is the single place that knows how each
-platform parses text, so the renderers never build markup by hand:
+``javascript:`` link. This module (with ``renderers.walker``, the walk over a parsed
+body, and ``renderers.escapes``, the single strings) is the one place that knows how
+each platform parses text, so the renderers never build markup by hand:
 
 * ``clean`` strips control and bidi-override characters (terminal escapes,
   "Trojan source" reordering) from every string before anything else.
@@ -23,16 +24,14 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from urllib.parse import quote
 
 from renderers import i18n, parser
 from renderers.checks import UnsafeOutputError, check_feishu, check_plain, check_slack
 from renderers.escapes import (
     ELLIPSIS,
-    FEISHU_LINK,
     SAFE_SCHEMES,
     WORD_JOINER,
     clean,
@@ -45,10 +44,10 @@ from renderers.escapes import (
     slack_escape,
     truncate,
 )
-from renderers.links import misleading_host
 from renderers.parser import Node, TooDeep, Tree
+from renderers.walker import FEISHU, SLACK, Dialect, Walk, tree_units, walk_block
 
-__all__ = [  # the primitives are re-exported from renderers.escapes
+__all__ = [  # re-exported from renderers.escapes and renderers.walker
     "ELLIPSIS",
     "FEISHU",
     "SAFE_SCHEMES",
@@ -72,212 +71,6 @@ __all__ = [  # the primitives are re-exported from renderers.escapes
     "split_units",
     "truncate",
 ]
-
-# ---------------------------------------------------------------- dialects
-
-
-@dataclass(frozen=True)
-class Dialect:
-    """How one platform spells the few Markdown constructs we keep."""
-
-    escape: Callable[[str], str]
-    bold: str
-    italic: str
-    strike: str
-    link: Callable[[str, str], str]
-    code: Callable[[str], str]
-
-
-def _slack_link(url: str, label: str) -> str:
-    href = quote(url, safe="/:?=&#%@+,;~!$'*._-").replace("&", "&amp;")
-    return f"<{href}|{label}>" if label else f"<{href}>"
-
-
-def _slack_code(content: str) -> str:
-    return "`" + slack_escape(content.replace("`", "'")) + "`"
-
-
-def _feishu_link(url: str, label: str) -> str:
-    href = quote(url, safe="/:?=&#%@+,;~!$'*._-")
-    return f"[{label or feishu_escape(url)}]({href})"
-
-
-def _feishu_code(content: str) -> str:
-    """Code spans are literal in CommonMark, so defuse tags/links instead of escaping."""
-    body = FEISHU_LINK.sub("]" + WORD_JOINER, plain(content.replace("`", "'")))
-    return "`" + body + "`" if body.strip() else body
-
-
-SLACK = Dialect(slack_escape, "*", "_", "~", _slack_link, _slack_code)
-FEISHU = Dialect(feishu_escape, "**", "*", "~~", _feishu_link, _feishu_code)
-
-
-# ---------------------------------------------------------------- Markdown → units
-
-
-_MARKS = {"strong": "bold", "em": "italic", "strikethrough": "strike"}
-_INLINE = frozenset({"text", "text_special", "softbreak", "hardbreak", "em", "strong",
-                     "strikethrough", "code_inline", "link", "autolink", "image"})
-
-
-def _inline(nodes: Sequence[Node], d: Dialect, tree: Tree, depth: int) -> str:
-    """One inline run as platform markup. Links are rebuilt only for safe schemes and
-    only when their text names no other host (``renderers.links``). Adjacent text is
-    escaped as one string, as markdown-it joins it: ``\\@here`` is still ``@here``."""
-    if depth > tree.depth_limit:
-        raise TooDeep
-    if len(nodes) == 1 and nodes[0].name == "text":  # most runs: a cell, an item, a title
-        return d.escape(nodes[0].meta["content"])
-    out: list[str] = []
-    text = ""
-    for node in nodes:
-        name = node.name
-        if name == "text" or name == "text_special":
-            text += node.meta["content"]
-            continue
-        if text:
-            out.append(d.escape(text))
-            text = ""
-        if name == "softbreak" or name == "hardbreak":
-            out.append("\n")
-        elif name in _MARKS:
-            mark: str = getattr(d, _MARKS[name])
-            out.append(mark + _inline(node.children, d, tree, depth + 1) + mark)
-        elif name == "code_inline":
-            out.append(d.code("".join(c.meta["content"] for c in node.children)))
-        elif name == "link":
-            label = _inline(node.children, d, tree, depth + 1).replace("\n", " ")
-            said = _words(node.children, tree)
-            out.append(_link_or_text(node.meta["url"], label, d, said))
-        elif name == "autolink" or name == "image":
-            said = tree.autolink_text(node) if name == "autolink" else tree.label(node)
-            said = said or "image"
-            out.append(_link_or_text(node.meta["url"], d.escape(said), d, said))
-    if text:
-        out.append(d.escape(text))
-    return "".join(out)
-
-
-def _words(nodes: Sequence[Node], tree: Tree) -> str:
-    """The plain words a reader sees in a link's text (for ``misleading_host``)."""
-    out: list[str] = []
-    for node in nodes:
-        name = node.name
-        if name == "text" or name == "text_special":
-            out.append(node.meta["content"])
-        elif name == "softbreak" or name == "hardbreak":
-            out.append(" ")
-        elif name == "image":
-            out.append(tree.label(node) or "image")
-        elif name == "autolink":
-            out.append(tree.autolink_text(node))
-        else:  # marks and code: their words (a code span's text is its child)
-            out.append(_words(node.children, tree))
-    return "".join(out)
-
-
-def _link_or_text(href: str, label: str, d: Dialect, said: str = "") -> str:
-    """A real link for safe schemes whose text names no other host; otherwise the text
-    followed by where it leads, as visible text that no platform parses as a link."""
-    if is_safe_url(href):
-        real = misleading_host(said, href)
-        if real is None:
-            return d.link(href, label)
-        return label + d.escape(" (" + i18n.t("links_to", host=real) + ")")
-    shown = d.escape(href)
-    return label if not href or shown == label else f"{label} ({shown})"
-
-
-@dataclass
-class _Walk:
-    """Mutable state while flattening one top-level block into text lines."""
-
-    d: Dialect
-    tree: Tree
-    lines: list[str]
-    lists: list[list[int]]  # [ordered (0/1), counter]
-    quote: int = 0
-    fresh_item: bool = False
-
-    def prefix(self) -> str:
-        """Indentation, bullet and quote marks for the next line of a list item."""
-        pre = "> " * self.quote
-        if not self.lists:
-            return pre
-        indent = "    " * (len(self.lists) - 1)
-        ordered, counter = self.lists[-1]
-        if not self.fresh_item:
-            return pre + indent + "   "
-        self.fresh_item = False
-        bullet = f"{counter}. " if ordered else ("• " if len(self.lists) == 1 else "◦ ")
-        return pre + indent + bullet
-
-    def emit(self, text: str) -> None:
-        if not self.quote and not self.lists and "\n" not in text:
-            self.lines.append(text)
-            return
-        first = self.prefix()
-        rest = "> " * self.quote + ("    " * len(self.lists) if self.lists else "")
-        parts = text.split("\n")
-        self.lines.append(first + parts[0])
-        self.lines.extend(rest + p for p in parts[1:])
-
-
-def _code_lines(content: str, d: Dialect) -> list[str]:
-    body = d.code(content.rstrip("\n"))[1:-1] if content.strip() else ""
-    return ["```", *body.split("\n"), "```"]
-
-
-def _block(w: _Walk, node: Node, depth: int) -> None:
-    """Flatten one block (and what it holds) into the walk's lines."""
-    if depth > w.tree.depth_limit:
-        raise TooDeep
-    name = node.name
-    if name == "paragraph":
-        w.emit(_inline(node.children, w.d, w.tree, depth + 1))
-    elif name == "heading" or name == "lheading":  # lheading: markdown-it.rs's setext
-        text = _inline(node.children, w.d, w.tree, depth + 1)
-        w.emit(f"{w.d.bold}{text}{w.d.bold}" if text.strip() else text)
-    elif name == "bullet_list" or name == "ordered_list":
-        ordered = name == "ordered_list"
-        w.lists.append([int(ordered), int(node.meta.get("start", 1)) - 1 if ordered else 0])
-        for item in node.children:
-            w.lists[-1][1] += 1
-            w.fresh_item = True
-            _blocks(w, item.children, depth + 2)
-        w.lists.pop()
-    elif name == "blockquote":
-        w.quote += 1
-        _blocks(w, node.children, depth + 1)
-        w.quote -= 1
-    elif name == "table":  # one ``a | b | c`` line per row, header cells in bold
-        for part in node.children:
-            bold = w.d.bold if part.name == "thead" else ""
-            for row in part.children:
-                cells = [_inline(cell.children, w.d, w.tree, depth + 4).replace("\n", " ")
-                         for cell in row.children]
-                w.emit(" | ".join(f"{bold}{c}{bold}" if c else c for c in cells))
-    elif name == "fence" or name == "code_block":
-        for line in _code_lines(node.meta["content"], w.d):
-            w.emit(line)
-    elif name == "hr":
-        w.emit("———")
-
-
-def _blocks(w: _Walk, nodes: Sequence[Node], depth: int) -> None:
-    """A container's children; inlines directly in it (a tight list's item) are a line."""
-    run: list[Node] = []
-    for node in nodes:
-        if node.name in _INLINE:
-            run.append(node)
-            continue
-        if run:
-            w.emit(_inline(run, w.d, w.tree, depth))
-            run = []
-        _block(w, node, depth)
-    if run:
-        w.emit(_inline(run, w.d, w.tree, depth))
-
 
 def markdown_units(source: str, d: Dialect) -> list[str]:
     """Parse Markdown and return one text unit per top-level block (paragraph, list…)."""
@@ -377,7 +170,7 @@ class _Units:
         """Walk blocks until there is a unit at ``index`` (None: all of them)."""
         if index is None:
             self._read = len(self.source)  # the next parse reads the rest at once
-        walk: _Walk | None = None
+        walk: Walk | None = None
         try:
             while index is None or index >= len(self.units):
                 held = self._tree_with(self._next_block)
@@ -385,8 +178,8 @@ class _Units:
                     self._finished, self._held = True, None
                     return
                 if walk is None or walk.tree is not held.tree:
-                    walk = _Walk(self.d, held.tree, [], [])
-                _block(walk, held.blocks[self._next_block], 1)  # leaves no list, no quote
+                    walk = Walk(self.d, held.tree, [], [])
+                walk_block(walk, held.blocks[self._next_block], 1)  # leaves no list, no quote
                 self._next_block += 1
                 unit = "\n".join(walk.lines)
                 walk.lines, walk.fresh_item = [], False
@@ -395,7 +188,7 @@ class _Units:
         except TooDeep:
             if walk is None or type(walk.tree) is Tree:  # markdown-it-py's: never too deep
                 raise
-            self.units = list(_units(parser.parse_python(self.source), self.d))
+            self.units = list(tree_units(parser.parse_python(self.source), self.d))
             self._finished, self._held = True, None
 
     def _tree_with(self, block: int) -> _Held | None:
@@ -440,17 +233,6 @@ def _keep(units: _Units) -> None:
         old = _walking.popleft() if len(_walking) > _KEPT_WALKS else None
     if old is not None and old is not units:
         old.drop_tree()
-
-
-def _units(tree: Tree, d: Dialect) -> Iterator[str]:
-    """Every unit of a tree (markdown-it-py's, after a Rust tree was too deep)."""
-    walk = _Walk(d, tree, [], [])
-    for node in tree.root.children:
-        _block(walk, node, 1)
-        unit = "\n".join(walk.lines)
-        walk.lines, walk.fresh_item = [], False
-        if unit.strip():
-            yield unit
 
 
 # ---------------------------------------------------------------- splitting

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from renderers import budget, checks, escapes, feishu, markdown, parser, slack
+from renderers import budget, checks, escapes, feishu, markdown, parser, slack, walker
 from renderers.markdown import FEISHU, SLACK, Dialect, fit_chunks, markdown_chunks, split_units
 from renderers.slack import message
 from tests.renderers.cases import REQUESTS, STATES, make_card, max_card
@@ -34,7 +34,7 @@ def _clear() -> None:
 
 def whole(source: str, d: Dialect, limit: int, room: int) -> list[str]:
     """The old ``markdown_chunks``: every block walked, then split and fitted."""
-    units = parser.read(markdown.clean(source), lambda tree: list(markdown._units(tree, d)))
+    units = parser.read(markdown.clean(source), lambda tree: list(walker.tree_units(tree, d)))
     return fit_chunks(split_units(units, limit), room)
 
 
@@ -140,7 +140,7 @@ def test_a_body_too_deep_after_what_is_shown_renders_as_before() -> None:
     assert markdown_chunks(source, SLACK, 3000, 100) == whole(source, SLACK, 3000, 100)
     assert markdown_chunks(source, SLACK, 3000, 10**6) == whole(source, SLACK, 3000, 10**6)
     assert markdown.markdown_units(source, SLACK) == parser.read(
-        markdown.clean(source), lambda tree: list(markdown._units(tree, SLACK)))
+        markdown.clean(source), lambda tree: list(walker.tree_units(tree, SLACK)))
 
 
 def test_the_walk_is_remembered_per_body_and_dialect() -> None:
@@ -159,7 +159,7 @@ def test_the_walk_is_remembered_per_body_and_dialect() -> None:
 
 
 def whole_units(source: str, d: Dialect) -> list[str]:
-    return parser.read(markdown.clean(source), lambda tree: list(markdown._units(tree, d)))
+    return parser.read(markdown.clean(source), lambda tree: list(walker.tree_units(tree, d)))
 
 
 def test_a_walk_whose_tree_was_let_go_parses_again_and_goes_on() -> None:
