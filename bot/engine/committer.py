@@ -1,9 +1,10 @@
 """The one way the engine touches the database: transactions, snapshot reads, group commit.
 
-``tx`` runs a function in one write transaction; ``read`` runs a lookup on a snapshot
-without the write lock; ``batched`` runs a small write (an audit row, a dedupe key, an
-outbox completion, a resume claim) in a transaction shared with the other writes queued
-meanwhile (group commit), so a burst costs a few commits instead of one each;
+``tx`` runs a function in one write transaction on a worker thread; ``read`` runs a
+lookup on a snapshot without the write lock (on the event loop itself on SQLite);
+``batched`` runs a small write (an audit row, a dedupe key, an outbox completion, a
+resume claim) in a transaction shared with the other writes queued meanwhile (group
+commit), so a burst costs a few commits instead of one each;
 ``grouped`` is ``tx`` through that same group commit (decisions, resume outcomes).
 
 After a commit, the committer wakes this replica's long-polls of the requests it
@@ -66,10 +67,13 @@ CommitHook = Callable[[Committed], Awaitable[None]]
 
 
 class Committer:
-    """Transactions on worker threads, group commit, and what runs after a commit."""
+    """Write transactions on worker threads, lookups, group commit, and what runs after
+    a commit."""
 
     def __init__(self, database: Database, waiting: waiters.Waiters) -> None:
         self._db = database
+        self._reads_inline = not database.is_postgres
+        """SQLite: lookups run on the event loop (``read``)."""
         self._waiters = waiting
         self._on_commit: CommitHook | None = None
         self._batch: list[tuple[Callable[[Session], Any], asyncio.Future[Any]]] = []
@@ -153,18 +157,26 @@ class Committer:
             await asyncio.sleep(0.005)
 
     async def read(self, fn: Callable[[Session], T]) -> T:
-        """Run the lookup ``fn`` on a snapshot on a worker thread (``Database.read``).
+        """Run the lookup ``fn`` on a snapshot (``Database.read``).
 
-        It takes no write lock, so concurrent lookups run side by side and never wait
-        for a compare-and-set; whatever ``fn`` writes is discarded. A decision made on
-        what it returns must be re-checked under ``tx`` (``Decider`` does).
+        It takes no write lock, so lookups never wait for a compare-and-set; whatever
+        ``fn`` writes is discarded. A decision made on what it returns must be
+        re-checked under ``tx`` (``Decider`` does).
+
+        On SQLite the lookup runs right here, on the event loop: a WAL snapshot never
+        waits for a writer, and a lookup is Python work that holds the GIL wherever it
+        runs, so a hop to a worker thread and back only added CPU (thread wake-ups, the
+        GIL handed over, caches gone cold): one ``serve`` decided 13 % more per second
+        without it (``benchmarks/README.md``, "Lookups on the event loop"). PostgreSQL's
+        lookups wait for the network, so they run on a worker thread.
         """
+        if self._reads_inline:
+            return self._read_now(fn)
+        return await asyncio.to_thread(self._read_now, fn)
 
-        def work() -> T:
-            with self._db.read() as session:
-                return fn(session)
-
-        return await asyncio.to_thread(work)
+    def _read_now(self, fn: Callable[[Session], T]) -> T:
+        with self._db.read() as session:
+            return fn(session)
 
     async def batched(self, fn: Callable[[Session], T]) -> T:
         """Run the small write ``fn`` in a transaction shared with other queued ones.
