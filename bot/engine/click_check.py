@@ -139,7 +139,8 @@ class ClickCheck:
             while self._queued:
                 keys, self._queued = self._queued, []
                 try:
-                    snapshots = await self._committer.read(partial(self._read_all, keys))
+                    snapshots = await self._committer.read(partial(self._read_all, keys),
+                                                           aside=True)
                 except Exception as exc:
                     for key in keys:
                         self._settle(key, exc)

@@ -156,7 +156,7 @@ class Committer:
                and loop.time() < deadline):
             await asyncio.sleep(0.005)
 
-    async def read(self, fn: Callable[[Session], T]) -> T:
+    async def read(self, fn: Callable[[Session], T], *, aside: bool = False) -> T:
         """Run the lookup ``fn`` on a snapshot (``Database.read``).
 
         It takes no write lock, so lookups never wait for a compare-and-set; whatever
@@ -168,9 +168,11 @@ class Committer:
         runs, so a hop to a worker thread and back only added CPU (thread wake-ups, the
         GIL handed over, caches gone cold): one ``serve`` decided 13 % more per second
         without it (``benchmarks/README.md``, "Lookups on the event loop"). PostgreSQL's
-        lookups wait for the network, so they run on a worker thread.
+        lookups wait for the network, so they run on a worker thread. So does a lookup
+        read ``aside``: one that later callers join while it runs (``ClickCheck``'s
+        shared reads), for which the loop must go on taking them meanwhile.
         """
-        if self._reads_inline:
+        if self._reads_inline and not aside:
             return self._read_now(fn)
         return await asyncio.to_thread(self._read_now, fn)
 

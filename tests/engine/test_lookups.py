@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from typing import Any
 
 from sqlalchemy import select, update
 
 from bot.engine import store
+from bot.engine.inbox import Click
 from storage import HumanRequest
-from tests.engine.helpers import ORIGIN, STARTER, make_engine
+from tests.engine.helpers import ORIGIN, STARTER, alice, make_engine
 
 
 async def test_a_lookup_runs_on_the_loop_on_sqlite_and_on_a_worker_on_postgres(
@@ -78,4 +80,38 @@ async def test_a_lookup_on_the_loop_does_not_wait_for_a_writer_holding_the_lock(
     assert statuses == [store.OPEN] * 20  # the writer's change is not committed
     assert took < 0.5, f"20 lookups took {took:.2f} s beside a writer"
     assert ticks >= 3  # the loop ran its other tasks
+    engine.db.dispose()
+
+
+async def test_clicks_that_arrive_while_a_shared_precheck_read_runs_join_the_next(
+    tmp_path: object,
+) -> None:
+    """The pre-check's snapshot reads are shared: while one runs (aside, on a worker
+    thread, even on SQLite), the loop goes on taking clicks, which are read together
+    next. Inline, the first read would stall the loop and every click read alone."""
+    engine, adapter, _ = make_engine(f"sqlite:///{tmp_path}/askhuman.db")
+    for i in range(6):
+        await engine.start_run("deploy", f"Deploy v{i}", STARTER, ORIGIN)
+    refs = [card.ref for card, _ in adapter.delivered]
+    batches: list[int] = []
+    read_all = engine.click_check._read_all
+
+    def slow(keys: list[tuple[str, str, str]], session: Any) -> Any:
+        batches.append(len(keys))
+        time.sleep(0.3)
+        return read_all(keys, session)
+
+    engine.click_check._read_all = slow  # type: ignore[method-assign]
+
+    def click(ref: str) -> Click:
+        return Click("slack", ref, alice(), "approve", {"environment": "staging"})
+
+    first = asyncio.create_task(engine.click_check.check(click(refs[0])))
+    started = time.monotonic()
+    await asyncio.sleep(0.05)
+    assert time.monotonic() - started < 0.25  # the loop ran while the read was out
+    rest = [asyncio.create_task(engine.click_check.check(click(ref))) for ref in refs[1:]]
+    checked = await asyncio.gather(first, *rest)
+    assert batches == [1, 5]
+    assert all(c.refusal is None for c in checked)  # all open, alice may answer
     engine.db.dispose()
