@@ -166,7 +166,7 @@ class Committer:
         On SQLite the lookup runs right here, on the event loop: a WAL snapshot never
         waits for a writer, and a lookup is Python work that holds the GIL wherever it
         runs, so a hop to a worker thread and back only added CPU (thread wake-ups, the
-        GIL handed over, caches gone cold): one ``serve`` decided 13 % more per second
+        GIL handed over, caches gone cold): one ``serve`` decided 8–11 % more per second
         without it (``benchmarks/README.md``, "Lookups on the event loop"). PostgreSQL's
         lookups wait for the network, so they run on a worker thread. So does a lookup
         read ``aside``: one that later callers join while it runs (``ClickCheck``'s
