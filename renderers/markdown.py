@@ -181,9 +181,8 @@ class _Units:
                     walk = Walk(self.d, held.tree, [], [])
                 walk_block(walk, held.blocks[self._next_block], 1)  # leaves no list, no quote
                 self._next_block += 1
-                unit = "\n".join(walk.lines)
-                walk.lines, walk.fresh_item = [], False
-                if unit.strip():
+                unit = walk.take_unit()
+                if unit:
                     self.units.append(unit)
         except TooDeep:
             if walk is None or type(walk.tree) is Tree:  # markdown-it-py's: never too deep

@@ -164,6 +164,13 @@ class Walk:
         bullet = f"{counter}. " if ordered else ("• " if len(self.lists) == 1 else "◦ ")
         return pre + indent + bullet
 
+    def take_unit(self) -> str:
+        """The lines of the block just walked, as one unit ("" when blank); the walk
+        goes on with the next top-level block."""
+        unit = "\n".join(self.lines)
+        self.lines, self.fresh_item = [], False
+        return unit if unit.strip() else ""
+
     def emit(self, text: str) -> None:
         if not self.quote and not self.lists and "\n" not in text:
             self.lines.append(text)
@@ -236,7 +243,6 @@ def tree_units(tree: Tree, d: Dialect) -> Iterator[str]:
     walk = Walk(d, tree, [], [])
     for node in tree.root.children:
         walk_block(walk, node, 1)
-        unit = "\n".join(walk.lines)
-        walk.lines, walk.fresh_item = [], False
-        if unit.strip():
+        unit = walk.take_unit()
+        if unit:
             yield unit
