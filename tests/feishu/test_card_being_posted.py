@@ -11,12 +11,28 @@ still refused (``tests/feishu/test_replicas.py``).
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 
 from sqlalchemy import delete, select, update
 
 from storage import AuditLog, ClickInbox, Delivery, HumanRequest, OutboxItem
 from tests.feishu.conftest import ALICE, Feishu, card_ref
+
+
+async def _post_finished(f: Feishu, ref: str) -> None:
+    """Wait for the post's outbox row to finish: its delivery row is written in one
+    transaction and the row marked done in the next, and that mark must not land on
+    top of the test's "still running" below."""
+    for _ in range(500):
+        with f.database.transaction() as session:
+            states = session.scalars(select(OutboxItem.state).join(
+                HumanRequest, HumanRequest.id == OutboxItem.request_id,
+            ).where(HumanRequest.ref == ref, OutboxItem.kind == "deliver_request")).all()
+        if states and all(state == "done" for state in states):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"the post of {ref} did not finish: {states}")
 
 
 def _unrecord_delivery(f: Feishu, ref: str) -> list[dict[str, object]]:
@@ -58,6 +74,7 @@ async def test_a_click_before_the_delivery_is_recorded_is_decided_after_it(
     await f.send_text("@_user_1 deploy: ship v9.0.1")
     card = await f.wait_card()
     ref = card_ref(card)
+    await _post_finished(f, ref)
     rows = _unrecord_delivery(f, ref)
 
     response = await f.post_event(f.click_event(card, operator=ALICE))
@@ -87,6 +104,7 @@ async def test_an_unknown_message_with_no_post_in_flight_is_still_refused(
     f = feishu_http
     await f.send_text("@_user_1 deploy: ship v9.0.2")
     card = await f.wait_card()
+    await _post_finished(f, card_ref(card))  # no post in flight any more
     event = f.click_event(card, operator=ALICE)
     event["event"]["context"]["open_message_id"] = "om_not_a_card"
     assert (await f.post_event(event)).json()["toast"]["type"] == "error"
