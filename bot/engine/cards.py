@@ -9,6 +9,7 @@ from typing import Any, cast
 from pydantic import JsonValue
 
 from bot.askhuman.schema import AskHumanToolArgs
+from bot.engine.parsed import ParsedMemo
 from renderers.card import CardStatus, RequestCard
 from renderers.i18n import DEFAULT_LOCALE, speaking
 from renderers.tool_card import tool_approval_args, view_from_json
@@ -30,6 +31,10 @@ def to_db_time(value: dt.datetime) -> dt.datetime:
     return value.astimezone(dt.UTC).replace(tzinfo=None)
 
 
+_ARGS: ParsedMemo[AskHumanToolArgs] = ParsedMemo(AskHumanToolArgs.model_validate)
+"""A request's args are written once; every read of it validated them again."""
+
+
 def build_card(request: HumanRequest, agent: str, votes: int = 0) -> RequestCard:
     """A snapshot of one request as people should see it now."""
     result: dict[str, Any] = request.result or {}
@@ -37,7 +42,7 @@ def build_card(request: HumanRequest, agent: str, votes: int = 0) -> RequestCard
     values = cast(dict[str, JsonValue], result.get("values") or {})
     return RequestCard(
         ref=request.ref,
-        args=AskHumanToolArgs.model_validate(request.args),
+        args=_ARGS.get(request.ref, request.args),
         agent_name=agent,
         deadline=as_utc(request.deadline),
         version=request.version,

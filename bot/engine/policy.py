@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session
 
 from bot.askhuman.schema import ParagraphField
 from bot.engine import store
+from bot.engine.parsed import ParsedMemo
 from bot.engine.ports import Directory, Identity
 from bot.settings import RouteSettings, Settings, SignOff
 from renderers import i18n
@@ -144,13 +145,17 @@ def _linked_routes(route: RouteSettings) -> list[str]:
     return [n for n in [*names, notify] if isinstance(n, str)]
 
 
+_FROZEN: ParsedMemo[Policy] = ParsedMemo(Policy.from_json)
+"""A request's policy is written once; every read of it (several per click) parsed it."""
+
+
 def of(request: HumanRequest, settings: Settings) -> Policy | None:
     """THE way to get a request's rules: the frozen copy, else (a request stored before
     0010_policy, or a copy this version cannot read) the live route; None when neither
     exists."""
     if request.policy:
         try:
-            return Policy.from_json(request.policy)
+            return _FROZEN.get(request.ref, request.policy)
         except (KeyError, TypeError, ValueError, ValidationError):
             log.warning("unreadable frozen policy; using the live route",
                         extra={"ref": request.ref})
