@@ -58,6 +58,21 @@ _QUOTE_GOES_ON = re.compile(r">[^\n]*\n[ \t]*\S")
 _QUOTE_MARKS = re.compile(r"(?:[ \t]*(?:[-*+]|\d{1,9}[.)])(?=[ \t]))*[ \t>]*")
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
 _RULE_LINE = re.compile(r"[ \t>]*[|:\- \t]*\|[|:\- \t]*")
+_ENDS_BLOCK_ABOVE = re.compile(
+    r"\n[ \t>]*+(?=[\d:-])(?:(\d{1,9})[.)](?=[ \t\n]|$)|(:?)-+(:?)[ \t]*(?=\n|$))")
+"""An ordered item's line, or a line of dashes (a colon at either end: a table rule).
+Under a line, an item numbered other than 1 ends a quote or a table above it for
+markdown-it-py, while markdown-it.rs keeps it in them (a lazy line, a row); dashes
+under a line with a ``|`` are a one-column table for markdown-it-py, a setext heading
+for markdown-it.rs; a one-column rule with a colon and no ``|`` makes a table for
+markdown-it.rs only."""
+_DOUBLE_TICKS = re.compile(r"``(?!`)")
+_ITEM_START = re.compile(r"[ \t>]*(?:[-*+]|\d{1,9}[.)])[ \t]")
+"""A list item's first line: a table rule under it is a lazy line to Python only."""
+_BLANK_SPAN = re.compile(r"`(?:[ \t\n]{3,}`|[ \t]{2,}\n)")
+"""A code span of blanks only (three or more, or two and a line break)."""
+_TICK_RUN = re.compile(r"`+")
+_INDENTED_LINE = re.compile(r"\n[ \t]+\S")
 
 
 def rust_may_differ(source: str) -> bool:
@@ -66,7 +81,9 @@ def rust_may_differ(source: str) -> bool:
     (``tests/renderers/test_parsers.py``): a control character (``links_in`` reads
     uncleaned text, and a NUL ends a link's target in Rust only); an empty list item,
     which Rust reads as a quote's lazy continuation; a table whose head has no ``|``,
-    which only Rust accepts; a run of 3+ tildes inside a line, which the two pair
+    which only Rust accepts, or whose head is a list item's first line (a lazy line to
+    Python); the block and code-span cases of ``_blocks_differ`` and
+    ``_code_spans_differ``; a run of 3+ tildes inside a line, which the two pair
     differently for strikethrough; whitespace beyond ASCII (no-break, ideographic), which
     Python's ``str.strip`` removes at line and cell edges; a link to a non-ASCII host,
     which only Python turns into punycode; and a symbol (``€``, ``✅``, ``¬``) next to
@@ -84,9 +101,12 @@ def rust_may_differ(source: str) -> bool:
             return True
     for rule in _TABLE_RULE.finditer(lines):
         start = rule.start()  # the newline before the rule; the head line ends there
-        if start and "-" in rule.group() and "|" not in lines[lines.rfind("\n", 0, start):start]:
+        head = lines[lines.rfind("\n", 0, start) + 1:start]
+        if start and "-" in rule.group() and ("|" not in head or _ITEM_START.match(head)):
             return True
     if _QUOTE_GOES_ON.search(source) and _lazy_quote_differs(lines):
+        return True
+    if _blocks_differ(source, lines) or _code_spans_differ(source):
         return True
     if source.isascii():
         return False
@@ -94,6 +114,63 @@ def rust_may_differ(source: str) -> bool:
         return True
     return any(unicodedata.category(m.group())[0] == "S"
                for m in _NEAR_DELIMITER.finditer(source))
+
+
+def _blocks_differ(source: str, lines: str) -> bool:
+    """Block structure the two parsers end differently: an ordered item not numbered 1
+    under a quote's or a table's line, a ``|`` line over a line of dashes, a one-column
+    rule with a colon (all three ``_ENDS_BLOCK_ABOVE``), and an unclosed fence whose
+    last line holds only blanks (markdown-it.rs keeps it in the code, markdown-it-py
+    drops it)."""
+    if "|" in source or ">" in source or "-:" in source or ":-" in source:
+        for line in _ENDS_BLOCK_ABOVE.finditer(lines):
+            number, left, right = line.groups()
+            if left or right:
+                return True
+            above = _line_before(lines, line.start())
+            if ("|" in above) if number is None else (
+                    int(number) != 1 and above.strip(" \t>") != ""):
+                return True
+    last = source[source.rfind("\n") + 1:]
+    return bool(last) and not last.strip(" \t") and ("```" in source or "~~~" in source)
+
+
+def _line_before(lines: str, newline: int) -> str:
+    """The line that ends at ``newline`` (an index into ``lines``)."""
+    return lines[lines.rfind("\n", 0, newline) + 1:newline]
+
+
+def _code_spans_differ(source: str) -> bool:
+    """Code spans the two read differently: one holding only blanks (markdown-it.rs
+    strips one at each end even then, or reads two and a line break as a hard break),
+    after a ``[``, a span whose content has a double backtick in it (markdown-it.rs
+    scanning the link's text loses the pair); and a span that goes on to a line starting
+    with blanks (markdown-it.rs drops them, as CommonMark does for a paragraph's lines;
+    markdown-it-py keeps them in the span)."""
+    if "`" not in source:
+        return False
+    if _BLANK_SPAN.search(source):
+        return True
+    if "[" in source and any(source[run.start() - 1:run.start()] != "`"
+                             for run in _DOUBLE_TICKS.finditer(source)):
+        return True
+    for line in _INDENTED_LINE.finditer(source):  # a span going on to a line of blanks first
+        paragraph = source[source.rfind("\n\n", 0, line.start()) + 1:line.start()]
+        if "`" in paragraph and _span_open_at_end(paragraph):
+            return True
+    return False
+
+
+def _span_open_at_end(text: str) -> bool:
+    """Whether a backtick run in ``text`` finds no run of its length after it: a code
+    span that may go on past the end (CommonMark pairs runs of equal length)."""
+    runs = [len(run.group()) for run in _TICK_RUN.finditer(text)]
+    at = 0
+    while at < len(runs):
+        if runs[at] not in runs[at + 1:]:
+            return True
+        at = runs.index(runs[at], at + 1) + 1
+    return False
 
 
 def _lazy_quote_differs(lines: str) -> bool:

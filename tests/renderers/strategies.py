@@ -80,3 +80,10 @@ def tool_args(draw: st.DrawFn) -> AskHumanToolArgs:
         "actions": [{"id": i, "label": draw(hostile(120)), "style": draw(styles)} for i in ids],
         "urgency": draw(st.sampled_from(["normal", "high"])),
     })
+
+
+BLOCKY = ["```\n", "```py\n", "~~~\n", "\n    code\n", "| a | b |\n", "|---|---|\n",
+          "| 1 | 2 |\n", "Title\n", "===\n", "---\n", "> q\n", "lazy\n", "\n\n", "- a\n",
+          "  - b\n", "1. c\n", "2) d\n", "\n  cont\n", "# h\n", "***\n", "para\n"]
+"""Pieces that start, continue and end Markdown blocks: random bodies made of them (and
+of inline pieces) put block boundaries everywhere."""

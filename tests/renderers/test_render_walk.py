@@ -21,7 +21,7 @@ from renderers import budget, checks, escapes, feishu, markdown, parser, slack, 
 from renderers.markdown import FEISHU, SLACK, Dialect, fit_chunks, markdown_chunks, split_units
 from renderers.slack import message
 from tests.renderers.cases import REQUESTS, STATES, make_card, max_card
-from tests.renderers.strategies import HOSTILE
+from tests.renderers.strategies import BLOCKY, HOSTILE
 from tests.renderers.test_parsers import CORPUS, PIECES
 
 DEEP = "> " * 30 + "too deep"
@@ -65,9 +65,6 @@ def test_random_bodies_and_budgets(source: str, limit: int, room: int, deep: boo
         assert lazy(source, d, limit, room) == whole(source, d, limit, room)
 
 
-BLOCKY = ["```\n", "```py\n", "~~~\n", "\n    code\n", "| a | b |\n", "|---|---|\n",
-          "| 1 | 2 |\n", "Title\n", "===\n", "---\n", "> q\n", "lazy\n", "\n\n", "- a\n",
-          "  - b\n", "1. c\n", "2) d\n", "\n  cont\n", "# h\n", "***\n", "para\n"]
 
 
 @contextmanager
