@@ -66,7 +66,7 @@ markdown-it-py, while markdown-it.rs keeps it in them (a lazy line, a row); dash
 under a line with a ``|`` are a one-column table for markdown-it-py, a setext heading
 for markdown-it.rs; a one-column rule with a colon and no ``|`` makes a table for
 markdown-it.rs only."""
-_DOUBLE_TICKS = re.compile(r"``(?!`)")
+_LONG_TICKS = re.compile(r"``+")
 _ITEM_START = re.compile(r"[ \t>]*(?:[-*+]|\d{1,9}[.)])[ \t]")
 """A list item's first line: a table rule under it is a lazy line to Python only."""
 _BLANK_SPAN = re.compile(r"`(?:[ \t\n]{3,}`|[ \t]{2,}\n)")
@@ -143,17 +143,17 @@ def _line_before(lines: str, newline: int) -> str:
 def _code_spans_differ(source: str) -> bool:
     """Code spans the two read differently: one holding only blanks (markdown-it.rs
     strips one at each end even then, or reads two and a line break as a hard break),
-    after a ``[``, a span whose content has a double backtick in it (markdown-it.rs
-    scanning the link's text loses the pair); and a span that goes on to a line starting
-    with blanks (markdown-it.rs drops them, as CommonMark does for a paragraph's lines;
-    markdown-it-py keeps them in the span)."""
+    after a ``[``, a run of two or more backticks inside a line (markdown-it.rs,
+    scanning the link's text, loses the pairs of spans after it); and a span that goes
+    on to a line starting with blanks (markdown-it.rs drops them, as CommonMark does for
+    a paragraph's lines; markdown-it-py keeps them in the span)."""
     if "`" not in source:
         return False
     if _BLANK_SPAN.search(source):
         return True
-    if "[" in source and any(source[run.start() - 1:run.start()] != "`"
-                             for run in _DOUBLE_TICKS.finditer(source)):
-        return True
+    if "[" in source and any(source[source.rfind("\n", 0, run.start()) + 1:run.start()]
+                             .strip(" \t>") for run in _LONG_TICKS.finditer(source)):
+        return True  # a run of two or more backticks inside a line (not a fence's)
     for line in _INDENTED_LINE.finditer(source):  # a span going on to a line of blanks first
         paragraph = source[source.rfind("\n\n", 0, line.start()) + 1:line.start()]
         if "`" in paragraph and _span_open_at_end(paragraph):

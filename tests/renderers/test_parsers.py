@@ -186,7 +186,7 @@ def test_what_the_parsers_disagree_on_goes_to_python() -> None:
     # that goes on to an indented line
     assert parser.rust_may_differ("```\ny\n ") and not parser.rust_may_differ("```\ny\n \n")
     assert parser.rust_may_differ("`   `") and not parser.rust_may_differ("` ` `  `")
-    assert parser.rust_may_differ("[`a``b`c`") and not parser.rust_may_differ("[x] ```a```")
+    assert parser.rust_may_differ("[`a``b`c`") and not parser.rust_may_differ("[x]\n```\nc\n```")
     assert parser.rust_may_differ("a `b\n  c`") and not parser.rust_may_differ("- `a` b\n  - c")
 
 
