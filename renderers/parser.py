@@ -66,12 +66,12 @@ markdown-it-py, while markdown-it.rs keeps it in them (a lazy line, a row); dash
 under a line with a ``|`` are a one-column table for markdown-it-py, a setext heading
 for markdown-it.rs; a one-column rule with a colon and no ``|`` makes a table for
 markdown-it.rs only."""
-_LONG_TICKS = re.compile(r"``+")
 _ITEM_START = re.compile(r"[ \t>]*(?:[-*+]|\d{1,9}[.)])[ \t]")
 """A list item's first line: a table rule under it is a lazy line to Python only."""
 _BLANK_SPAN = re.compile(r"`(?:[ \t\n]{3,}`|[ \t]{2,}\n)")
 """A code span of blanks only (three or more, or two and a line break)."""
 _TICK_RUN = re.compile(r"`+")
+_LONG_TICKS = re.compile(r"``+")
 _INDENTED_LINE = re.compile(r"\n[ \t]+\S")
 
 
@@ -154,22 +154,25 @@ def _code_spans_differ(source: str) -> bool:
     if "[" in source and any(source[source.rfind("\n", 0, run.start()) + 1:run.start()]
                              .strip(" \t>") for run in _LONG_TICKS.finditer(source)):
         return True  # a run of two or more backticks inside a line (not a fence's)
-    for line in _INDENTED_LINE.finditer(source):  # a span going on to a line of blanks first
-        paragraph = source[source.rfind("\n\n", 0, line.start()) + 1:line.start()]
-        if "`" in paragraph and _span_open_at_end(paragraph):
-            return True
-    return False
+    return _INDENTED_LINE.search(source) is not None and any(
+        _span_goes_on_indented(paragraph) for paragraph in source.split("\n\n")
+        if "`" in paragraph and ("\n " in paragraph or "\n\t" in paragraph))
 
 
-def _span_open_at_end(text: str) -> bool:
-    """Whether a backtick run in ``text`` finds no run of its length after it: a code
-    span that may go on past the end (CommonMark pairs runs of equal length)."""
-    runs = [len(run.group()) for run in _TICK_RUN.finditer(text)]
-    at = 0
-    while at < len(runs):
-        if runs[at] not in runs[at + 1:]:
+def _span_goes_on_indented(paragraph: str) -> bool:
+    """Whether a line starting with blanks begins while a backtick run of an earlier
+    line waits for its closing run (CommonMark pairs runs of equal length; a run that
+    never closes is counted as open too, which only sends more bodies to Python)."""
+    opened = 0  # the length of the run waiting for its match, 0 when none
+    for number, line in enumerate(paragraph.split("\n")):
+        if opened and number and line[:1] in (" ", "\t") and line.strip():
             return True
-        at = runs.index(runs[at], at + 1) + 1
+        for run in _TICK_RUN.finditer(line):
+            length = len(run.group())
+            if not opened:
+                opened = length
+            elif length == opened:
+                opened = 0
     return False
 
 
