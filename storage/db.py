@@ -32,6 +32,8 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
+from storage.kept_reads import KeptReads
+
 if TYPE_CHECKING:
     from alembic.config import Config
 
@@ -185,6 +187,9 @@ class Database:
         self._writer = (WriterLock(_sqlite_file(url))
                         if self.engine.dialect.name == "sqlite" else None)
         """SQLite: every write transaction holds it (``WriterLock``)."""
+        self._kept = (KeptReads(self.engine, {READ_ONLY: True})
+                      if self._writer is not None and _sqlite_file(url) else None)
+        """A SQLite file: the connection and session ``lookup`` reuses per thread."""
 
     @property
     def is_postgres(self) -> bool:
@@ -219,11 +224,26 @@ class Database:
                     session.expunge_all()  # keep loaded rows usable after the rollback
                     session.rollback()
 
+    @contextmanager
+    def lookup(self) -> Iterator[Session]:
+        """``read`` for a thread that looks up often (the engine's lookups on the event
+        loop): on a SQLite file it reuses the thread's kept connection and session
+        (``KeptReads``), each lookup still one snapshot, always rolled back."""
+        if self._kept is not None:
+            with self._kept.session() as session:
+                if session is not None:
+                    yield session
+                    return
+        with self.read() as session:
+            yield session
+
     def upgrade(self) -> None:
         """Bring the schema to the newest migration."""
         upgrade(self.url, engine=self.engine)
 
     def dispose(self) -> None:
+        if self._kept is not None:
+            self._kept.close()
         self.engine.dispose()
         if self._writer is not None:
             self._writer.close()

@@ -173,7 +173,8 @@ class Committer:
         shared reads), for which the loop must go on taking them meanwhile.
         """
         if self._reads_inline and not aside:
-            return self._read_now(fn)
+            with self._db.lookup() as session:  # the loop's kept connection (SQLite)
+                return fn(session)
         return await asyncio.to_thread(self._read_now, fn)
 
     def _read_now(self, fn: Callable[[Session], T]) -> T:
