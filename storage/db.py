@@ -12,7 +12,8 @@ with another writer, across threads or processes. :meth:`Database.read` is the
 exception: a snapshot for lookups only, started with a plain (deferred) ``BEGIN`` so
 that, under WAL, readers neither wait for the writer nor hold it up. PostgreSQL uses
 row locks (``SELECT … FOR UPDATE [SKIP LOCKED]``) chosen by the caller via
-:attr:`Database.is_postgres`.
+:attr:`Database.is_postgres`. On a SQLite file each thread reuses one connection and
+session for its write transactions and one for its lookups (``kept_sessions``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
-from storage.kept_reads import KeptReads
+from storage.kept_sessions import KeptSessions
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -187,9 +188,11 @@ class Database:
         self._writer = (WriterLock(_sqlite_file(url))
                         if self.engine.dialect.name == "sqlite" else None)
         """SQLite: every write transaction holds it (``WriterLock``)."""
-        self._kept = (KeptReads(self.engine, {READ_ONLY: True})
-                      if self._writer is not None and _sqlite_file(url) else None)
-        """A SQLite file: the connection and session ``lookup`` reuses per thread."""
+        on_file = self._writer is not None and _sqlite_file(url) is not None
+        self._kept_reads = KeptSessions(self.engine, {READ_ONLY: True}) if on_file else None
+        self._kept_writes = KeptSessions(self.engine) if on_file else None
+        """A SQLite file: the connection and session each thread's lookups, and its
+        write transactions, reuse (``KeptSessions``)."""
 
     @property
     def is_postgres(self) -> bool:
@@ -197,13 +200,20 @@ class Database:
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:
-        """A session inside one transaction: committed on success, rolled back on error."""
+        """A session inside one transaction: committed on success, rolled back on error
+        (on a SQLite file, the thread's kept session: ``KeptSessions.transaction``)."""
         if self._writer is None:
             with self.sessions.begin() as session:
                 yield session
             return
-        with self._writer, self.sessions.begin() as session:
-            yield session
+        with self._writer:
+            if self._kept_writes is not None:
+                with self._kept_writes.transaction() as kept:
+                    if kept is not None:
+                        yield kept
+                        return
+            with self.sessions.begin() as session:
+                yield session
 
     @contextmanager
     def read(self) -> Iterator[Session]:
@@ -228,9 +238,9 @@ class Database:
     def lookup(self) -> Iterator[Session]:
         """``read`` for a thread that looks up often (the engine's lookups on the event
         loop): on a SQLite file it reuses the thread's kept connection and session
-        (``KeptReads``), each lookup still one snapshot, always rolled back."""
-        if self._kept is not None:
-            with self._kept.session() as session:
+        (``KeptSessions``), each lookup still one snapshot, always rolled back."""
+        if self._kept_reads is not None:
+            with self._kept_reads.lookup() as session:
                 if session is not None:
                     yield session
                     return
@@ -242,8 +252,9 @@ class Database:
         upgrade(self.url, engine=self.engine)
 
     def dispose(self) -> None:
-        if self._kept is not None:
-            self._kept.close()
+        for kept in (self._kept_reads, self._kept_writes):
+            if kept is not None:
+                kept.close()
         self.engine.dispose()
         if self._writer is not None:
             self._writer.close()

@@ -35,26 +35,29 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class Spy:
-    """Which transaction each decision and each resume claim ran in (by session)."""
+    """Which transaction each decision and each resume claim ran in (by the session's
+    transaction: a thread's kept session serves many transactions)."""
 
     def __init__(self, engine: Engine) -> None:
-        self.decided: dict[str, Session] = {}
-        self.claims: list[tuple[Session, list[int]]] = []
+        self.decided: dict[str, Any] = {}
+        self.claims: list[tuple[Any, list[int]]] = []
         decide, claim = engine.decider.decide, engine.resumes.claim_loaded
         claim_in = engine.resumes.claim_in
 
         def spy_decide(session: Session, ref: str, *args: Any, **kwargs: Any) -> Any:
-            self.decided[ref] = session
+            self.decided[ref] = session.get_transaction()
             return decide(session, ref, *args, **kwargs)
 
         def spy_claim(session: Session, limit: int) -> Any:
             claimed = claim(session, limit)
-            self.claims.append((session, [c.request_id for c, _ in claimed]))
+            self.claims.append((session.get_transaction(),
+                                [c.request_id for c, _ in claimed]))
             return claimed
 
         def spy_claim_in(session: Session, slot: Any) -> None:  # the job born claimed
             claim_in(session, slot)
-            self.claims.append((session, [c.request_id for c, _ in slot.claimed]))
+            self.claims.append((session.get_transaction(),
+                                [c.request_id for c, _ in slot.claimed]))
 
         engine.decider.decide = spy_decide  # type: ignore[method-assign]
         engine.resumes.claim_loaded = spy_claim  # type: ignore[method-assign]
@@ -62,7 +65,7 @@ class Spy:
 
     def claimed_in(self, ref: str) -> list[int]:
         """The jobs (request ids) claimed in ``ref``'s decision transaction."""
-        return [i for session, ids in self.claims if session is self.decided[ref] for i in ids]
+        return [i for txn, ids in self.claims if txn is self.decided[ref] for i in ids]
 
 
 class Gated:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -89,8 +90,10 @@ async def test_the_lifespan_closes_every_platform_and_the_database_despite_a_fai
     runtimes = [PlatformRuntime("one", closers=[broken]), PlatformRuntime("two", closers=[fine])]
     app = build_app(engine, runtimes, owns_database=True)
     async with app.router.lifespan_context(app):
-        with engine.db.transaction() as session:  # a pooled connection to close later
+        with engine.db.transaction() as session:  # a connection to close later
             session.execute(text("select 1"))
-        assert engine.db.engine.pool.checkedin() >= 1
+            dbapi = session.connection().connection.dbapi_connection
     assert closed == ["broken", "fine"]
-    assert engine.db.engine.pool.checkedin() == 0  # disposed: no connection left open
+    with pytest.raises(sqlite3.ProgrammingError):  # disposed: closed, though it was
+        dbapi.execute("select 1")  # this thread's kept connection (``KeptSessions``)
+    assert engine.db.engine.pool.checkedin() == 0  # and none left in the pool

@@ -1,6 +1,8 @@
-"""``Database.lookup`` reuses a thread's connection on a SQLite file (``KeptReads``)
-and is still a lookup: one fresh snapshot each time, every write discarded, nested
-lookups and errors handled, nothing kept across ``dispose`` or a fork."""
+"""On a SQLite file, ``Database.lookup`` and ``Database.transaction`` reuse a thread's
+connection and session (``KeptSessions``) and still do what they did: a lookup is one
+fresh snapshot with every write discarded; a transaction commits, or rolls back when
+its block raises, and starts with empty notes; nested use and errors are handled, and
+nothing is kept across ``dispose``, a fork or a thread's end."""
 
 from __future__ import annotations
 
@@ -83,18 +85,22 @@ def test_a_lookup_inside_a_lookup_gets_its_own_connection(db: Database) -> None:
         assert _value(outer) == "a"
 
 
+def _checked_out(db: Database) -> int:
+    return int(db.engine.pool.checkedout())  # type: ignore[attr-defined]
+
+
 def test_after_an_error_the_next_lookup_works_and_nothing_leaks(db: Database) -> None:
     """The kept pair is given back after an error (a broken connection must not serve
     the next lookup); the next lookup checks one out again."""
     with db.lookup() as session:
         _value(session)
+    kept = _checked_out(db)  # this thread's lookup pair (and its write pair)
     with pytest.raises(RuntimeError), db.lookup() as session:
-        assert db.engine.pool.checkedout() == 1  # type: ignore[attr-defined]
         raise RuntimeError("the lookup's own code failed")
-    assert db.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+    assert _checked_out(db) == kept - 1
     with db.lookup() as session:
         assert _value(session) == "a"
-    assert db.engine.pool.checkedout() == 1  # type: ignore[attr-defined]
+    assert _checked_out(db) == kept
 
 
 class _Base(DeclarativeBase):
@@ -135,11 +141,14 @@ def test_a_forked_child_does_not_use_its_parents_connection(
 
 
 def test_threads_keep_a_connection_each(db: Database) -> None:
+    """Both threads look up at once: neither may be handed the other's connection."""
     seen: dict[str, Any] = {}
+    both_inside = threading.Barrier(2, timeout=5)
 
     def look(name: str) -> None:
         with db.lookup() as session:
             seen[name] = _dbapi(session)
+            both_inside.wait()
 
     threads = [threading.Thread(target=look, args=(n,)) for n in ("x", "y")]
     for t in threads:
@@ -151,9 +160,10 @@ def test_threads_keep_a_connection_each(db: Database) -> None:
 
 def test_postgres_and_memory_lookups_are_plain_reads(db_url: str, db: Database) -> None:
     """Only a SQLite file keeps a connection checked out between lookups."""
+    before = _checked_out(db)
     with db.lookup() as session:
         session.execute(text("SELECT 1"))
-    assert db.engine.pool.checkedout() == 1  # type: ignore[attr-defined]
+    assert _checked_out(db) == before + 1
     url = db_url if "postgresql" in db_url else "sqlite://"
     database = Database(url)
     try:
@@ -163,3 +173,81 @@ def test_postgres_and_memory_lookups_are_plain_reads(db_url: str, db: Database) 
         assert getattr(database.engine.pool, "checkedout", lambda: 0)() == 0
     finally:
         database.dispose()
+
+
+# ------------------------------------------------------------------ write transactions
+
+
+def test_transactions_of_one_thread_reuse_one_connection_and_commit(db: Database) -> None:
+    with db.transaction() as session:
+        first = _dbapi(session)
+        session.execute(text("UPDATE t SET v = 'b' WHERE id = 1"))
+    with db.transaction() as session:
+        assert _dbapi(session) is first
+    with db.read() as session:
+        assert _value(session) == "b"
+
+
+def test_a_transaction_that_raises_is_rolled_back(db: Database) -> None:
+    with pytest.raises(RuntimeError), db.transaction() as session:
+        session.execute(text("UPDATE t SET v = 'lost' WHERE id = 1"))
+        raise RuntimeError("the step failed")
+    with db.read() as session:
+        assert _value(session) == "a"
+    with db.transaction() as session:  # and the next one works
+        session.execute(text("UPDATE t SET v = 'c' WHERE id = 1"))
+    with db.read() as session:
+        assert _value(session) == "c"
+
+
+def test_each_transaction_starts_with_empty_notes(db: Database) -> None:
+    """``session.info`` carries what runs after a commit (outbox claims, resolved refs):
+    a note left by one transaction must never reach the next."""
+    with db.transaction() as session:
+        session.info["left"] = ["from the first"]
+    with db.transaction() as session:
+        assert "left" not in session.info
+
+
+def test_a_transaction_holds_the_write_lock_until_it_commits(db: Database) -> None:
+    """Another thread's write waits for ours (``BEGIN IMMEDIATE`` and the
+    ``WriterLock``), then sees what we committed."""
+    inside, seen = threading.Event(), []
+
+    def other() -> None:
+        inside.wait(5)
+        with db.transaction() as session:
+            seen.append(_value(session))
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    with db.transaction() as session:
+        session.execute(text("UPDATE t SET v = 'mine' WHERE id = 1"))
+        inside.set()
+        thread.join(0.3)
+        assert thread.is_alive()  # still waiting for the lock
+    thread.join(5)
+    assert seen == ["mine"]
+
+
+def test_objects_written_stay_readable_after_the_commit(db: Database) -> None:
+    with db.transaction() as session:
+        row = _Row(id=2, v="new")
+        session.add(row)
+    assert row.v == "new" and row.id == 2
+    with db.lookup() as session:
+        assert session.get(_Row, 2) is not None
+
+
+def test_an_ended_threads_connection_is_given_back(db: Database) -> None:
+    def write() -> None:
+        with db.transaction() as session:
+            session.execute(text("UPDATE t SET v = 'x' WHERE id = 1"))
+
+    before = _checked_out(db)
+    for _ in range(3):
+        thread = threading.Thread(target=write)
+        thread.start()
+        thread.join()
+    # each ended thread's pair was closed when the next thread kept one: one is left
+    assert _checked_out(db) == before + 1
