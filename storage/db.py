@@ -185,10 +185,11 @@ class Database:
         self.url = url
         self.engine = make_engine(url, **engine_kwargs)
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
-        self._writer = (WriterLock(_sqlite_file(url))
-                        if self.engine.dialect.name == "sqlite" else None)
+        sqlite = self.engine.dialect.name == "sqlite"
+        file = _sqlite_file(url) if sqlite else None
+        self._writer = WriterLock(file) if sqlite else None
         """SQLite: every write transaction holds it (``WriterLock``)."""
-        on_file = self._writer is not None and _sqlite_file(url) is not None
+        on_file = file is not None
         self._kept_reads = KeptSessions(self.engine, {READ_ONLY: True}) if on_file else None
         self._kept_writes = KeptSessions(self.engine) if on_file else None
         """A SQLite file: the connection and session each thread's lookups, and its
