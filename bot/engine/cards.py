@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from typing import Any, cast
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, cast
 
 from pydantic import JsonValue
 
@@ -35,9 +36,53 @@ _ARGS: ParsedMemo[AskHumanToolArgs] = ParsedMemo(AskHumanToolArgs.model_validate
 """A request's args are written once; every read of it validated them again."""
 
 
-def build_card(request: HumanRequest, agent: str, votes: int = 0) -> RequestCard:
+class Shown(Protocol):
+    """The columns a card shows: a loaded ``HumanRequest`` or a read-only
+    ``bot.engine.card_rows.CardRow``."""
+
+    @property
+    def ref(self) -> str: ...
+    @property
+    def args(self) -> Mapping[str, Any]: ...
+    @property
+    def deadline(self) -> dt.datetime | None: ...
+    @property
+    def version(self) -> int: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def quorum(self) -> int: ...
+    @property
+    def result(self) -> Mapping[str, Any] | None: ...
+    @property
+    def tool(self) -> Mapping[str, Any] | None: ...
+    @property
+    def decided_by_platform(self) -> str | None: ...
+    @property
+    def decided_by_user(self) -> str | None: ...
+    @property
+    def decided_by_name(self) -> str | None: ...
+    @property
+    def decided_at(self) -> dt.datetime | None: ...
+    @property
+    def decided_via(self) -> str | None: ...
+    @property
+    def action_id(self) -> str | None: ...
+    @property
+    def reminded_at(self) -> dt.datetime | None: ...
+    @property
+    def escalated_at(self) -> dt.datetime | None: ...
+    @property
+    def escalation_route(self) -> str | None: ...
+    @property
+    def escalated_routes(self) -> Sequence[str] | None: ...
+
+
+def build_card(request: Shown, agent: str, votes: int = 0) -> RequestCard:
     """A snapshot of one request as people should see it now."""
-    result: dict[str, Any] = request.result or {}
+    result: Mapping[str, Any] = request.result or {}
     action = result.get("action") or {}
     values = cast(dict[str, JsonValue], result.get("values") or {})
     return RequestCard(
@@ -65,7 +110,7 @@ def build_card(request: HumanRequest, agent: str, votes: int = 0) -> RequestCard
     )
 
 
-def reached_routes(request: HumanRequest) -> list[str]:
+def reached_routes(request: Shown) -> list[str]:
     """Every escalation route ``request`` reached, in order (older rows: only the one)."""
     if request.escalated_routes:
         return [str(name) for name in request.escalated_routes]

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from bot.engine import outbox, policy, store, tracing
+from bot.engine import card_rows, outbox, policy, store, tracing
 from bot.engine.cards import as_utc
 from bot.engine.committer import Committer, log
 from bot.engine.context import EngineContext
@@ -222,16 +222,12 @@ class DeliveryHandlers:
     ) -> tuple[LatestCard, list[tuple[str, DeliveryRef]]] | None:
         """The card as it is now and the versions the copies show (and, with ``copies``,
         the delivered copies themselves); None once the request is gone."""
-        loaded = self._cards.load(session, ref)
-        if loaded is None:
+        shown = self._cards.shown(session, ref)
+        if shown is None:
             return None
-        request, _run, card = loaded
+        request, card = shown
         latest = LatestCard(card, outbox.applied_versions(session, request.id))
-        if not copies:
-            return latest, []
-        rows = store.deliveries(session, request.id)
-        return latest, [(str(d.id), DeliveryRef(d.platform, d.channel, d.message_id))
-                        for d in rows]
+        return latest, list(card_rows.copies(session, request.id)) if copies else []
 
     async def _update_copy(
         self, ref: str, key: str, delivery: DeliveryRef, applied: dict[str, int],
@@ -313,11 +309,10 @@ class DeliveryHandlers:
         text = str(claim.payload.get("text", ""))
 
         def load(session: Session) -> tuple[RequestCard, list[DeliveryRef]] | None:
-            loaded = self._cards.load(session, ref)
-            if loaded is None or loaded[0].status != store.OPEN:
+            shown = self._cards.shown(session, ref)
+            if shown is None or shown[0].status != store.OPEN:
                 return None
-            rows = store.deliveries(session, loaded[0].id)
-            return loaded[2], [DeliveryRef(d.platform, d.channel, d.message_id) for d in rows]
+            return shown[1], [where for _key, where in card_rows.copies(session, shown[0].id)]
 
         found = await self._committer.read(load)  # a lookup: no write lock
         if found is None:

@@ -22,7 +22,7 @@ import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
@@ -149,7 +149,23 @@ _FROZEN: ParsedMemo[Policy] = ParsedMemo(Policy.from_json)
 """A request's policy is written once; every read of it (several per click) parsed it."""
 
 
-def of(request: HumanRequest, settings: Settings) -> Policy | None:
+class Ruled(Protocol):
+    """What a request's rules and responses are read from: a loaded ``HumanRequest`` or
+    a read-only ``bot.engine.card_rows.CardRow``."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def ref(self) -> str: ...
+    @property
+    def route(self) -> str: ...
+    @property
+    def args(self) -> Mapping[str, Any]: ...
+    @property
+    def policy(self) -> Mapping[str, Any] | None: ...
+
+
+def of(request: Ruled, settings: Settings) -> Policy | None:
     """THE way to get a request's rules: the frozen copy, else (a request stored before
     0010_policy, or a copy this version cannot read) the live route; None when neither
     exists."""
@@ -180,7 +196,7 @@ def route_of(request: HumanRequest, settings: Settings) -> RouteSettings | None:
     return found.route if found is not None else None
 
 
-def _existing_reason(request: HumanRequest) -> str | None:
+def _existing_reason(request: Ruled) -> str | None:
     names = [f.get("name") for f in (request.args or {}).get("fields") or []]
     return REASON_FIELD if REASON_FIELD in names else None
 
@@ -342,12 +358,12 @@ class Ballot:
 Verdict = Literal["wait", "decide", "veto"]
 
 
-def ballots(session: Session, request: HumanRequest, policy: Policy | None) -> list[Ballot]:
+def ballots(session: Session, request: Ruled, policy: Policy | None) -> list[Ballot]:
     """Every response so far, oldest first, one per person."""
     return ballots_of(store.votes_of(session, request.id), request, policy)
 
 
-def ballots_of(rows: Sequence[Vote], request: HumanRequest, policy: Policy | None
+def ballots_of(rows: Sequence[Vote], request: Ruled, policy: Policy | None
                ) -> list[Ballot]:
     """``ballots`` of responses already read (oldest first)."""
     labels = _labels(request.args)
@@ -450,7 +466,7 @@ def group_name(signoff: SignOff, index: int) -> str:
     return signoff.name or signoff.group or f"group {index + 1}"
 
 
-def with_progress(session: Session, request: HumanRequest, card: RequestCard,
+def with_progress(session: Session, request: Ruled, card: RequestCard,
                   policy: Policy | None) -> RequestCard:
     """``card`` with who answered what so far and which groups signed off."""
     if policy is None or (policy.needed <= 1 and not policy.require):

@@ -45,8 +45,8 @@ class Queries:
             ref = session.scalars(query).first()
             if ref is None:
                 return None
-            loaded = self._cards.load(session, ref)
-            return ref, loaded[2] if loaded else None
+            shown = self._cards.shown(session, ref)
+            return ref, shown[1] if shown else None
 
         return await self._committer.read(find)
 

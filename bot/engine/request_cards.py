@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from bot.engine import outbox, policy, store
+from bot.engine import card_rows, outbox, policy, store
+from bot.engine.card_rows import CardRow
 from bot.engine.cards import build_card, localized
 from bot.engine.committer import Committer
 from bot.engine.context import EngineContext
@@ -33,10 +34,20 @@ class Cards:
         if found is None:
             return None
         request, run, votes = found
-        card = build_card(request, run.agent, votes)
+        return request, run, self._card(session, request, run.agent, votes)
+
+    def shown(self, session: Session, ref: str) -> tuple[CardRow, RequestCard] | None:
+        """The request behind ``ref`` as plain columns with its current card, for
+        callers that only read (card updates, reminders): no ORM objects are built."""
+        row = card_rows.card_row(session, ref)
+        return None if row is None else (row, self._card(session, row, row.agent, row.votes))
+
+    def _card(self, session: Session, request: HumanRequest | CardRow, agent: str,
+              votes: int) -> RequestCard:
+        card = build_card(request, agent, votes)
         rules = policy.of(request, self._ctx.settings)
         card = policy.with_progress(session, request, card, rules)
-        return request, run, localized(card, rules.route if rules else None)
+        return localized(card, rules.route if rules else None)
 
     async def card(self, ref: str) -> RequestCard | None:
         """The request as it should be shown now, or None for an unknown ref."""
