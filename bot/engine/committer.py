@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session
 
-from bot.engine import outbox, queued, tracing, waiters
+from bot.engine import outbox, queued, store, tracing, waiters
 from bot.engine.outbox import OutboxClaim
 from storage import Database
 
@@ -264,7 +264,9 @@ class Committer:
         """One transaction for all of ``fns``; on failure, one transaction each."""
         try:
             with self._db.transaction() as session:
+                store.hold_audits(session)  # all the steps' audit rows: one statement
                 together = [(True, fn(session)) for fn in fns]
+                store.write_held_audits(session)
             return together
         except Exception as exc:
             if len(fns) == 1:
@@ -275,7 +277,10 @@ class Committer:
         for fn in fns:
             try:
                 with self._db.transaction() as session:
-                    alone.append((True, fn(session)))
+                    store.hold_audits(session)
+                    value = fn(session)
+                    store.write_held_audits(session)
+                alone.append((True, value))
             except Exception as exc:
                 alone.append((False, exc))
         return alone

@@ -73,6 +73,7 @@ _VOTES = select(Vote).where(Vote.request_id == bindparam("request_id")).order_by
 _DELIVERIES = (select(Delivery).where(Delivery.request_id == bindparam("request_id"))
                .order_by(Delivery.id))
 _AUDIT_INSERT = insert(cast(Table, AuditLog.__table__))
+_HELD_AUDITS = "askhuman.held_audits"
 _REQUESTS = cast(Table, HumanRequest.__table__)
 _RESOLVE = (
     update(_REQUESTS)
@@ -168,15 +169,34 @@ def audit(
     elif into is not None:
         into.append(values)
     else:
-        core(session).execute(_AUDIT_INSERT, values)  # no ORM object or ORM path
+        insert_audits(session, [values])
 
 
 def insert_audits(session: Session, rows: list[dict[str, Any]]) -> None:
     """Write audit rows collected with ``audit(..., into=rows)``, in their order, as one
     statement (one executemany on SQLite, one multi-row INSERT on PostgreSQL): a
-    resume writes two rows, and each statement costs ~0.1 ms of SQLAlchemy."""
-    if rows:
-        core(session).execute(_AUDIT_INSERT, rows)
+    resume writes two rows, and each statement costs ~0.1 ms of SQLAlchemy. In a
+    transaction that holds its audit rows (``hold_audits``) they wait for its end."""
+    held: list[dict[str, Any]] | None = session.info.get(_HELD_AUDITS)
+    if held is not None:
+        held.extend(rows)
+    elif rows:
+        core(session).execute(_AUDIT_INSERT, rows)  # no ORM object or ORM path
+
+
+def hold_audits(session: Session) -> None:
+    """Keep this transaction's audit rows until ``write_held_audits``: a group commit
+    (``Committer.batched``) writes those of all its steps in one statement instead of
+    one or two per decision. Nothing reads an audit row in the transaction that writes
+    it, and the rows keep their order; refusals still count on their aggregate row at
+    once (``count_refusal``)."""
+    session.info[_HELD_AUDITS] = []
+
+
+def write_held_audits(session: Session) -> None:
+    """Write the rows ``hold_audits`` kept (before the commit); later ones go at once."""
+    held: list[dict[str, Any]] = session.info.pop(_HELD_AUDITS, None) or []
+    insert_audits(session, held)
 
 
 def count_refusal(session: Session, now: dt.datetime, values: dict[str, Any]) -> None:

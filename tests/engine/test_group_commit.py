@@ -127,3 +127,81 @@ def test_callers_on_two_event_loops_are_each_answered_on_their_own(db_url: str) 
     with engine.db.read() as s:
         reasons = set(s.scalars(select(AuditLog.reason).where(AuditLog.event == "probe")))
     assert reasons == {f"{tag}{i}" for tag in "ab" for i in range(10)}
+
+
+def _count_audit_inserts(engine: Any) -> list[int]:
+    """The row count of every INSERT into audit_log from now on (one entry per
+    statement: an executemany counts once, with all its rows)."""
+    from sqlalchemy import event
+
+    sizes: list[int] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, parameters: Any, _ctx: Any,
+             many: bool) -> None:
+        if statement.startswith("INSERT INTO audit_log"):
+            sizes.append(len(parameters) if many else 1)
+
+    event.listen(engine.db.engine, "before_cursor_execute", seen)
+    return sizes
+
+
+async def test_a_group_commit_writes_its_steps_audit_rows_in_one_statement_in_order(
+    db_url: str,
+) -> None:
+    engine, _, _ = make_engine(db_url)
+    sizes = _count_audit_inserts(engine)
+    now = engine.now()
+
+    def step(name: str, session: Any) -> str:
+        store.audit(session, now, "test_step", ref=name)
+        store.audit(session, now, "test_step_again", ref=name)
+        return name
+
+    names = [f"step{i}" for i in range(5)]
+    done = await asyncio.gather(*(engine.committer.batched(partial(step, n)) for n in names))
+    assert done == names
+    assert sizes[0] == 10 and len(sizes) <= 2, sizes  # not one statement per row
+    with engine.db.read() as s:
+        rows = s.execute(select(AuditLog.request_ref, AuditLog.event)
+                         .where(AuditLog.event.like("test_step%"))
+                         .order_by(AuditLog.id)).all()
+    expected = [(n, e) for n in names for e in ("test_step", "test_step_again")]
+    assert [tuple(r) for r in rows] == expected
+    engine.db.dispose()
+
+
+async def test_a_failed_step_loses_only_its_own_audit_rows(db_url: str) -> None:
+    """A step that raises fails its batch; the others are retried alone and keep their
+    rows, the failed one writes none (its rows were only held, never written)."""
+    engine, _, _ = make_engine(db_url)
+    now = engine.now()
+
+    def step(name: str, session: Any) -> str:
+        store.audit(session, now, "test_held", ref=name)
+        if name == "bad":
+            raise RuntimeError("this step fails after auditing")
+        return name
+
+    results = await asyncio.gather(
+        *(engine.committer.batched(partial(step, n)) for n in ("a", "bad", "b")),
+        return_exceptions=True)
+    assert results[0] == "a" and results[2] == "b"
+    assert isinstance(results[1], RuntimeError)
+    with engine.db.read() as s:
+        refs = list(s.scalars(select(AuditLog.request_ref)
+                              .where(AuditLog.event == "test_held").order_by(AuditLog.id)))
+    assert refs == ["a", "b"]
+    engine.db.dispose()
+
+
+async def test_a_plain_transaction_still_writes_its_audit_row_at_once(db_url: str) -> None:
+    engine, _, _ = make_engine(db_url)
+    now = engine.now()
+
+    def write_then_read(session: Any) -> int:
+        store.audit(session, now, "test_at_once", ref="x")
+        return len(session.scalars(select(AuditLog).where(AuditLog.event == "test_at_once"))
+                   .all())
+
+    assert await engine.committer.tx(write_then_read) == 1
+    engine.db.dispose()
