@@ -16,6 +16,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from bot.engine import authz, delegation, inbox, policy, store, waiting
+from bot.engine.card_rows import CardRow
 from bot.engine.cards import already_decided_message
 from bot.engine.committer import Committer, log
 from bot.engine.context import EngineContext
@@ -27,8 +28,10 @@ from bot.engine.targets import targets_for
 from bot.settings import RouteSettings
 from renderers.card import RequestCard
 from renderers.words import Said, said
-from storage import Delivery, HumanRequest, Run
+from storage import Delivery, HumanRequest
 
+Judged = HumanRequest | CardRow
+"""A request as access checks read it: an ORM object, or the Core row of a click."""
 Copies = list[tuple[str, str]]
 """(target key ``"kind id"``, channel) of each delivered copy of a card on one platform."""
 Staged = dict[str, list[Any]]
@@ -55,8 +58,7 @@ def copies_on(session: Session, request_id: int, platform: str) -> Copies:
 class Allowed:
     """A person may act on a pending request: what was read to decide it."""
 
-    request: HumanRequest
-    run: Run
+    request: CardRow
     card: RequestCard
     staged: Staged
     """Files this person attached and has not submitted yet."""
@@ -106,7 +108,7 @@ class Authorizer:
                                            "reason": message[:500]})
         return RespondResult(outcome, words, card)
 
-    def _escalations_of(self, request: HumanRequest) -> list[RouteSettings]:
+    def _escalations_of(self, request: Judged) -> list[RouteSettings]:
         """The routes ``request`` was escalated to, every reached step (none before), as
         frozen with the request's policy."""
         rules = policy.of(request, self._ctx.settings)
@@ -115,7 +117,7 @@ class Authorizer:
                  else settings.routes.get(name) for name in waiting.reached_routes(request))
         return [route for route in found if route is not None]
 
-    def counts_channels(self, request: HumanRequest, platform: str) -> bool:
+    def counts_channels(self, request: Judged, platform: str) -> bool:
         """Whether judging a click on ``platform`` needs the card's delivered copies:
         only when the route, or an escalation route reached so far, lets the members
         of the channels it went to answer (``approvers.channel_members``)."""
@@ -128,7 +130,7 @@ class Authorizer:
         return False
 
     async def refusal(
-        self, request: HumanRequest, route: RouteSettings, who: Identity, starter: Identity,
+        self, request: Judged, route: RouteSettings, who: Identity, starter: Identity,
         copies: Copies, *, cached: bool = False,
     ) -> Said | None:
         """None when ``who`` may act: an approver of ``route`` or, once the request was
@@ -164,32 +166,32 @@ class Authorizer:
         """Load the request and check the person may act on it (before any values);
         a refusal comes back as the (audited) answer to give."""
 
-        def load(session: Session) -> tuple[HumanRequest, Run, RequestCard, Copies,
-                                            Staged] | None:
-            loaded = self._cards.load(session, ref)
-            if loaded is None:
+        def load(session: Session) -> tuple[CardRow, RequestCard, Copies, Staged] | None:
+            shown = self._cards.shown(session, ref)  # Core rows: nothing is changed here
+            if shown is None:
                 return None
-            request, _run, card = loaded
+            request, card = shown
             channels = (copies_on(session, request.id, who.platform)
                         if self.counts_channels(request, who.platform) else [])
             staged = (store.staged_files(session, request.id, who)
                       if any(f.type in FILE_TYPES for f in card.args.fields) else {})
-            return (*loaded, channels, staged)
+            return request, card, channels, staged
 
         found = await self._committer.read(load)  # no write lock: most late clicks end right here
         if found is None:
             return await self.refuse("not_found", NOT_FOUND, ref, who, f"{event}_unknown_ref",
                                      mark=mark)
-        request, run, card, channels, staged = found
+        request, card, channels, staged = found
         if request.status != store.OPEN:
             return await self.refuse("already_decided",
                                      already_decided_message(request, who.platform), ref,
-                                     who, f"{event}_already_decided", card, run.id, mark=mark)
-        judged = await self.judge(request, run, who, channels)
+                                     who, f"{event}_already_decided", card, request.run_id,
+                                     mark=mark)
+        judged = await self.judge(request, request.starter, who, channels)
         if not isinstance(judged, Identity):
             return await self.refuse("rejected", judged, ref, who, f"{event}_unauthorized",
-                                     card, run.id, mark=mark)
-        return Allowed(request, run, card, staged, judged)
+                                     card, request.run_id, mark=mark)
+        return Allowed(request, card, staged, judged)
 
     async def answer_refusal(self, ref: str, who: Identity, event: str
                              ) -> RespondResult | None:
@@ -199,7 +201,7 @@ class Authorizer:
         checked = await self.authorize(ref, who, event)
         return checked if isinstance(checked, RespondResult) else None
 
-    async def judge(self, request: HumanRequest, run: Run, who: Identity, copies: Copies,
+    async def judge(self, request: Judged, starter: Identity, who: Identity, copies: Copies,
                     *, cached: bool = False) -> Identity | Said:
         """Who ``who`` acts as on the open ``request`` (themselves, or the person who
         delegated to them), or why they may not. ``cached``: judged from the directory's
@@ -208,8 +210,7 @@ class Authorizer:
         if rules is None:
             return said("refused.route_gone")
         route = rules.route
-        reason = await self.refusal(request, route, who, store.starter(run), copies,
-                                    cached=cached)
+        reason = await self.refusal(request, route, who, starter, copies, cached=cached)
         if reason == authz.NOT_ALLOWED:
             signs = await self.signer(rules, who, cached=cached)
             if signs is None:
@@ -221,14 +222,14 @@ class Authorizer:
         # Out of office: someone may have delegated to ``who``.
         now = self._ctx.now()
         grants = await self._committer.read(lambda s: delegation.to_delegate(s, now, who))
-        granted = await self.delegated_by(request, run, route, who, copies, grants,
+        granted = await self.delegated_by(request, starter, route, who, copies, grants,
                                           cached=cached)
         if isinstance(granted, Identity):
             return granted
         return granted if granted is not None else reason
 
     async def delegated_by(
-        self, request: HumanRequest, run: Run, route: RouteSettings, who: Identity,
+        self, request: Judged, starter: Identity, route: RouteSettings, who: Identity,
         copies: Copies, grants: list[delegation.DelegationView], *, cached: bool = False,
     ) -> Identity | Said | None:
         """The delegator ``who`` may act for ("Bob for Alice"), judged exactly as the
@@ -237,7 +238,6 @@ class Authorizer:
         if not grants:
             return None
         active, ended = delegation.split(grants)
-        starter = store.starter(run)
         self_approval = None
         for grant in active:
             principal = delegation.acting(who, grant)

@@ -48,7 +48,7 @@ class Attachments:
         checked = await self._authorizer.authorize(ref, responder, "attach", mark)
         if not isinstance(checked, Allowed):
             return checked
-        request, run, card, staged = checked.request, checked.run, checked.card, checked.staged
+        request, card, staged = checked.request, checked.card, checked.staged
         batch: list[tuple[str, str, list[dict[str, Any]]]] = []
         try:
             for field_name, files in wanted.items():
@@ -65,7 +65,7 @@ class Attachments:
                 batch.append((field_name, field.label, cleaned))
         except InvalidValues as exc:
             return await self._authorizer.refuse("rejected", exc.words, ref, responder,
-                                                 "attach_invalid", card, run.id, mark=mark)
+                                                 "attach_invalid", card, request.run_id, mark=mark)
         now = self._ctx.now()
         message = said("files.attached", items=joined(
             (said("files.attached_to", count=len(cleaned), label=quoted(label))
@@ -76,7 +76,7 @@ class Attachments:
                 session.add(StagedFile(request_id=request.id, platform=responder.platform,
                                        user_id=responder.user_id, field_name=field_name,
                                        files=cleaned, created_at=now))
-                store.audit(session, now, "files_attached", run_id=run.id, ref=ref,
+                store.audit(session, now, "files_attached", run_id=request.run_id, ref=ref,
                             actor=responder,
                             details={"field": field_name, "count": len(cleaned)})
             closed(session, now, mark, RespondResult("recorded", message))

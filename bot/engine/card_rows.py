@@ -1,14 +1,17 @@
-"""What a card shows, read as plain Core rows: the read path of card updates.
+"""What a card shows, read as plain Core rows: the reads of clicks and card updates.
 
-Every vote and decision queues a card update, and each update reads the request as it
-is now, its copies and the versions they show. Loaded as ORM objects that read cost
-~0.8 ms of CPU per decision in a busy ``serve`` (thread time, measured in place): the
-ORM builds instance state and an identity map for rows the update only looks at. As
-Core rows (through ``store.core``, not the ORM's ``Session.execute``) in a frozen
-dataclass it costs ~0.56 ms. ``build_card`` and the policy read a ``CardRow`` exactly
-like a ``HumanRequest`` (``bot.engine.cards.Shown``, ``bot.engine.policy.Ruled``).
+Every click reads the request to check who may answer, and every vote and decision
+queues a card update that reads it again with its copies and the versions they show.
+Loaded as ORM objects, the card update's read cost ~0.8 ms of CPU per decision in a
+busy ``serve`` (thread time, measured in place): the ORM builds instance state and an
+identity map for rows these readers only look at. As Core rows (through
+``store.core``, not the ORM's ``Session.execute``) in a frozen dataclass it costs
+~0.56 ms. ``build_card``, the policy and the access checks read a ``CardRow`` exactly
+like a ``HumanRequest`` (``bot.engine.cards.Shown``, ``bot.engine.policy.Ruled``,
+``bot.engine.access.Judged``).
 
-Only readers use these rows; whatever changes a request still loads the ORM object.
+Only readers use these rows; whatever changes a request (the decision itself) loads
+the ORM object in its own transaction.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from sqlalchemy import Table, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from bot.engine import store
-from bot.engine.ports import DeliveryRef
+from bot.engine.ports import DeliveryRef, Identity
 from storage import Delivery, HumanRequest, Run, Vote
 
 _REQUESTS = cast(Table, HumanRequest.__table__)
@@ -33,8 +36,9 @@ _VOTES = cast(Table, Vote.__table__)
 
 @dataclass(frozen=True, slots=True)
 class CardRow:
-    """The columns of one request its card and its rules are read from, with its
-    run's agent and how many responses it has. The names are ``HumanRequest``'s."""
+    """The columns of one request its card, its rules and its access checks read, with
+    its run's agent and starter and how many responses it has. The names are
+    ``HumanRequest``'s and ``Run``'s."""
 
     id: int
     ref: str
@@ -60,16 +64,27 @@ class CardRow:
     escalation_route: str | None
     escalated_routes: list[str] | None
     agent: str
+    started_by_platform: str
+    started_by_user: str
+    started_by_name: str | None
     votes: int
 
+    @property
+    def starter(self) -> Identity:
+        """Who started the request's run (``store.starter`` of its ``Run``)."""
+        return Identity(self.started_by_platform, self.started_by_user,
+                        self.started_by_name)
 
-_COLUMNS = tuple(name for name in CardRow.__slots__ if name not in ("agent", "votes"))
+
+_RUN_COLUMNS = ("agent", "started_by_platform", "started_by_user", "started_by_name")
+_COLUMNS = tuple(name for name in CardRow.__slots__
+                 if name not in (*_RUN_COLUMNS, "votes"))
 _VOTE_COUNT = (select(func.count()).select_from(_VOTES)
                .where(_VOTES.c.request_id == _REQUESTS.c.id)
                .correlate(_REQUESTS).scalar_subquery())
 _CARD_ROW = (
-    select(*(_REQUESTS.c[name] for name in _COLUMNS), _RUNS.c.agent,
-           _VOTE_COUNT.label("votes"))
+    select(*(_REQUESTS.c[name] for name in _COLUMNS),
+           *(_RUNS.c[name] for name in _RUN_COLUMNS), _VOTE_COUNT.label("votes"))
     .join(_RUNS, _RUNS.c.id == _REQUESTS.c.run_id)
     .where(_REQUESTS.c.ref == bindparam("ref")))
 _COPIES = (select(_DELIVERIES.c.id, _DELIVERIES.c.platform, _DELIVERIES.c.channel,

@@ -15,7 +15,6 @@ from renderers.card import CardStatus, RequestCard
 from renderers.i18n import DEFAULT_LOCALE, speaking
 from renderers.tool_card import tool_approval_args, view_from_json
 from renderers.words import Param, Said, platform_name, said
-from storage import HumanRequest
 
 
 def as_utc(value: dt.datetime | None) -> dt.datetime | None:
@@ -118,14 +117,14 @@ def reached_routes(request: Shown) -> list[str]:
         else []
 
 
-def _decider(request: HumanRequest, viewer: str | None) -> Param:
+def _decider(request: Shown, viewer: str | None) -> Param:
     platform = request.decided_by_platform
     if not request.decided_by_name and viewer and platform and platform != viewer:
         return said("someone_on", platform=platform_name(platform))
     return request.decided_by_name or request.decided_by_user or said("someone")
 
 
-def already_decided_message(request: HumanRequest, viewer: str | None = None) -> Said:
+def already_decided_message(request: Shown, viewer: str | None = None) -> Said:
     """'Already decided by Alice (Approve) at 2025-01-31 12:00 UTC' and friends.
 
     ``viewer`` is the platform of the person told: a nameless decider from another

@@ -32,6 +32,7 @@ from sqlalchemy.orm import Session
 
 from bot.engine import authz, housekeeping, policy, store
 from bot.engine.access import FILE_TYPES, Authorizer, Copies, Staged, copies_on
+from bot.engine.card_rows import CardRow
 from bot.engine.cards import already_decided_message, as_utc
 from bot.engine.clicks import UNKNOWN_MESSAGE, WRONG_MESSAGE
 from bot.engine.committer import Committer, log
@@ -47,7 +48,7 @@ from bot.engine.values import InvalidValues, check_answer
 from renderers.card import RequestCard
 from renderers.i18n import normalize
 from renderers.words import Said, said
-from storage import Delivery, HumanRequest, Run
+from storage import Delivery, HumanRequest
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ class _Snapshot:
     """One read shared by the clicks on one card: the request, and where the clicked
     message was delivered."""
 
-    loaded: tuple[HumanRequest, Run, RequestCard] | None
+    loaded: tuple[CardRow, RequestCard] | None
     delivered: tuple[str, str] | None
     """(ref, target kind) of the delivery behind the clicked message."""
     posting: bool = False
@@ -106,12 +107,12 @@ class ClickCheck:
         if click.kind != "respond":
             return Checked(None)
         snapshot = await self._snapshot(click)
-        locale = normalize(snapshot.loaded[2].locale) if snapshot.loaded else None
+        locale = normalize(snapshot.loaded[1].locale) if snapshot.loaded else None
         direct = snapshot.delivered[1] == "user" if snapshot.delivered else None
         refusal = await self._judge(click, snapshot)
         if refusal is None:
             return Checked(None, locale, direct)
-        run_id = snapshot.loaded[1].id if snapshot.loaded else None
+        run_id = snapshot.loaded[0].run_id if snapshot.loaded else None
         await self._audit(click, refusal, run_id, seen)
         log.info("click refused before it was stored", extra={
             "ref": click.ref[:64], "event": refusal.event, "reason": str(refusal.words)[:500]})
@@ -173,7 +174,7 @@ class ClickCheck:
             ).first()
             delivered = (str(row[0]), str(row[1])) if row is not None else None
         posting = bool(message) and delivered is None and store.card_being_posted(session, ref)
-        return _Snapshot(self._cards.load(session, ref), delivered, posting)
+        return _Snapshot(self._cards.shown(session, ref), delivered, posting)
 
     async def _judge(self, click: Click, snapshot: _Snapshot) -> _Refusal | None:
         message = click.reply_to.get("message", "")
@@ -191,7 +192,7 @@ class ClickCheck:
                             {**check, "message_id": message[:200]})
         if snapshot.loaded is None:
             return _Refusal("not_found", NOT_FOUND, "respond_unknown_ref", {})
-        request, run, card = snapshot.loaded
+        request, card = snapshot.loaded
         who = click.responder
         if request.status != store.OPEN:
             return _Refusal("already_decided", already_decided_message(request, who.platform),
@@ -201,14 +202,15 @@ class ClickCheck:
             return _Refusal("already_decided", said("closed.timed_out_at", when=when),
                             "respond_too_late", {})
         copies, staged = await self._who_reads(request, card, who)
-        judged = await self._authorizer.judge(request, run, who, copies, cached=True)
+        judged = await self._authorizer.judge(request, request.starter, who, copies,
+                                              cached=True)
         if not isinstance(judged, Identity):
             if judged == authz.UNVERIFIED:
                 return None  # the cache cannot tell: the full check decides
             return _Refusal("rejected", judged, "respond_unauthorized", {})
         return self._values(click, request, card, staged)
 
-    async def _who_reads(self, request: HumanRequest, card: RequestCard,
+    async def _who_reads(self, request: CardRow, card: RequestCard,
                          who: Identity) -> tuple[Copies, Staged]:
         """The clicker's own part of the read, only when it matters (rarely)."""
         channels = self._authorizer.counts_channels(request, who.platform)
@@ -219,7 +221,7 @@ class ClickCheck:
             copies_on(s, request.id, who.platform) if channels else [],
             store.staged_files(s, request.id, who) if files else {}))
 
-    def _values(self, click: Click, request: HumanRequest, card: RequestCard,
+    def _values(self, click: Click, request: CardRow, card: RequestCard,
                 staged: Staged) -> _Refusal | None:
         """The answer as the decision will read it: action, options, required fields,
         the required reason."""

@@ -35,6 +35,7 @@ from bot.askhuman.schema import (
 )
 from bot.engine import authz, expiry, grant_hook, inbox, policy, queued, store, waiting
 from bot.engine.access import Allowed, Authorizer, Copies, copies_on
+from bot.engine.card_rows import CardRow
 from bot.engine.cards import already_decided_message, as_utc
 from bot.engine.committer import Committer, log
 from bot.engine.context import EngineContext
@@ -99,7 +100,8 @@ class Decider:
         checked = await self._authorizer.authorize(ref, responder, "respond", mark)
         if not isinstance(checked, Allowed):
             return checked
-        request, run, card, staged = checked.request, checked.run, checked.card, checked.staged
+        request, card, staged = checked.request, checked.card, checked.staged
+        run_id = request.run_id
         responder = checked.acting  # a delegate acts as the delegator
         if _late(request, received):  # refuse before judging values it no longer needs
             answer = await self._committer.tx(
@@ -111,12 +113,12 @@ class Decider:
                 action_id, values = read(card, action_id, values)
             except InvalidValues as exc:  # the reader's own words (a batch click)
                 return await self._authorizer.refuse(
-                    "rejected", exc.words, ref, responder, "respond_invalid", card, run.id,
+                    "rejected", exc.words, ref, responder, "respond_invalid", card, run_id,
                     {"action_id": action_id[:200]}, mark=mark)
             except ValueError as exc:
                 return await self._authorizer.refuse(
                     "rejected", said("refused.unreadable", reason=str(exc)), ref, responder,
-                    "respond_invalid", card, run.id, {"action_id": action_id[:200]}, mark=mark)
+                    "respond_invalid", card, run_id, {"action_id": action_id[:200]}, mark=mark)
         args = card.args
         merged: dict[str, Any] = dict(values)
         for name, files in staged.items():
@@ -129,19 +131,19 @@ class Decider:
                 clean[EDITED] = edit
         except InvalidValues as exc:
             return await self._authorizer.refuse("rejected", exc.words, ref, responder,
-                                                 "respond_invalid", card, run.id,
+                                                 "respond_invalid", card, run_id,
                                                  {"action_id": action_id[:200]}, mark=mark)
         rules = policy.of(request, self._ctx.settings)
         if policy.reason_missing(rules, action.id, clean):
             return await self._authorizer.refuse(
                 "rejected", reason_needed(card, rules, action.label), ref, responder,
-                "respond_reason_missing", card, run.id, {"action_id": action.id}, mark=mark)
+                "respond_reason_missing", card, run_id, {"action_id": action.id}, mark=mark)
         try:
             voter = await policy.voter(rules, self._ctx.settings, responder,
                                        self._authorizer.directory)
         except DirectoryUnavailable:
             return await self._authorizer.refuse("rejected", authz.UNVERIFIED, ref, responder,
-                                                 "respond_unverified", card, run.id, mark=mark)
+                                                 "respond_unverified", card, run_id, mark=mark)
         selected = AskHumanSelectedAction(id=action.id, label=action.label)
         result = AskHumanToolResult(status="submitted", action=selected, values=clean)
         slot = self._resumes.reserve() if self._resumes is not None else None
@@ -366,7 +368,7 @@ def _progress(rules: policy.Policy | None, ballots: list[policy.Ballot]) -> Said
     return said("vote.progress", votes=len(ballots), needed=needed, who=who)
 
 
-def _late(request: HumanRequest, received: dt.datetime) -> bool:
+def _late(request: HumanRequest | CardRow, received: dt.datetime) -> bool:
     """Whether an answer received at ``received`` comes at or after the deadline."""
     return request.deadline is not None and received >= request.deadline
 

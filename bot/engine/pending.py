@@ -108,8 +108,9 @@ class Pending:
                 rules = policy.of(request, self._ctx.settings)  # frozen rules
                 if rules is None:
                     continue
+                starter = store.starter(run)
                 if await self._may_answer(rules, request, run, identity, copies) or isinstance(
-                        await self._authorizer.delegated_by(request, run, rules.route,
+                        await self._authorizer.delegated_by(request, starter, rules.route,
                                                             identity, copies, grants), Identity):
                     allowed.append((request, run))
             if len(batch) < BATCH:

@@ -1,9 +1,10 @@
-"""``card_rows``: the card updates' Core read shows what the ORM load shows.
+"""``card_rows``: the Core read of a card shows what the ORM load shows.
 
-A card update, a reminder and a card lookup by message read the request as plain
-columns (``Cards.shown``); every other caller loads ORM objects (``Cards.load``). The
-two must agree on every column and on the card itself, in every state a card can be in:
-pending, part-way through a quorum (the progress line), decided, escalated.
+A click's access checks, a card update, a reminder and a card lookup by message read
+the request as plain columns (``Cards.shown``); the rest loads ORM objects
+(``Cards.load``). The two must agree on every column, the run's starter and the card
+itself, in every state a card can be in: pending, part-way through a quorum (the
+progress line), decided, escalated.
 """
 
 from __future__ import annotations
@@ -36,9 +37,12 @@ def assert_same(engine: Any, ref: str) -> CardRow:
     request, run, orm_card = loaded
     assert card == orm_card
     for field in dataclasses.fields(CardRow):
-        if field.name not in ("agent", "votes"):
-            assert getattr(row, field.name) == getattr(request, field.name), field.name
-    assert row.agent == run.agent
+        if field.name == "votes":
+            continue
+        source = run if field.name == "agent" or field.name.startswith("started_by") \
+            else request
+        assert getattr(row, field.name) == getattr(source, field.name), field.name
+    assert row.starter == store.starter(run)
     return row
 
 
