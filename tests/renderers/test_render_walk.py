@@ -140,6 +140,23 @@ def test_a_body_too_deep_after_what_is_shown_renders_as_before() -> None:
         markdown.clean(source), lambda tree: list(walker.tree_units(tree, SLACK)))
 
 
+@pytest.mark.skipif(parser.RUST not in parser.PARSERS, reason="no markdown-it-pyrs wheel here")
+@pytest.mark.parametrize("d", [SLACK, FEISHU], ids=["slack", "feishu"])
+def test_a_body_the_parsers_read_differently_only_after_what_is_shown(d: Dialect) -> None:
+    """Only the parsed start of a body is screened: the first render reads it with Rust;
+    the rest, where the two parsers disagree, is read with markdown-it-py once a
+    render shows it. Every render is what one whole read gives."""
+    later = ["> q\n- ", "**✅ done** <!channel>", "head\n|---|", "[a](javascript:x)"]
+    source = "\n\n".join(["**a** <!here> [b](https://example.com)"] * 120 + later)
+    assert parser.rust_may_differ(source)
+    _clear()
+    assert markdown_chunks(source, d, 3000, 300) == whole(source, d, 3000, 300)
+    held = markdown._markdown_units(source, d, "en", parser.active())._held
+    assert held is not None and not held.whole and type(held.tree) is not parser.Tree
+    assert markdown_chunks(source, d, 3000, 10**6) == whole(source, d, 3000, 10**6)
+    assert markdown.markdown_units(source, d) == whole_units(source, d)
+
+
 def test_the_walk_is_remembered_per_body_and_dialect() -> None:
     _clear()
     body, other = max_card().args.markdown or "", "# other\n\n@here <at id=all>"
