@@ -59,6 +59,7 @@ class Allowed:
     """A person may act on a pending request: what was read to decide it."""
 
     request: CardRow
+    """The request as read for the check (a lookup: the decision reads it again, locked)."""
     card: RequestCard
     staged: Staged
     """Files this person attached and has not submitted yet."""
@@ -204,8 +205,9 @@ class Authorizer:
     async def judge(self, request: Judged, starter: Identity, who: Identity, copies: Copies,
                     *, cached: bool = False) -> Identity | Said:
         """Who ``who`` acts as on the open ``request`` (themselves, or the person who
-        delegated to them), or why they may not. ``cached``: judged from the directory's
-        fresh cache alone, so ``UNVERIFIED`` may only mean "not known yet"."""
+        delegated to them), or why they may not. ``starter`` started its run (the
+        self-approval rule). ``cached``: judged from the directory's fresh cache alone,
+        so ``UNVERIFIED`` may only mean "not known yet"."""
         rules = policy.of(request, self._ctx.settings)
         if rules is None:
             return said("refused.route_gone")
