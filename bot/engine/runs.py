@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any
+from typing import Any, cast
 
 from pydantic import JsonValue
+from sqlalchemy import Table, bindparam, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.util import identity_key
 
@@ -27,6 +28,14 @@ from bot.engine.runtimes import Runtimes
 from bot.engine.starters import Starters
 from bot.logs import scrub
 from storage import Run
+
+_RUNS = cast(Table, Run.__table__)
+_FINISH = (
+    update(_RUNS).where(_RUNS.c.id == bindparam("run_id"))
+    .values(status="succeeded", updated_at=bindparam("now"),
+            snapshot=bindparam("new_snapshot", type_=_RUNS.c.snapshot.type),
+            output=bindparam("new_output", type_=_RUNS.c.output.type)))
+"""A run's last leg ended with an output (built once, see ``bot.engine.store``)."""
 
 
 class OutcomeRecorder:
@@ -47,6 +56,9 @@ class OutcomeRecorder:
         its own (``store.insert_audits``).
         """
         now = self._ctx.now()
+        if outcome.kind == "output" and known is not None and not _in_session(session, run_id):
+            self._finish(session, now, known, outcome, audits)
+            return None
         run = _attach(session, known) if known is not None else session.get(Run, run_id)
         if run is None:
             raise LookupError(f"run {run_id} vanished")
@@ -89,6 +101,19 @@ class OutcomeRecorder:
                        request_id=request.id, run_id=run.id, payload={"ref": request.ref})
         return request.ref
 
+    def _finish(self, session: Session, now: dt.datetime, known: Run, outcome: Outcome,
+                audits: list[dict[str, Any]] | None) -> None:
+        """The leg ended with a final output: one Core UPDATE of the run, which stays
+        detached. Merging ``known`` into the session and flushing it cost ~0.47 ms of CPU
+        per resume in a busy ``serve``; its fields read here never change."""
+        done = store.core(session).execute(_FINISH, {
+            "run_id": known.id, "now": now, "new_snapshot": dict(outcome.snapshot),
+            "new_output": outcome.output})
+        if store.rowcount(done) != 1:
+            raise LookupError(f"run {known.id} vanished")
+        store.audit(session, now, "run_succeeded", run_id=known.id, into=audits)
+        self._post(session, known, output_text(outcome.output))
+
     def fail(self, session: Session, run_id: str, error: str, now: dt.datetime) -> None:
         """Mark the run failed for good and queue telling its starter why."""
         run = session.get(Run, run_id)
@@ -106,6 +131,9 @@ class OutcomeRecorder:
             text = output_text(run.output)
         else:
             text = f"The run failed: {scrub(run.error or 'unknown error')}"
+        self._post(session, run, text)
+
+    def _post(self, session: Session, run: Run, text: str) -> None:
         outbox.enqueue(session, self._ctx.now(), self._ctx.outbox_hold(), "post_run_result",
                        run_id=run.id, platform=run.origin_platform,
                        payload={"text": text, "channel": run.origin_channel,
@@ -201,6 +229,12 @@ def insert_run(session: Session, now: dt.datetime, run_id: str, agent: str, prom
     store.audit(session, now, "run_started", run_id=run_id, actor=started_by,
                 details={"agent": agent})
     return True
+
+
+def _in_session(session: Session, run_id: str) -> bool:
+    """Whether ``session`` holds its own copy of the run (a batch-mate read or changed
+    it): the outcome then goes on that copy, so the transaction sees one run."""
+    return session.identity_map.get(identity_key(Run, run_id)) is not None
 
 
 def _attach(session: Session, run: Run) -> Run:

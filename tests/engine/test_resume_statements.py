@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
+import pytest
 from sqlalchemy import event, select
 
 from storage import AuditLog, ResumeJob
@@ -116,3 +117,51 @@ async def test_a_run_already_in_the_transaction_is_reused_not_overwritten(
         assert stored is not None
         assert (stored.status, stored.error, stored.output) == (
             "succeeded", "noted by a batch-mate", "done")
+
+
+async def test_a_finished_leg_stores_the_same_run_with_or_without_the_orm(
+    db_url: str,
+) -> None:
+    """A resume's final output goes in with one Core UPDATE of the detached run it read
+    (``OutcomeRecorder._finish``); a run the transaction holds already, or one not read
+    before, goes through the ORM. Both store the same row and post the same text."""
+    from bot.agents.base import Outcome
+    from storage import OutboxItem, Run
+
+    engine, _ = await _decided(db_url, 2)
+    batch = await engine.committer.batched(partial(engine.resumes.claim_loaded, limit=2))
+    (_, (core_run, _, _)), (_, (orm_run, _, _)) = batch
+    outputs = {core_run.id: {"deployed": ["v7", None]}, orm_run.id: {"deployed": ["v7", None]}}
+    snapshot = {"schema_version": 1, "messages": [{"kind": "request"}]}
+
+    def commit(session: Any) -> None:
+        engine.outcomes.apply(session, core_run.id, Outcome.finished(
+            outputs[core_run.id], snapshot), known=core_run)
+        assert session.get(Run, core_run.id, populate_existing=True).status == "succeeded"
+        engine.outcomes.apply(session, orm_run.id, Outcome.finished(
+            outputs[orm_run.id], snapshot))
+
+    await engine.committer.grouped(commit)
+    with engine.db.read() as s:
+        rows = {r.id: (r.status, r.snapshot, r.output, r.updated_at)
+                for r in s.scalars(select(Run).where(Run.id.in_(list(outputs))))}
+        texts = {o.run_id: o.payload["text"] for o in s.scalars(
+            select(OutboxItem).where(OutboxItem.kind == "post_run_result",
+                                     OutboxItem.run_id.in_(list(outputs))))}
+    assert rows[core_run.id] == rows[orm_run.id]
+    assert rows[core_run.id][:3] == ("succeeded", snapshot, outputs[core_run.id])
+    assert texts[core_run.id] == texts[orm_run.id] and '"v7"' in texts[core_run.id]
+
+
+async def test_a_finished_leg_of_a_vanished_run_fails_its_commit(db_url: str) -> None:
+    from bot.agents.base import Outcome
+    from storage import Run
+
+    engine, _ = await _decided(db_url, 1)
+    [(_claim, (run, _request, _inputs))] = await engine.committer.batched(
+        partial(engine.resumes.claim_loaded, limit=1))
+    ghost = Run(**{c.key: getattr(run, c.key) for c in Run.__table__.columns})
+    ghost.id = "no-such-run"
+    with pytest.raises(LookupError, match="no-such-run vanished"):
+        await engine.committer.grouped(lambda s: engine.outcomes.apply(
+            s, ghost.id, Outcome.finished("done", {"x": 1}), known=ghost))
