@@ -188,7 +188,7 @@ class Authorizer:
                                      already_decided_message(request, who.platform), ref,
                                      who, f"{event}_already_decided", card, request.run_id,
                                      mark=mark)
-        judged = await self.judge(request, request.starter, who, channels)
+        judged = await self.judge(request, store.starter(request), who, channels)
         if not isinstance(judged, Identity):
             return await self.refuse("rejected", judged, ref, who, f"{event}_unauthorized",
                                      card, request.run_id, mark=mark)

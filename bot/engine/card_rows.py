@@ -25,7 +25,7 @@ from sqlalchemy import Table, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from bot.engine import store
-from bot.engine.ports import DeliveryRef, Identity
+from bot.engine.ports import DeliveryRef
 from storage import Delivery, HumanRequest, Run, Vote
 
 _REQUESTS = cast(Table, HumanRequest.__table__)
@@ -68,12 +68,6 @@ class CardRow:
     started_by_user: str
     started_by_name: str | None
     votes: int
-
-    @property
-    def starter(self) -> Identity:
-        """Who started the request's run (``store.starter`` of its ``Run``)."""
-        return Identity(self.started_by_platform, self.started_by_user,
-                        self.started_by_name)
 
 
 _RUN_COLUMNS = ("agent", "started_by_platform", "started_by_user", "started_by_name")

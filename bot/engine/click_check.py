@@ -202,7 +202,7 @@ class ClickCheck:
             return _Refusal("already_decided", said("closed.timed_out_at", when=when),
                             "respond_too_late", {})
         copies, staged = await self._who_reads(request, card, who)
-        judged = await self._authorizer.judge(request, request.starter, who, copies,
+        judged = await self._authorizer.judge(request, store.starter(request), who, copies,
                                               cached=True)
         if not isinstance(judged, Identity):
             if judged == authz.UNVERIFIED:

@@ -38,7 +38,8 @@ class Cards:
 
     def shown(self, session: Session, ref: str) -> tuple[CardRow, RequestCard] | None:
         """The request behind ``ref`` as plain columns with its current card, for
-        callers that only read (card updates, reminders): no ORM objects are built."""
+        callers that only read (access checks, card updates, reminders): no ORM objects
+        are built."""
         row = card_rows.card_row(session, ref)
         return None if row is None else (row, self._card(session, row, row.agent, row.votes))
 

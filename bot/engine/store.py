@@ -10,7 +10,7 @@ import datetime as dt
 import hashlib
 import secrets
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from pydantic import JsonValue
 from sqlalchemy import (
@@ -224,7 +224,18 @@ def count_refusal(session: Session, now: dt.datetime, values: dict[str, Any]) ->
         set_={"occurrences": AuditLog.occurrences + 1, "last_seen_at": now}))
 
 
-def starter(run: Run) -> Identity:
+class Started(Protocol):
+    """Who started a run: a ``Run``, or a ``card_rows.CardRow`` (which reads its run's)."""
+
+    @property
+    def started_by_platform(self) -> str: ...
+    @property
+    def started_by_user(self) -> str: ...
+    @property
+    def started_by_name(self) -> str | None: ...
+
+
+def starter(run: Started) -> Identity:
     return Identity(run.started_by_platform, run.started_by_user, run.started_by_name)
 
 

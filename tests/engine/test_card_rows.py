@@ -42,7 +42,7 @@ def assert_same(engine: Any, ref: str) -> CardRow:
         source = run if field.name == "agent" or field.name.startswith("started_by") \
             else request
         assert getattr(row, field.name) == getattr(source, field.name), field.name
-    assert row.starter == store.starter(run)
+    assert store.starter(row) == store.starter(run)
     return row
 
 
