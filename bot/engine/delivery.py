@@ -201,7 +201,10 @@ class DeliveryHandlers:
         skipped, and after each call the version is read again: if it moved on
         meanwhile, the newer card is read and sent, so a slow, older call can never
         leave an older version showing. One snapshot read gives the request, its card,
-        its copies and what they show; each call is then followed by a one-column read.
+        its copies and what they show; each call of a pending card is then followed by
+        a one-column read. A decided card needs none: every change that moves a version
+        on (a vote, a reminder, an escalation, the decision itself) is made only while
+        the request is pending (``store.bump_version``), so nothing can follow it.
         """
         ref = str(claim.payload.get("ref", ""))
         found = await self._committer.read(partial(self._update_state, ref=ref, copies=True))
@@ -248,6 +251,8 @@ class DeliveryHandlers:
             if error is not None:
                 return error
             sent = applied[key] = card.version
+            if card.status != store.OPEN:
+                return None  # a decided card is final: its version never moves on
             version = await self._committer.read(partial(_version_of, ref=ref))
             if version is None:
                 return None

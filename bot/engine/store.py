@@ -459,10 +459,19 @@ def earlier_vote(votes: Sequence[Vote], who: Identity, person: str | None = None
 
 
 def bump_version(session: Session, now: dt.datetime, request: HumanRequest) -> None:
-    session.execute(
+    """A new card version of a pending request (a vote that did not decide it).
+
+    Like every statement that moves a version on (``resolve``, the reminder and
+    escalation claims, the expiry sweep), it changes only a pending request: a decided
+    card is its last version, so a card update that sent it needs no check for a newer
+    one (``DeliveryHandlers._update_copy``). Raises if the request is no longer pending
+    (the caller holds it, so that is a bug, and the transaction rolls back)."""
+    changed = rowcount(session.execute(
         update(HumanRequest)
-        .where(HumanRequest.id == request.id)
+        .where(HumanRequest.id == request.id, HumanRequest.status == OPEN)
         .values(version=HumanRequest.version + 1, updated_at=now)
         .execution_options(synchronize_session=False)
-    )
+    ))
+    if changed != 1:
+        raise RuntimeError(f"request {request.ref} is no longer pending: no new version")
     session.refresh(request)

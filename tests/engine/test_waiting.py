@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from bot.engine import Engine, Identity
+from bot.engine import Engine, Identity, delivery, store
 from bot.settings import ConfigError, FileSettings, Settings, load_file
 from renderers.slack import render_request
 from renderers.text import render_text
@@ -189,6 +189,51 @@ async def test_a_click_at_the_deadline_times_out_with_one_notice(db_url: str) ->
     assert [o.channel for o, _ in adapter.results].count("C_AUDIT") == 1
     with engine.db.transaction() as s:
         assert s.scalars(select(HumanRequest.status)).one() == "timeout"
+
+
+async def test_a_decided_card_is_the_last_version_and_is_sent_without_a_recheck(
+        db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing moves a decided request's version on (no reminder, escalation, timeout or
+    vote), so its card update skips the version read that follows a pending card's."""
+    clock = FakeClock()
+    engine, adapter = replica(db_url, {"reminder": "25%", "escalation": CHAIN}, clock)
+    rechecks: list[str] = []
+    version_of = delivery._version_of
+
+    def counted(session: Any, *, ref: str) -> int | None:
+        rechecks.append(ref)
+        return version_of(session, ref=ref)
+
+    monkeypatch.setattr(delivery, "_version_of", counted)
+    await engine.start_run("deploy", "Deploy v1", STARTER, ORIGIN)
+    ref = adapter.delivered[0][0].ref
+    clock.advance(15 * 60)
+    assert await engine.remind_and_escalate_due() == 1  # a pending card's new version
+    await engine.run_worker_once()
+    assert [c.version for c, _ in adapter.updates] == [2] and rechecks == [ref]
+    assert (await engine.respond(ref, alice(), "approve", ANSWER)).outcome == "accepted"
+    await engine.run_worker_once()
+    decided = row(engine).version
+    assert [c.version for c, _ in adapter.updates] == [2, decided] and rechecks == [ref]
+    clock.advance(2 * 60 * 60)  # every reminder, escalation step and the deadline passed
+    assert await engine.remind_and_escalate_due() == 0
+    assert await engine.expire_due() == 0
+    assert (await engine.respond(ref, CAROL, "approve", ANSWER)).outcome != "accepted"
+    await engine.run_worker_once()
+    assert row(engine).version == decided and row(engine).status == "submitted"
+    assert [c.version for c, _ in adapter.updates] == [2, decided]
+
+
+async def test_a_new_version_of_a_decided_request_is_refused(db_url: str) -> None:
+    clock = FakeClock()
+    engine, adapter = replica(db_url, {}, clock)
+    await engine.start_run("deploy", "Deploy v1", STARTER, ORIGIN)
+    ref = adapter.delivered[0][0].ref
+    assert (await engine.respond(ref, alice(), "approve", ANSWER)).outcome == "accepted"
+    with engine.db.transaction() as s:
+        request = s.scalars(select(HumanRequest)).one()
+        with pytest.raises(RuntimeError, match="no longer pending"):
+            store.bump_version(s, clock.now, request)
 
 
 def _problems(tmp_path: Path, ops: str) -> list[str]:
