@@ -198,32 +198,45 @@ class Heartbeat(Generic[Leased]):
         self._model: type[Leased] = model
         self._row_id, self._token, self._lease, self._every = row_id, token, lease, every
         self.lost = asyncio.Event()
+        self._timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
+        self._done = False
 
     async def __aenter__(self) -> Heartbeat[Leased]:
-        self._task = asyncio.create_task(self._beat(), name=f"lease-{self._row_id}")
+        # A timer, not a task that sleeps: most work ends long before the first beat
+        # (a card update, a resume), and a task would be created, started and
+        # cancelled for each of them (three per decision).
+        self._timer = asyncio.get_running_loop().call_later(self._every, self._due)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._task is not None:
+        self._done = True
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._task is not None:  # a renewal under way: abandon it, as the work ended
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
+    def _due(self) -> None:
+        self._timer = None
+        self._task = asyncio.ensure_future(self._beat())
+
     async def _beat(self) -> None:
-        while True:
-            await asyncio.sleep(self._every)
-            try:
-                ours = await asyncio.to_thread(self._renew)
-            except Exception:
-                log.warning("lease renewal failed; retrying at the next beat", exc_info=True,
-                            extra={"table": self._model.__tablename__, "row": self._row_id})
-                continue
-            if not ours:
-                log.warning("lease lost: another worker took the row over",
-                            extra={"table": self._model.__tablename__, "row": self._row_id})
-                self.lost.set()
-                return
+        """One renewal; the next is scheduled unless the row is lost or the work ended."""
+        try:
+            ours = await asyncio.to_thread(self._renew)
+        except Exception:
+            log.warning("lease renewal failed; retrying at the next beat", exc_info=True,
+                        extra={"table": self._model.__tablename__, "row": self._row_id})
+            ours = True
+        self._task = None
+        if not ours:
+            log.warning("lease lost: another worker took the row over",
+                        extra={"table": self._model.__tablename__, "row": self._row_id})
+            self.lost.set()
+        elif not self._done:
+            self._timer = asyncio.get_running_loop().call_later(self._every, self._due)
 
     def _renew(self) -> bool:
         with self._database.transaction() as session:

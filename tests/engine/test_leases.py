@@ -148,3 +148,40 @@ def test_renew_is_a_compare_and_set_on_the_claim_token(db_url: str) -> None:
         row.state = "done"
     with engine.db.transaction() as session:
         assert not leases.renew(session, OutboxItem, row.id, "mine", now, lease)
+
+
+async def test_a_heartbeat_renews_every_beat_until_its_work_ends_or_the_row_is_lost(
+        db_url: str) -> None:
+    engine, _, _ = make_engine(db_url)
+    start = engine.now()
+    with engine.db.transaction() as session:
+        session.add(OutboxItem(kind="remind", payload={}, state="running", attempts=1,
+                               next_attempt_at=start, lease_until=start, claim_token="mine",
+                               created_at=start, updated_at=start))
+    with engine.db.transaction() as session:
+        row_id = session.scalars(select(OutboxItem.id)).one()
+    renewals: list[dt.datetime] = []
+
+    def clock() -> dt.datetime:  # each renewal pushes the lease one minute further
+        renewals.append(start + dt.timedelta(minutes=len(renewals) + 1))
+        return renewals[-1]
+
+    def lease_until() -> dt.datetime:
+        with engine.db.transaction() as session:
+            return session.scalars(select(OutboxItem.lease_until)).one()
+
+    lease = dt.timedelta(seconds=30)
+    async with leases.Heartbeat(engine.db, clock, OutboxItem, row_id, "mine", lease, 0.05) as beat:
+        await asyncio.sleep(0.4)
+        assert len(renewals) >= 3 and not beat.lost.is_set()
+        assert lease_until() == renewals[-1] + lease
+    ended = len(renewals)
+    await asyncio.sleep(0.2)
+    assert len(renewals) == ended  # no beat after the work ended
+    theirs = leases.Heartbeat(engine.db, clock, OutboxItem, row_id, "theirs", lease, 0.05)
+    async with theirs:
+        await asyncio.wait_for(theirs.lost.wait(), 5)  # the row is not ours: lost, no more beats
+        after_loss = len(renewals)
+        await asyncio.sleep(0.2)
+        assert len(renewals) == after_loss
+    engine.db.dispose()
