@@ -33,7 +33,7 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
-from storage.kept_sessions import KeptSessions
+from storage.kept_sessions import KeptSessions, WriteLockBusy
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -153,6 +153,29 @@ class WriterLock:
         self._depth += 1
         return self
 
+    def try_enter(self) -> bool:
+        """Take the lock only if that needs no wait (no other thread of this process and
+        no other process holds it): True if taken (give it back with ``release``)."""
+        if not self._threads.acquire(blocking=False):
+            return False
+        try:
+            if self._depth == 0 and self._path is not None:
+                if self._fd is None:
+                    self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # another process holds it
+            self._threads.release()
+            return False
+        except BaseException:
+            self._threads.release()
+            raise
+        self._depth += 1
+        return True
+
+    def release(self) -> None:
+        """Give back a lock taken with ``try_enter``."""
+        self.__exit__()
+
     def __exit__(self, *exc: object) -> None:
         self._depth -= 1
         try:
@@ -247,6 +270,25 @@ class Database:
                     return
         with self.read() as session:
             yield session
+
+    @contextmanager
+    def transaction_now(self) -> Iterator[Session]:
+        """``transaction`` for a thread that must not wait (the event loop), holding the
+        lock from ``free_write_lock``: ``WriteLockBusy`` at once instead of waiting
+        when a writer that does not take that lock (``sqlite3``, an older askhuman)
+        holds SQLite's own."""
+        if self._kept_writes is None:
+            raise WriteLockBusy("no kept session: not a SQLite file")
+        with self._kept_writes.transaction_now(SQLITE_BUSY_TIMEOUT_MS) as session:
+            yield session
+
+    def free_write_lock(self) -> WriterLock | None:
+        """SQLite's write lock, taken for this thread if it is free right now, else None
+        (also on PostgreSQL and in-memory SQLite, where there is none to take). Its
+        ``transaction`` then runs without waiting; ``release`` it afterwards."""
+        if self._writer is None or self._kept_writes is None or not self._writer.try_enter():
+            return None
+        return self._writer
 
     def upgrade(self) -> None:
         """Bring the schema to the newest migration."""

@@ -24,7 +24,12 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
+
+
+class WriteLockBusy(Exception):
+    """A write that must not wait found SQLite's write lock taken."""
 
 
 @dataclass
@@ -75,6 +80,38 @@ class KeptSessions:
             yield session
             session.commit()
             session.expunge_all()  # returned rows stay usable, detached as before
+
+    @contextmanager
+    def transaction_now(self, busy_timeout_ms: int) -> Iterator[Session]:
+        """``transaction`` whose ``BEGIN`` never waits: ``WriteLockBusy`` at once if
+        another connection holds SQLite's write lock (or this thread's session is in
+        use). The connection waits ``busy_timeout_ms`` again afterwards."""
+        busy = False
+        with self._using() as kept:
+            if kept is None:
+                raise WriteLockBusy("this thread's kept session is in use")
+            driver = kept.connection.connection.driver_connection
+            assert driver is not None
+            session = kept.session
+            session.info.clear()
+            session.begin()
+            driver.execute("PRAGMA busy_timeout = 0")
+            try:
+                try:
+                    session.connection()  # BEGIN IMMEDIATE now (the engine's "begin" hook)
+                except OperationalError as exc:
+                    if getattr(exc.orig, "sqlite_errorname", "") != "SQLITE_BUSY":
+                        raise
+                    session.rollback()
+                    busy = True
+            finally:
+                driver.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+            if not busy:
+                yield session
+                session.commit()
+                session.expunge_all()
+        if busy:
+            raise WriteLockBusy("another writer holds SQLite's write lock")
 
     def close(self) -> None:
         """Close every kept connection of this process (``Database.dispose``)."""

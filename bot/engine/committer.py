@@ -4,7 +4,8 @@
 lookup on a snapshot without the write lock (on the event loop itself on SQLite);
 ``batched`` runs a small write (an audit row, a dedupe key, an outbox completion, a
 resume claim) in a transaction shared with the other writes queued meanwhile (group
-commit), so a burst costs a few commits instead of one each;
+commit), so a burst costs a few commits instead of one each (on SQLite, on the event
+loop itself whenever the write lock is free, else on the committer thread);
 ``grouped`` is ``tx`` through that same group commit (decisions, resume outcomes).
 
 After a commit, the committer wakes this replica's long-polls of the requests it
@@ -20,8 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
@@ -31,12 +34,17 @@ from sqlalchemy.orm import Session
 from bot.engine import outbox, queued, store, tracing, waiters
 from bot.engine.outbox import OutboxClaim
 from storage import Database
+from storage.kept_sessions import WriteLockBusy
 
 log = logging.getLogger("askhuman.engine")
 
 T = TypeVar("T")
 BATCH_LINGER_SECONDS = 1.0
 """How long the group-commit thread waits for more work before it ends."""
+INLINE_COMMIT_LIMIT = 0.05
+"""Seconds a group commit on the event loop may take before the next ones go to the
+committer thread for ``INLINE_PAUSE`` seconds (``Committer._commit``)."""
+INLINE_PAUSE = 10.0
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,9 @@ class Committer:
         self._batch_task: asyncio.Task[None] | None = None
         self._batch_waiter: asyncio.Future[None] | None = None
         self._committing = False
+        self._inline_after = 0.0
+        """``time.monotonic()`` before which batches commit on the thread (a slow one
+        ran on the loop)."""
 
     def on_commit(self, hook: CommitHook) -> None:
         """Set what tries the side effects a commit queued (the ``Outbox``)."""
@@ -220,8 +231,7 @@ class Committer:
                     return
                 self._committing = True
                 try:
-                    outcomes = await loop.run_in_executor(committer, self.commit_batch,
-                                                          [fn for fn, _ in batch])
+                    outcomes = await self._commit(loop, committer, [fn for fn, _ in batch])
                 finally:
                     self._committing = False
                 for (_, future), (ok, value) in zip(batch, outcomes, strict=True):
@@ -236,6 +246,45 @@ class Committer:
                         pass
         finally:
             committer.shutdown(wait=False)  # idle: the thread ends; the next flush starts one
+
+    async def _commit(self, loop: asyncio.AbstractEventLoop, committer: ThreadPoolExecutor,
+                      fns: list[Callable[[Session], Any]]) -> list[tuple[bool, Any]]:
+        """One batch: right here on the event loop when SQLite's write lock is free now,
+        else on the committer thread, which waits for the lock (the loop never does).
+
+        The batch's Python work holds the GIL wherever it runs; on the thread, the
+        commit also paid for handing the GIL back and forth (every SQLite call lets it
+        go, and taking it back waits while the loop runs), inside the write lock: one
+        ``serve`` spent ~1.5 ms more CPU per decision and held the lock ~85 % of the
+        time (``benchmarks/README.md``, "Group commits on the event loop"). Here the
+        loop waits for the commit's ``fsync`` instead (~0.3 ms). A commit slower than
+        ``INLINE_COMMIT_LIMIT`` (a slow disk) sends the batches to the thread for
+        ``INLINE_PAUSE`` seconds, so a stalling disk never stalls the loop for long.
+        """
+        done = self._commit_here(fns) if time.monotonic() >= self._inline_after else []
+        if len(done) < len(fns):  # the lock was taken: the rest waits for it on the thread
+            done += await loop.run_in_executor(committer, self.commit_batch, fns[len(done):])
+        return done
+
+    def _commit_here(self, fns: list[Callable[[Session], Any]]) -> list[tuple[bool, Any]]:
+        """``commit_batch`` on this thread without waiting for the write lock: the
+        results of the steps it committed (none if another writer held the lock)."""
+        held = self._db.free_write_lock()
+        if held is None:
+            return []
+        started = time.monotonic()
+        try:
+            return self.commit_batch(fns, begin=self._db.transaction_now)
+        finally:
+            held.release()
+            self._pause_if_slow(time.monotonic() - started)
+
+    def _pause_if_slow(self, took: float) -> None:
+        if took > INLINE_COMMIT_LIMIT:
+            self._inline_after = time.monotonic() + INLINE_PAUSE
+            log.warning("a commit on the event loop was slow; committing on a thread for a "
+                        "while", extra={"commit_ms": round(took * 1000, 1),
+                                        "pause_s": INLINE_PAUSE})
 
     def _take_batch(self, loop: asyncio.AbstractEventLoop) -> list[tuple[Any, Any]]:
         """Take the queued steps of callers on ``loop`` (their futures are settled
@@ -260,14 +309,24 @@ class Committer:
                 self._batch_waiter = None
         return True
 
-    def commit_batch(self, fns: list[Callable[[Session], Any]]) -> list[tuple[bool, Any]]:
-        """One transaction for all of ``fns``; on failure, one transaction each."""
+    def commit_batch(self, fns: list[Callable[[Session], Any]],
+                     begin: Callable[[], AbstractContextManager[Session]] | None = None
+                     ) -> list[tuple[bool, Any]]:
+        """One transaction for all of ``fns``; on failure, one transaction each.
+
+        ``begin`` is how a transaction starts (``Database.transaction`` by default).
+        With ``Database.transaction_now``, which never waits, a write lock found taken
+        stops it: only the steps before that have results (none if it was the first),
+        and the caller commits the others elsewhere."""
+        begin = begin or self._db.transaction
         try:
-            with self._db.transaction() as session:
+            with begin() as session:
                 store.hold_audits(session)  # all the steps' audit rows: one statement
                 together = [(True, fn(session)) for fn in fns]
                 store.write_held_audits(session)
             return together
+        except WriteLockBusy:
+            return []
         except Exception as exc:
             if len(fns) == 1:
                 return [(False, exc)]
@@ -276,12 +335,13 @@ class Committer:
         alone: list[tuple[bool, Any]] = []
         for fn in fns:
             try:
-                with self._db.transaction() as session:
+                with begin() as session:
                     store.hold_audits(session)
                     value = fn(session)
                     store.write_held_audits(session)
                 alone.append((True, value))
+            except WriteLockBusy:
+                break
             except Exception as exc:
                 alone.append((False, exc))
         return alone
-

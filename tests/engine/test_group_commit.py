@@ -4,7 +4,9 @@ and every caller still sees its own write committed, and its side effects sent."
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import threading
+import time
 from collections import Counter
 from functools import partial
 from typing import Any
@@ -23,15 +25,12 @@ APPROVE = AskHumanToolResult(status="submitted",
 
 
 def _count_commits(engine: Any) -> list[int]:
-    """Count write transactions from now on (one entry per ``db.transaction``)."""
+    """Count committed transactions from now on, wherever they run (the event loop or
+    the committer thread): one entry per COMMIT."""
+    from sqlalchemy import event
+
     calls: list[int] = []
-    original = engine.db.transaction
-
-    def counting() -> Any:
-        calls.append(1)
-        return original()
-
-    engine.db.transaction = counting
+    event.listen(engine.db.engine, "commit", lambda _conn: calls.append(1))
     return calls
 
 
@@ -42,19 +41,17 @@ async def test_concurrent_decisions_share_one_commit_and_each_sends_its_card(
     for i in range(6):
         await engine.start_run("deploy", f"Deploy v5.{i}", STARTER, ORIGIN)
     refs = [card.ref for card, _ in adapter.delivered]
-    sizes: list[int] = []
-    commit_batch = engine.committer.commit_batch
+    transactions: list[Any] = []  # the transaction each decision ran in
 
-    def recording(fns: list[Any]) -> list[tuple[bool, Any]]:
-        sizes.append(len(fns))
-        return commit_batch(fns)
+    def decide(session: Any, ref: str) -> Any:
+        transactions.append(session.get_transaction())
+        return engine.decider.decide(session, ref, alice(), APPROVE, now)
 
-    engine.committer.commit_batch = recording  # type: ignore[method-assign]
     now = engine.now()
-    answers = await asyncio.gather(*(engine.committer.grouped(
-        lambda s, ref=ref: engine.decider.decide(s, ref, alice(), APPROVE, now)) for ref in refs))
+    answers = await asyncio.gather(*(engine.committer.grouped(partial(decide, ref=ref))
+                                     for ref in refs))
     assert [a.outcome for a in answers] == ["accepted"] * 6
-    assert sizes[0] == 6  # the six decisions were committed together ...
+    assert len(transactions) == 6 and len({id(t) for t in transactions}) == 1  # together ...
     with engine.db.read() as s:  # ... and every one of them is durable on return
         assert set(s.scalars(select(HumanRequest.status))) == {"submitted"}
         assert len(s.scalars(select(ResumeJob)).all()) == 6
@@ -205,3 +202,138 @@ async def test_a_plain_transaction_still_writes_its_audit_row_at_once(db_url: st
 
     assert await engine.committer.tx(write_then_read) == 1
     engine.db.dispose()
+
+
+# ---------------------------------------------------------------- where a batch commits
+
+
+def _on_file(tmp_path: Any) -> Any:
+    engine, _, _ = make_engine(f"sqlite:///{tmp_path / 'askhuman.db'}")
+    return engine
+
+
+async def _batched_thread(engine: Any, tag: str) -> int:
+    """Commit one batched audit row; the thread its transaction ran on."""
+    ran: list[int] = []
+
+    def write(session: Any) -> None:
+        ran.append(threading.get_ident())
+        store.audit(session, engine.now(), "probe", reason=tag)
+
+    await engine.committer.batched(write)
+    with engine.db.read() as s:
+        assert s.scalar(select(AuditLog.reason).where(AuditLog.reason == tag)) == tag
+    return ran[0]
+
+
+async def test_a_batch_commits_on_the_event_loop_when_the_write_lock_is_free(
+        tmp_path: Any) -> None:
+    engine = _on_file(tmp_path)
+    assert await _batched_thread(engine, "free") == threading.get_ident()
+    engine.db.dispose()
+
+
+async def test_a_batch_waits_for_a_held_write_lock_on_its_thread_not_the_loop(
+        tmp_path: Any) -> None:
+    """Another process holding the write lock (its ``flock``): the batch goes to the
+    committer thread, the loop goes on meanwhile, and the write lands once it is free."""
+    import fcntl
+    import os
+
+    engine = _on_file(tmp_path)
+    other = os.open(f"{tmp_path / 'askhuman.db'}-writer", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(other, fcntl.LOCK_EX)
+    try:
+        write = asyncio.ensure_future(_batched_thread(engine, "held"))
+        ticks = 0
+        for _ in range(10):  # the loop is not blocked while the write waits
+            await asyncio.sleep(0.02)
+            ticks += 1
+        assert ticks == 10 and not write.done()
+    finally:
+        fcntl.flock(other, fcntl.LOCK_UN)
+        os.close(other)
+    assert await asyncio.wait_for(write, 10) != threading.get_ident()
+    assert await _batched_thread(engine, "free again") == threading.get_ident()
+    engine.db.dispose()
+
+
+async def test_a_slow_commit_on_the_loop_sends_the_next_batches_to_the_thread(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.engine import committer
+
+    engine = _on_file(tmp_path)
+    monkeypatch.setattr(committer, "INLINE_COMMIT_LIMIT", 0.0)  # every commit is "slow"
+    loop_thread = threading.get_ident()
+    assert await _batched_thread(engine, "slow") == loop_thread
+    assert await _batched_thread(engine, "paused") != loop_thread
+    monkeypatch.setattr(committer, "INLINE_PAUSE", 0.0)
+    engine.committer._inline_after = 0.0  # the pause is over
+    assert await _batched_thread(engine, "inline again") == loop_thread
+    engine.db.dispose()
+
+
+def test_an_in_memory_or_busy_write_lock_is_never_taken_without_waiting(tmp_path: Any) -> None:
+    from storage import Database
+
+    assert Database("sqlite://").free_write_lock() is None  # one shared connection: a thread
+    database = Database(f"sqlite:///{tmp_path / 'askhuman.db'}")
+    held = database.free_write_lock()
+    assert held is not None
+    taken: list[object] = []
+    worker_thread = threading.Thread(target=lambda: taken.append(database.free_write_lock()))
+    worker_thread.start()
+    worker_thread.join(10)
+    assert taken == [None]  # this process's other threads queue behind it
+    held.release()
+    database.dispose()
+
+
+async def test_a_writer_outside_askhuman_sends_the_batch_to_the_thread_not_the_loop(
+        tmp_path: Any) -> None:
+    """``sqlite3`` or an older askhuman holds SQLite's own write lock without the
+    ``WriterLock``: the loop's attempt gives up at once and the committer thread waits."""
+    from tests.fakes.sqlite_lock import hold_write_lock
+
+    engine = _on_file(tmp_path)
+    held = threading.Event()
+    holder = threading.Thread(target=hold_write_lock,
+                              args=(tmp_path / "askhuman.db", 0.4, held))
+    holder.start()
+    assert held.wait(5)
+    began = time.monotonic()
+    write = asyncio.ensure_future(_batched_thread(engine, "outside"))
+    await asyncio.sleep(0.05)
+    assert time.monotonic() - began < 0.3 and not write.done()  # the loop goes on
+    assert await asyncio.wait_for(write, 10) != threading.get_ident()
+    await asyncio.to_thread(holder.join)
+    assert await _batched_thread(engine, "after") == threading.get_ident()
+    engine.db.dispose()
+
+
+def test_a_transaction_that_must_not_wait_says_busy_and_the_next_one_waits(
+        tmp_path: Any) -> None:
+    from storage import Database
+    from storage.kept_sessions import WriteLockBusy
+    from tests.fakes.sqlite_lock import hold_write_lock
+
+    database = Database(f"sqlite:///{tmp_path / 'askhuman.db'}")
+    database.upgrade()
+    held = threading.Event()
+    holder = threading.Thread(target=hold_write_lock,
+                              args=(tmp_path / "askhuman.db", 0.3, held))
+    holder.start()
+    assert held.wait(5)
+    began = time.monotonic()
+    with pytest.raises(WriteLockBusy), database.transaction_now():
+        pass
+    assert time.monotonic() - began < 0.2
+    with database.transaction() as session:  # this thread's connection waits again
+        store.audit(session, dt.datetime.now(dt.UTC), "probe", reason="waited")
+    assert time.monotonic() - began >= 0.25
+    holder.join()
+    with database.transaction_now() as session:  # and no longer says busy
+        store.audit(session, dt.datetime.now(dt.UTC), "probe", reason="now")
+    with database.read() as s:
+        assert set(s.scalars(select(AuditLog.reason))) == {"waited", "now"}
+    database.dispose()
