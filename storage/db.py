@@ -282,6 +282,10 @@ class Database:
         with self._kept_writes.transaction_now(SQLITE_BUSY_TIMEOUT_MS) as session:
             yield session
 
+    def last_commit_seconds(self) -> float:
+        """How long this thread's last ``transaction_now`` took to commit."""
+        return self._kept_writes.last_commit_seconds() if self._kept_writes else 0.0
+
     def free_write_lock(self) -> WriterLock | None:
         """SQLite's write lock, taken for this thread if it is free right now, else None
         (also on PostgreSQL and in-memory SQLite, where there is none to take). Its

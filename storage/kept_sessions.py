@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -87,6 +88,7 @@ class KeptSessions:
         another connection holds SQLite's write lock (or this thread's session is in
         use). The connection waits ``busy_timeout_ms`` again afterwards."""
         busy = False
+        self._local.commit_seconds = 0.0
         with self._using() as kept:
             if kept is None:
                 raise WriteLockBusy("this thread's kept session is in use")
@@ -108,10 +110,17 @@ class KeptSessions:
                 driver.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
             if not busy:
                 yield session
+                began = time.monotonic()
                 session.commit()
+                self._local.commit_seconds = time.monotonic() - began
                 session.expunge_all()
         if busy:
             raise WriteLockBusy("another writer holds SQLite's write lock")
+
+    def last_commit_seconds(self) -> float:
+        """How long this thread's last ``transaction_now`` took to ``COMMIT`` (its
+        ``fsync``): what a slow disk makes slow, whatever the transaction held."""
+        return float(getattr(self._local, "commit_seconds", 0.0))
 
     def close(self) -> None:
         """Close every kept connection of this process (``Database.dispose``)."""

@@ -41,9 +41,11 @@ log = logging.getLogger("askhuman.engine")
 T = TypeVar("T")
 BATCH_LINGER_SECONDS = 1.0
 """How long the group-commit thread waits for more work before it ends."""
-INLINE_COMMIT_LIMIT = 0.05
-"""Seconds a group commit on the event loop may take before the next ones go to the
-committer thread for ``INLINE_PAUSE`` seconds (``Committer._commit``)."""
+INLINE_COMMIT_LIMIT = 0.02
+"""Seconds the ``COMMIT`` of a group commit on the event loop (its ``fsync``: 0.3 ms
+on a local disk) may take before the next ones go to the committer thread for
+``INLINE_PAUSE`` seconds (``Committer._commit``). The steps' own work is not counted:
+it holds the GIL, so it blocks the loop on the thread as well."""
 INLINE_PAUSE = 10.0
 
 
@@ -257,8 +259,8 @@ class Committer:
         go, and taking it back waits while the loop runs), inside the write lock: one
         ``serve`` spent ~1.5 ms more CPU per decision and held the lock ~85 % of the
         time (``benchmarks/README.md``, "Group commits on the event loop"). Here the
-        loop waits for the commit's ``fsync`` instead (~0.3 ms). A commit slower than
-        ``INLINE_COMMIT_LIMIT`` (a slow disk) sends the batches to the thread for
+        loop waits for the commit's ``fsync`` instead (~0.3 ms). A ``COMMIT`` slower
+        than ``INLINE_COMMIT_LIMIT`` (a slow disk) sends the batches to the thread for
         ``INLINE_PAUSE`` seconds, so a stalling disk never stalls the loop for long.
         """
         done = self._commit_here(fns) if time.monotonic() >= self._inline_after else []
@@ -272,19 +274,18 @@ class Committer:
         held = self._db.free_write_lock()
         if held is None:
             return []
-        started = time.monotonic()
         try:
             return self.commit_batch(fns, begin=self._db.transaction_now)
         finally:
             held.release()
-            self._pause_if_slow(time.monotonic() - started)
+            self._pause_if_slow(self._db.last_commit_seconds())
 
     def _pause_if_slow(self, took: float) -> None:
         if took > INLINE_COMMIT_LIMIT:
             self._inline_after = time.monotonic() + INLINE_PAUSE
-            log.warning("a commit on the event loop was slow; committing on a thread for a "
-                        "while", extra={"commit_ms": round(took * 1000, 1),
-                                        "pause_s": INLINE_PAUSE})
+            log.warning("a COMMIT on the event loop was slow (the disk?); committing on a "
+                        "thread for a while", extra={"commit_ms": round(took * 1000, 1),
+                                                     "pause_s": INLINE_PAUSE})
 
     def _take_batch(self, loop: asyncio.AbstractEventLoop) -> list[tuple[Any, Any]]:
         """Take the queued steps of callers on ``loop`` (their futures are settled
