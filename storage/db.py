@@ -141,29 +141,23 @@ class WriterLock:
         self._depth = 0
 
     def __enter__(self) -> WriterLock:
-        self._threads.acquire()
-        try:
-            if self._depth == 0 and self._path is not None:
-                if self._fd is None:
-                    self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
-                fcntl.flock(self._fd, fcntl.LOCK_EX)
-        except BaseException:
-            self._threads.release()
-            raise
-        self._depth += 1
+        self._take(wait=True)
         return self
 
     def try_enter(self) -> bool:
         """Take the lock only if that needs no wait (no other thread of this process and
         no other process holds it): True if taken (give it back with ``release``)."""
-        if not self._threads.acquire(blocking=False):
+        return self._take(wait=False)
+
+    def _take(self, wait: bool) -> bool:
+        if not self._threads.acquire(blocking=wait):
             return False
         try:
             if self._depth == 0 and self._path is not None:
                 if self._fd is None:
                     self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
-                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:  # another process holds it
+                fcntl.flock(self._fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # without waiting: another process holds it
             self._threads.release()
             return False
         except BaseException:

@@ -292,18 +292,25 @@ def test_an_in_memory_or_busy_write_lock_is_never_taken_without_waiting(tmp_path
     database.dispose()
 
 
+def _outside_writer(tmp_path: Any, seconds: float) -> threading.Thread:
+    """A plain ``sqlite3`` connection holding SQLite's write lock for ``seconds`` (no
+    ``WriterLock``), started and holding it; join the thread to wait for its end."""
+    from tests.fakes.sqlite_lock import hold_write_lock
+
+    held = threading.Event()
+    holder = threading.Thread(target=hold_write_lock,
+                              args=(tmp_path / "askhuman.db", seconds, held))
+    holder.start()
+    assert held.wait(5)
+    return holder
+
+
 async def test_a_writer_outside_askhuman_sends_the_batch_to_the_thread_not_the_loop(
         tmp_path: Any) -> None:
     """``sqlite3`` or an older askhuman holds SQLite's own write lock without the
     ``WriterLock``: the loop's attempt gives up at once and the committer thread waits."""
-    from tests.fakes.sqlite_lock import hold_write_lock
-
     engine = _on_file(tmp_path)
-    held = threading.Event()
-    holder = threading.Thread(target=hold_write_lock,
-                              args=(tmp_path / "askhuman.db", 0.4, held))
-    holder.start()
-    assert held.wait(5)
+    holder = _outside_writer(tmp_path, 0.4)
     began = time.monotonic()
     write = asyncio.ensure_future(_batched_thread(engine, "outside"))
     await asyncio.sleep(0.05)
@@ -318,15 +325,10 @@ def test_a_transaction_that_must_not_wait_says_busy_and_the_next_one_waits(
         tmp_path: Any) -> None:
     from storage import Database
     from storage.kept_sessions import WriteLockBusy
-    from tests.fakes.sqlite_lock import hold_write_lock
 
     database = Database(f"sqlite:///{tmp_path / 'askhuman.db'}")
     database.upgrade()
-    held = threading.Event()
-    holder = threading.Thread(target=hold_write_lock,
-                              args=(tmp_path / "askhuman.db", 0.3, held))
-    holder.start()
-    assert held.wait(5)
+    holder = _outside_writer(tmp_path, 0.3)
     began = time.monotonic()
     with pytest.raises(WriteLockBusy), database.transaction_now():
         pass

@@ -130,13 +130,21 @@ async def test_killed_holder_is_taken_over_within_about_one_lease(
     assert _count(engine, AuditLog, AuditLog.event == "resumed") == 1
 
 
+def _running_row(engine: Engine, now: dt.datetime) -> int:
+    """An outbox row held (``running``) under the claim token ``mine``; its id."""
+    with engine.db.transaction() as session:
+        row = OutboxItem(kind="remind", payload={}, state="running", attempts=1,
+                         next_attempt_at=now, lease_until=now, claim_token="mine",
+                         created_at=now, updated_at=now)
+        session.add(row)
+        session.flush()
+        return row.id
+
+
 def test_renew_is_a_compare_and_set_on_the_claim_token(db_url: str) -> None:
     engine, _, _ = make_engine(db_url)
     now = engine.now()
-    with engine.db.transaction() as session:
-        session.add(OutboxItem(kind="remind", payload={}, state="running", attempts=1,
-                               next_attempt_at=now, lease_until=now, claim_token="mine",
-                               created_at=now, updated_at=now))
+    _running_row(engine, now)
     lease = dt.timedelta(seconds=30)
     with engine.db.transaction() as session:
         row = session.scalars(select(OutboxItem)).one()
@@ -154,12 +162,7 @@ async def test_a_heartbeat_renews_every_beat_until_its_work_ends_or_the_row_is_l
         db_url: str) -> None:
     engine, _, _ = make_engine(db_url)
     start = engine.now()
-    with engine.db.transaction() as session:
-        session.add(OutboxItem(kind="remind", payload={}, state="running", attempts=1,
-                               next_attempt_at=start, lease_until=start, claim_token="mine",
-                               created_at=start, updated_at=start))
-    with engine.db.transaction() as session:
-        row_id = session.scalars(select(OutboxItem.id)).one()
+    row_id = _running_row(engine, start)
     renewals: list[dt.datetime] = []
 
     def clock() -> dt.datetime:  # each renewal pushes the lease one minute further
