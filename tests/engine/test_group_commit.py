@@ -267,11 +267,12 @@ async def test_a_slow_commit_on_the_loop_sends_the_next_batches_to_the_thread(
     monkeypatch.setattr(committer, "INLINE_COMMIT_LIMIT", 0.02)
     await engine.committer.batched(lambda s: time.sleep(0.03))  # slow steps, a quick COMMIT
     assert await _batched_thread(engine, "steps") == loop_thread  # no pause for that
+    monkeypatch.setattr(committer, "INLINE_PAUSE", 1.0)
     monkeypatch.setattr(committer, "INLINE_COMMIT_LIMIT", 0.0)  # every COMMIT is "slow"
     assert await _batched_thread(engine, "slow") == loop_thread
     assert await _batched_thread(engine, "paused") != loop_thread
-    monkeypatch.setattr(committer, "INLINE_PAUSE", 0.0)
-    engine.committer._inline_after = 0.0  # the pause is over
+    monkeypatch.setattr(committer, "INLINE_COMMIT_LIMIT", 0.02)
+    await asyncio.sleep(1.05)  # the pause is over
     assert await _batched_thread(engine, "inline again") == loop_thread
     engine.db.dispose()
 
