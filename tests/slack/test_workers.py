@@ -4,9 +4,10 @@ PostgreSQL: racing clicks decide each request once, resume it once and post its
 answer once; a worker killed with SIGKILL mid-stream loses nothing acknowledged and
 the survivors finish its work.
 
-Which worker accepts a connection is the kernel's choice, so the race cannot be aimed
-at given processes; the tests check that the clicks did land on several (the
-``holder`` of the stored clicks) and that every guarantee held whatever the split.
+Which worker accepts a connection is the kernel's choice, and it often gives a whole
+burst to one; so the racing clicks go through connections pinned to each worker
+(``workers_harness.pinned``), and the test checks that every worker stored some (the
+``holder`` of the stored clicks) as well as every guarantee.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from tests.slack.workers_harness import (
     fake_slack,
     final_answers,
     live_instances,
+    pinned,
     post_cards,
     resumed,
     settled,
@@ -45,11 +47,15 @@ from tests.slack.workers_harness import (
 APPROVERS = (ALICE, BOB, CAROL)
 
 
-async def _race(slack: Slack, ts_list: list[str], per_card: int) -> list[httpx.Response]:
-    """``per_card`` approvers click Approve on every card, all at once."""
-    clicks = [slack.interact(slack.click_payload(ts, "Approve", APPROVERS[i % 3]))
-              for ts in ts_list for i in range(per_card)]
-    return list(await asyncio.gather(*clicks))
+async def _race(slacks: list[Slack], ts_list: list[str], per_card: int
+                ) -> list[httpx.Response]:
+    """``per_card`` approvers click Approve on every card, all at once, the clicks dealt
+    round the clients in turn (with ``pinned`` ones, a card's clicks reach different
+    processes)."""
+    clicks = [(ts, APPROVERS[i % 3]) for ts in ts_list for i in range(per_card)]
+    return list(await asyncio.gather(*(
+        slacks[n % len(slacks)].interact(slacks[0].click_payload(ts, "Approve", user))
+        for n, (ts, user) in enumerate(clicks))))
 
 
 @pytest.mark.parametrize("workers", [2, 4])
@@ -69,7 +75,9 @@ async def test_racing_clicks_on_n_workers_decide_resume_and_post_once(
                         f"{workers} workers beating")
             async with client(url, fake) as slack:
                 ts_list = await post_cards(slack, 8, database)
-                replies = await _race(slack, ts_list, 3)
+                pids = [pid for _, pid in live_instances(database)]
+                async with pinned(url, fake, pids, 24 // workers) as slacks:  # 8 × 3 clicks
+                    replies = await _race(slacks, ts_list, 3)
                 assert [r.status_code for r in replies] == [200] * len(replies)
                 await until(lambda: len(final_answers(fake)) >= 8 and settled(database), 60,
                             "every run answered")
@@ -78,7 +86,7 @@ async def test_racing_clicks_on_n_workers_decide_resume_and_post_once(
             answers = final_answers(fake)
             assert len(answers) == 8 and len({thread for thread, _ in answers}) == 8
             assert card_updates(fake) == {ts: 1 for ts in ts_list}
-            assert len(click_holders(database)) >= 2, "every click landed on one worker"
+            assert click_holders(database) == {i for i, _ in live_instances(database)}
         finally:
             tail = stop(proc)
             database.dispose()
@@ -151,7 +159,7 @@ async def test_web_processes_and_a_worker_split_the_work(tmp_path: Path, db_url:
             await wait_healthy(f"http://127.0.0.1:{health}", worker)
             async with client(url, fake) as slack:
                 ts_list = await post_cards(slack, 3, database)
-                replies = await _race(slack, ts_list, 2)
+                replies = await _race([slack], ts_list, 2)
                 assert [r.status_code for r in replies] == [200] * 6
                 await until(lambda: len(final_answers(fake)) >= 3 and settled(database), 30,
                             "the worker resuming every run")
@@ -229,7 +237,7 @@ async def test_workers_are_forks_of_a_parent_holding_no_database_lock_or_thread(
             await until(lambda: len(live_instances(database)) == 2, 60, "2 workers beating")
             async with client(url, fake) as slack:
                 ts_list = await post_cards(slack, 4)
-                await _race(slack, ts_list, 1)
+                await _race([slack], ts_list, 1)
                 await until(lambda: len(final_answers(fake)) >= 4, 60, "every run answered")
             for _, pid in live_instances(database):  # each has written (its heartbeat)
                 status = dict(line.split(":\t", 1) for line in _proc(pid, "status").splitlines())
@@ -281,7 +289,7 @@ async def test_sighup_to_the_parent_replaces_the_workers(tmp_path: Path) -> None
             await wait_healthy(url, proc)
             async with client(url, fake) as slack:  # still the config it started with
                 ts_list = await post_cards(slack, 1)
-                await _race(slack, ts_list, 1)
+                await _race([slack], ts_list, 1)
                 await until(lambda: len(final_answers(fake)) >= 1, 60, "the run answered")
         finally:
             tail = stop(proc)

@@ -31,6 +31,7 @@ from tests.slack.workers_harness import (
     decided,
     fake_slack,
     live_instances,
+    pinned,
     post_cards,
     settled,
     slack_env,
@@ -56,8 +57,17 @@ async def scrape(url: str) -> str:
     return reply.text
 
 
+async def scrape_each(url: str, database: Database, fake: FakeSlackAPI) -> list[str]:
+    """One scrape answered by each live worker (a connection pinned to it)."""
+    pids = [pid for _, pid in live_instances(database)]
+    async with pinned(url, fake, pids, 1, path="/metrics") as clients:
+        replies = [await c.http.get(url + "/metrics") for c in clients]
+    assert [r.status_code for r in replies] == [200] * len(pids)
+    return [r.text for r in replies]
+
+
 async def click_all(slack: Slack, ts_list: list[str]) -> None:
-    """Alice approves every card at once (one connection each: spread over workers)."""
+    """Alice approves every card at once."""
     replies = await asyncio.gather(*(slack.interact(slack.click_payload(ts, "Approve", ALICE))
                                      for ts in ts_list))
     assert [r.status_code for r in replies] == [200] * len(ts_list)
@@ -74,21 +84,19 @@ async def more_cards(slack: Slack, database: Database, n: int, old: list[str]) -
 
 
 async def clicks_on_both_workers(slack: Slack, database: Database) -> list[str]:
-    """Cards clicked (and decided) until both workers have stored clicks: the kernel
-    picks the worker for each connection, and at times gives one worker every one of
-    a round's ten. The ts of every card clicked."""
-    clicked: list[str] = []
-    for _round in range(5):
-        ts_list = await (more_cards(slack, database, 10, clicked) if clicked
-                         else post_cards(slack, 10, database))
-        await click_all(slack, ts_list)
-        clicked += ts_list
-        want = len(clicked)
-        await until(lambda want=want: decided(database) == want and settled(database), 30,
-                    "every click decided")
-        if len(click_holders(database)) == 2:
-            return clicked
-    raise AssertionError(f"all {len(clicked)} clicks landed on one worker")
+    """Alice approves ten cards at once, five through each worker (``pinned``
+    connections), and every click is decided. The ts of every card clicked."""
+    ts_list = await post_cards(slack, 10, database)
+    pids = [pid for _, pid in live_instances(database)]
+    async with pinned(slack.url, slack.fake, pids, 5) as slacks:
+        replies = await asyncio.gather(*(
+            slacks[n % 2].interact(slack.click_payload(ts, "Approve", ALICE))
+            for n, ts in enumerate(ts_list)))
+    assert [r.status_code for r in replies] == [200] * len(ts_list)
+    await until(lambda: decided(database) == len(ts_list) and settled(database), 30,
+                "every click decided")
+    assert click_holders(database) == {i for i, _ in live_instances(database)}
+    return ts_list
 
 
 def assert_sums(text: str, clicks: int, fake: FakeSlackAPI) -> None:
@@ -130,8 +138,8 @@ async def test_one_scrape_sums_every_worker_and_survives_kill_9(tmp_path: Path) 
             async with client(url, fake) as slack:
                 ts_list = await clicks_on_both_workers(slack, database)
                 clicks = len(ts_list)
-                for _ in range(4):  # whichever worker answers
-                    assert_sums(await scrape(metrics_url), clicks, fake)
+                for text in await scrape_each(metrics_url, database, fake):
+                    assert_sums(text, clicks, fake)
 
                 victim_id, victim = live_instances(database)[0]
                 os.kill(victim, signal.SIGKILL)
@@ -142,8 +150,8 @@ async def test_one_scrape_sums_every_worker_and_survives_kill_9(tmp_path: Path) 
                 await click_all(slack, await more_cards(slack, database, 3, ts_list))
                 await until(lambda: decided(database) == clicks + 3 and settled(database), 30,
                             "the new clicks decided")
-                for _ in range(4):
-                    assert_sums(await scrape(metrics_url), clicks + 3, fake)
+                for text in await scrape_each(metrics_url, database, fake):
+                    assert_sums(text, clicks + 3, fake)  # the replacement's, added
                 assert (await slack.http.get(url + "/metrics")).status_code == 404
         finally:
             tail = stop(proc)

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -191,3 +191,34 @@ async def client(url: str, fake: FakeSlackAPI) -> AsyncIterator[Slack]:
     async with httpx.AsyncClient(timeout=30) as http:
         yield Slack(url=url, fake=fake, engine=None, database=None,  # type: ignore[arg-type]
                     http=http)
+
+
+@asynccontextmanager
+async def pinned(url: str, fake: FakeSlackAPI, pids: list[int], connections: int,
+                 path: str = "/healthz") -> AsyncIterator[list[Slack]]:
+    """One client per worker process (``pids``), each holding ``connections`` kept-alive
+    connections that only its worker accepted: while a client opens them, every other
+    worker is stopped (SIGSTOP), so none of them can accept.
+
+    Left to the kernel, a burst of new connections often goes to whichever worker wakes
+    first (it accepts the whole backlog at once), and a test that means to race clicks
+    across processes would race them inside one. Send at most ``connections`` requests
+    at a time through each client, or it opens new, unpinned connections. ``path`` is
+    what the connections are opened with (a GET that answers 200)."""
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+    async with AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(httpx.AsyncClient(timeout=30, limits=limits))
+                   for _ in pids]
+        for pid, http in zip(pids, clients, strict=True):
+            others = [p for p in pids if p != pid]
+            for other in others:
+                os.kill(other, signal.SIGSTOP)
+            try:
+                replies = await asyncio.gather(*(http.get(url + path)
+                                                 for _ in range(connections)))
+            finally:
+                for other in others:
+                    os.kill(other, signal.SIGCONT)
+            assert [r.status_code for r in replies] == [200] * connections
+        yield [Slack(url=url, fake=fake, engine=None, database=None,  # type: ignore[arg-type]
+                     http=http) for http in clients]
