@@ -1,14 +1,14 @@
 """End-to-end decisions per second of ``askhuman serve``, black-box, over Slack.
 
 Processes on 127.0.0.1 (``benchmarks/harness.py``): the fake Slack Web API
-(``slack_ack.py --role fake``), one ``askhuman serve`` on SQLite, or two replicas on
-one PostgreSQL database when ``ASKHUMAN_TEST_POSTGRES_URL`` is set (a scratch database
-per round, ``pg_scratch``), and this load client. The client starts N runs of the
-scripted ``deploy`` agent with signed slash commands and waits for their N cards; then
-it clicks Approve on every card, ``--in-flight`` clicks at a time (spread over the
-replicas), and waits until the N final answers ("Deployed …") are posted. Each
-decision is the full path: durable click → compare-and-set → card update through the
-outbox → resume of the agent → final answer posted.
+(``slack_ack.py --role fake``), one ``askhuman serve`` on SQLite, and, when
+``ASKHUMAN_TEST_POSTGRES_URL`` is set, two replicas, ``serve --workers 2`` and one
+``serve`` on PostgreSQL (a scratch database each, ``pg_scratch``), and this load client.
+The client starts N runs of the scripted ``deploy`` agent with signed slash commands and
+waits for their N cards; then it clicks Approve on every card, ``--in-flight`` clicks at
+a time (spread over the replicas), and waits until the N final answers ("Deployed …")
+are posted. Each decision is the full path: durable click → compare-and-set → card
+update through the outbox → resume of the agent → final answer posted.
 
     decisions/s = N / (first click sent → last final answer seen)
 
@@ -258,12 +258,17 @@ def main() -> None:
                 setup += f" ({stack})"
             print(f"| {setup}, SQLite | {rate:.1f} | {_cpu(cpu)} |", flush=True)
     if base:
+        postgres_rows(base, ns.runs, ns.in_flight)
+
+
+def postgres_rows(base: str, runs: int, in_flight: int) -> None:
+    """Two ``serve`` replicas, ``serve --workers 2`` and one ``serve`` (what the other
+    two are compared with) on PostgreSQL, each on a scratch database."""
+    for replicas, workers, setup in ((2, 1, "two `serve` replicas"),
+                                     (1, 2, "`serve --workers 2`"), (1, 1, "one `serve`")):
         with scratch(base) as url:
-            rate, cpu = asyncio.run(one_setup(url, 2, ns.runs, ns.in_flight))
-        print(f"| two `serve` replicas, PostgreSQL | {rate:.1f} | {_cpu(cpu)} |")
-        with scratch(base) as url:
-            rate, cpu = asyncio.run(one_setup(url, 1, ns.runs, ns.in_flight, 2))
-        print(f"| `serve --workers 2`, PostgreSQL | {rate:.1f} | {_cpu(cpu)} |")
+            rate, cpu = asyncio.run(one_setup(url, replicas, runs, in_flight, workers))
+        print(f"| {setup}, PostgreSQL | {rate:.1f} | {_cpu(cpu)} |", flush=True)
 
 
 def _cpu(cpu: dict[str, float]) -> str:
