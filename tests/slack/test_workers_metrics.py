@@ -90,7 +90,7 @@ async def clicks_on_both_workers(slack: Slack, database: Database) -> list[str]:
     pids = [pid for _, pid in live_instances(database)]
     async with pinned(slack.url, slack.fake, pids, 5) as slacks:
         replies = await asyncio.gather(*(
-            slacks[n % 2].interact(slack.click_payload(ts, "Approve", ALICE))
+            slacks[n % len(slacks)].interact(slack.click_payload(ts, "Approve", ALICE))
             for n, ts in enumerate(ts_list)))
     assert [r.status_code for r in replies] == [200] * len(ts_list)
     await until(lambda: decided(database) == len(ts_list) and settled(database), 30,

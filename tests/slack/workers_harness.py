@@ -202,9 +202,9 @@ async def pinned(url: str, fake: FakeSlackAPI, pids: list[int], connections: int
 
     Left to the kernel, a burst of new connections often goes to whichever worker wakes
     first (it accepts the whole backlog at once), and a test that means to race clicks
-    across processes would race them inside one. Send at most ``connections`` requests
-    at a time through each client, or it opens new, unpinned connections. ``path`` is
-    what the connections are opened with (a GET that answers 200)."""
+    across processes would race them inside one. A client never opens more connections
+    than it pinned: requests beyond ``connections`` at a time wait for one of them.
+    ``path`` is what the connections are opened with (a GET that answers 200)."""
     limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
     async with AsyncExitStack() as stack:
         clients = [await stack.enter_async_context(httpx.AsyncClient(timeout=30, limits=limits))
