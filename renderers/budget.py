@@ -43,8 +43,11 @@ def options_text_floor(
     for Feishu's byte count); counting stops once the total passes ``stop``.
     ``sizes`` holds the labels' lengths across the steps of one ladder.
     """
-    cap = budget.option_text - TRUNCATION_SLACK
     sizes = sizes or _LabelSizes(args)
+    bare = per_option * sum(min(len(o), budget.options) for o in sizes.options)
+    if stop is not None and bare > stop:
+        return bare  # the options' fixed bytes alone are over: no label need be read
+    cap = budget.option_text - TRUNCATION_SLACK
     total = 0
     for index in range(len(sizes.options)):
         shown = sizes.of(index, budget.options)

@@ -11,13 +11,11 @@ submit button's callback value is ``{"r": ref, "a": action id}``.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
-
-from pydantic import JsonValue
 
 from bot.askhuman.schema import (
     AskHumanAction,
@@ -31,23 +29,22 @@ from bot.askhuman.schema import (
     NumberField,
     ParagraphField,
     SelectField,
-    is_identifier,
 )
 from renderers import i18n
 from renderers.budget import Budget, ladder
 from renderers.card import (
-    MAX_REF_CHARS,
     WITHDRAW_TOKEN,
     RequestCard,
-    args_of,
     option_token,
-    option_value,
     progress_text,
 )
+from renderers.feishu_values import field_key
 from renderers.markdown import (
     FEISHU,
     check_feishu,
+    chunks_reach,
     feishu_escape,
+    json_bytes,
     markdown_chunks,
     plain,
     truncate,
@@ -62,7 +59,7 @@ from renderers.text import (
     waiting_notes,
 )
 from renderers.tool_card import arg_lines, arg_text, edit_line
-from renderers.tool_edits import edit_fields, named_edits
+from renderers.tool_edits import edit_fields
 
 Element = dict[str, Any]
 
@@ -71,8 +68,6 @@ MAX_BYTES = 25_000
 """Feishu rejects cards over 30 KB and style tags grow the stored size; keep margin."""
 MARKDOWN_CHUNK = 4000
 INPUT_MAX_LENGTH = 1000
-MAX_ID_CHARS = 255
-"""Longest action id a callback may name (longer ones were never on a card)."""
 FORM_NAME = "askhuman_form"
 _TEMPLATES = {
     ("pending", "normal"): "blue",
@@ -88,6 +83,12 @@ OPEN_ID = re.compile(r"ou_[A-Za-z0-9]{1,64}", re.ASCII)
 """A Feishu open_id as callbacks carry it (real ones: ``ou_`` + 32 hex digits)."""
 
 
+_SELECT_TAGS = frozenset({"select_static", "multi_select_static"})
+_Select = SelectField | MultiSelectField
+_OPTION_JSON = len(json.dumps({"text": {"tag": "plain_text", "content": ""}, "value": ""}))
+"""An option object's bytes besides its label's and its token's characters."""
+_INITIAL_JSON = len(json.dumps({"a": 0, "initial_option": ""})) - len(json.dumps({"a": 0}))
+_MARKDOWN_JSON = len(json.dumps({"tag": "markdown", "content": ""})) - 2
 _OPTION_BYTES = 50
 """Bytes each select option adds to the card besides its label (61 in fact: the
 ``text``/``tag``/``content``/``value`` keys and punctuation); a floor for ``ladder``."""
@@ -110,11 +111,6 @@ def _div(content: str, limit: int) -> Element:
     return {"tag": "div", "text": _text(content, limit)}
 
 
-def field_key(field: AskHumanField) -> str:
-    """The form ``name`` of a field (prefixed so it never collides with buttons)."""
-    return f"f_{field.name}"
-
-
 # ---------------------------------------------------------------- public rendering
 
 
@@ -122,8 +118,9 @@ def field_key(field: AskHumanField) -> str:
 def render_card(card: RequestCard) -> dict[str, Any]:
     """The Card JSON 2.0 for any status, shrunk step by step until within limits."""
     for budget in ladder(_LADDER, card.args, MAX_BYTES, per_option=_OPTION_BYTES):
-        result = _card(card, budget)
-        if card_size(result) <= MAX_BYTES and count_elements(result) <= MAX_ELEMENTS:
+        fitted = _fitted(card, budget, last=budget is _LADDER[-1])
+        if fitted is not None:
+            result = fitted[0]
             break
     mention = (decider_mention(card) or _delegate_mention(card)) if card.status != "pending" \
         else None
@@ -131,9 +128,51 @@ def render_card(card: RequestCard) -> dict[str, Any]:
     return result
 
 
+def _fitted(card: RequestCard, budget: Budget, last: bool) -> tuple[dict[str, Any], int] | None:
+    """The card at ``budget`` and its size, if it fits Feishu's limits (the last step's
+    in any case).
+
+    The bulk goes in last: the card is built and measured without its select options
+    and its Markdown body, the options are counted from their text, and a step the body
+    would tip over the limit is refused from just enough of the body to know
+    (``chunks_reach``), before any option object is built or the body walked as far
+    as the step shows. A maximum card's first step built is such a step. The size is
+    exact (``tests/renderers/test_ladder.py``): one ``json.dumps`` of the small card,
+    then what each option, preselection and body chunk adds to its JSON."""
+    result = _card(card, replace(budget, options=0), body=False)
+    selects = [(el, f, _option_texts(f, budget)) for el, f in _selects(result, card)]
+    size = card_size(result) + sum(_options_bytes(f, texts) for _, f, texts in selects)
+    source = card.args.markdown if card.tool is None else None
+    if not last and _over(size, source, budget):
+        return None
+    for el, field, texts in selects:
+        _fill_options(el, field, texts)
+    if source:
+        chunks = markdown_chunks(source, FEISHU, MARKDOWN_CHUNK, budget.body)
+        at = int(_shows_question(card.args))  # the body follows the question
+        result["body"]["elements"][at:at] = [{"tag": "markdown", "content": c} for c in chunks]
+        size += sum(_MARKDOWN_JSON + json_bytes(c) + 2 for c in chunks)  # + ", "
+    if last or (size <= MAX_BYTES and count_elements(result) <= MAX_ELEMENTS):
+        return result, size
+    return None
+
+
+def _over(size: int, body: str | None, budget: Budget) -> bool:
+    """Whether a card of ``size`` bytes before its Markdown ``body`` is over the limit,
+    or sure to be once the body is in."""
+    if size > MAX_BYTES:
+        return True
+    return bool(body) and chunks_reach(
+        body or "", FEISHU, MARKDOWN_CHUNK, budget.body, MAX_BYTES - size + 1)
+
+
 def card_size(card: Mapping[str, Any]) -> int:
     """Bytes as Feishu measures them (UTF-8, no ASCII escaping)."""
-    return len(json.dumps(card, ensure_ascii=False).encode())
+    return len(_SIZE_ENCODER.encode(card).encode())
+
+
+_SIZE_ENCODER = json.JSONEncoder(ensure_ascii=False, check_circular=False)
+"""``json.dumps``' output, a fifth faster: a card is a tree this module just built."""
 
 
 def count_elements(obj: object) -> int:
@@ -154,8 +193,9 @@ def count_elements(obj: object) -> int:
     return count
 
 
-def _card(card: RequestCard, budget: Budget) -> dict[str, Any]:
-    elements = _head_elements(card, budget)
+def _card(card: RequestCard, budget: Budget, body: bool = True) -> dict[str, Any]:
+    """The card at ``budget``; without its Markdown body when ``body`` is False."""
+    elements = _head_elements(card, budget, body)
     progress = progress_text(card, i18n.t) if card.status == "pending" else None
     if progress:
         elements.append(_div(progress, 2000))
@@ -191,14 +231,19 @@ def _header(card: RequestCard) -> dict[str, Any]:
     }
 
 
-def _head_elements(card: RequestCard, budget: Budget) -> list[Element]:
+def _shows_question(args: AskHumanToolArgs) -> bool:
+    """Whether the body shows the question (else the header's title is the question)."""
+    return bool(args.title) or len(args.question) > 150
+
+
+def _head_elements(card: RequestCard, budget: Budget, body: bool = True) -> list[Element]:
     if card.tool is not None:
         return _tool_elements(card, budget)
     args = card.args
     elements: list[Element] = []
-    if args.title or len(args.question) > 150:
+    if _shows_question(args):
         elements.append(_div(args.question, budget.question))
-    if args.markdown:
+    if args.markdown and body:
         chunks = markdown_chunks(args.markdown, FEISHU, MARKDOWN_CHUNK, budget.body)
         elements += [{"tag": "markdown", "content": c} for c in chunks]
     return elements
@@ -227,10 +272,7 @@ def _tool_elements(card: RequestCard, budget: Budget) -> list[Element]:
 def _form(card: RequestCard, budget: Budget) -> Element:
     """All inputs and one submit button per action, so one click sends every value."""
     elements: list[Element] = []
-    if card.tool is not None and card.tool.editable and card.status == "pending":
-        for field in edit_fields(card.tool):  # "Edit and approve" sends them, prefilled
-            elements += _field_elements(field, budget)
-    for field in card.args.fields:
+    for field in _form_fields(card):
         elements += _field_elements(field, budget)
     columns = [
         {"tag": "column", "width": "auto", "elements": [_button(card, i, a, budget)]}
@@ -238,6 +280,13 @@ def _form(card: RequestCard, budget: Budget) -> Element:
     ]
     elements.append({"tag": "column_set", "flex_mode": "flow", "columns": columns})
     return {"tag": "form", "name": FORM_NAME, "elements": elements}
+
+
+def _form_fields(card: RequestCard) -> list[AskHumanField]:
+    """The form's inputs in order: a tool card's "Edit and approve" arguments (sent with
+    the approval, prefilled), then the request's fields."""
+    edits = card.tool is not None and card.tool.editable and card.status == "pending"
+    return [*(edit_fields(card.tool) if edits and card.tool else ()), *card.args.fields]
 
 
 def _field_elements(field: AskHumanField, budget: Budget) -> list[Element]:
@@ -273,23 +322,66 @@ def _input(field: AskHumanField, budget: Budget) -> Element:
 
 
 def _select(el: Element, field: SelectField | MultiSelectField, budget: Budget) -> None:
-    shown = list(enumerate(field.options[: budget.options]))
     multi = isinstance(field, MultiSelectField)
     el.update(
         tag="multi_select_static" if multi else "select_static",
         placeholder=_text(i18n.t("choose_options" if multi else "choose_option"), 50),
-        options=[
-            {"text": _text(o.label, budget.option_text), "value": option_token(i)}
-            for i, o in shown
-        ],
+        options=[],
     )
+    _fill_options(el, field, _option_texts(field, budget))
+
+
+def _option_texts(field: _Select, budget: Budget) -> list[str]:
+    """The labels of the options a select shows at ``budget`` (its first ones)."""
+    return [plain(o.label, budget.option_text) or "…" for o in field.options[: budget.options]]
+
+
+def _fill_options(el: Element, field: _Select, texts: list[str]) -> None:
+    """A select's options (``texts``, the first ones) and which of them are preselected."""
+    el["options"] = [{"text": {"tag": "plain_text", "content": t}, "value": option_token(i)}
+                     for i, t in enumerate(texts)]
+    chosen = _preselected(field, len(texts))
     if isinstance(field, MultiSelectField) and field.default:
-        wanted = set(field.default)
-        el["selected_values"] = [option_token(i) for i, o in shown if o.value in wanted]
-    elif isinstance(field, SelectField) and field.default is not None:
-        picked = [option_token(i) for i, o in shown if o.value == field.default]
-        if picked:
-            el["initial_option"] = picked[0]
+        el["selected_values"] = chosen
+    elif chosen:
+        el["initial_option"] = chosen[0]
+
+
+def _preselected(field: _Select, shown: int) -> list[str]:
+    """The tokens of the field's defaults among its first ``shown`` options."""
+    if isinstance(field, MultiSelectField):
+        wanted = set(field.default or ())
+        return [option_token(i) for i, o in enumerate(field.options[:shown]) if o.value in wanted]
+    if field.default is None:
+        return []
+    return [option_token(i) for i, o in enumerate(field.options[:shown])
+            if o.value == field.default]
+
+
+def _options_bytes(field: _Select, texts: list[str]) -> int:
+    """What filling a select built with no options adds to the card's JSON: an option
+    object per text, ", " between them, and the tokens it preselects."""
+    if not texts:
+        return 0
+    count = len(texts)
+    labels = json_bytes("".join(texts)) - 2 + 2 * count  # JSON escapes go char by char
+    tokens = sum(len(option_token(i)) for i in range(count))
+    size = count * (_OPTION_JSON - 2) + tokens + labels + 2 * (count - 1)
+    chosen = _preselected(field, len(texts))
+    if isinstance(field, MultiSelectField) and field.default:  # into its "selected_values": []
+        return size + sum(len(t) + 2 for t in chosen) + 2 * max(len(chosen) - 1, 0)
+    return size + (_INITIAL_JSON + len(chosen[0]) if chosen else 0)
+
+
+def _selects(result: dict[str, Any], card: RequestCard) -> list[tuple[Element, _Select]]:
+    """The card's select components, each with its field (the form lists them in order)."""
+    form = next((el for el in result["body"]["elements"] if el.get("tag") == "form"), None)
+    if form is None:
+        return []
+    fields = [f for f in _form_fields(card) if isinstance(f, SelectField | MultiSelectField)]
+    components = [el for el in form["elements"] if el.get("tag") in _SELECT_TAGS]
+    assert len(components) == len(fields), "a select component per select field"
+    return list(zip(components, fields, strict=True))
 
 
 def _button(card: RequestCard, index: int, action: AskHumanAction, budget: Budget) -> Element:
@@ -370,87 +462,3 @@ def _decision_elements(card: RequestCard, budget: Budget) -> list[Element]:
     if lines:
         elements.append(_div("\n".join(lines), budget.body + 1000))
     return elements
-
-
-# ---------------------------------------------------------------- reading callbacks
-
-
-def parse_callback_value(value: object) -> tuple[str, str] | None:
-    """``(ref, action id)`` from a button's callback value (object or JSON string)."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return None
-    if not isinstance(value, dict):
-        return None
-    ref, action = value.get("r"), value.get("a")
-    if value.get("w") == 1 and "a" not in value:
-        action = WITHDRAW_TOKEN  # the "Withdraw" menu item
-        return (ref, action) if isinstance(ref, str) and 0 < len(ref) <= MAX_REF_CHARS else None
-    if (isinstance(ref, str) and 0 < len(ref) <= MAX_REF_CHARS and isinstance(action, str)
-            and len(action) <= MAX_ID_CHARS and is_identifier(action)):
-        return ref, action
-    return None
-
-
-def read_values(
-    form_value: Mapping[str, Any] | None, card_or_args: RequestCard | AskHumanToolArgs
-) -> dict[str, JsonValue]:
-    """``action.form_value`` → contract values; missing or empty inputs are omitted.
-
-    File fields never appear here: Feishu has no upload component, so files arrive
-    as thread replies and the adapter collects them.
-    """
-    args = args_of(card_or_args)
-    values: dict[str, JsonValue] = {}
-    for field in args.fields:
-        raw = (form_value or {}).get(field_key(field))
-        if raw is None:
-            continue
-        value = _read(field, raw)
-        if value is not None:
-            values[field.name] = value
-    return values
-
-
-def read_edits(form_value: Mapping[str, Any] | None, card: RequestCard) -> dict[str, JsonValue]:
-    """The "Edit and approve" inputs of a tool card's form → ``{argument: typed}``."""
-    if card.tool is None or not card.tool.editable:
-        return {}
-    fields = edit_fields(card.tool)
-    values: dict[str, JsonValue] = {}
-    for field in fields:
-        raw = (form_value or {}).get(field_key(field))
-        value = _read(field, raw) if raw is not None else None
-        if value is not None:
-            values[field.name] = value
-    return named_edits(card.tool, values)
-
-
-def _read(field: AskHumanField, raw: object) -> JsonValue:
-    """One form entry → the contract's value type (None when empty)."""
-    if isinstance(field, ParagraphField | NumberField):
-        return raw if isinstance(raw, str) and raw.strip() else None
-    if isinstance(field, SelectField):
-        return option_value(field.options, raw)
-    if isinstance(field, MultiSelectField):
-        items = raw if isinstance(raw, list) else []
-        chosen = [v for v in (option_value(field.options, t) for t in items) if v is not None]
-        return list(chosen) or None
-    if isinstance(field, CheckboxField):
-        if isinstance(raw, bool):
-            return raw
-        return str(raw).strip().lower() == "true" if str(raw).strip() else None
-    if isinstance(field, DateField):
-        return _date(raw)
-    return None
-
-
-def _date(raw: object) -> str | None:
-    """Feishu sends ``"2024-04-01 +0800"``; the contract wants ``2024-04-01``."""
-    head = raw.strip().split(" ")[0] if isinstance(raw, str) else ""
-    try:
-        return dt.date.fromisoformat(head).isoformat() if head else None
-    except ValueError:
-        return None

@@ -22,6 +22,8 @@ such a message silently would be a bug, never a feature.
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -58,11 +60,13 @@ __all__ = [  # re-exported from renderers.escapes and renderers.walker
     "check_feishu",
     "check_plain",
     "check_slack",
+    "chunks_reach",
     "clean",
     "defuse_broadcasts",
     "feishu_escape",
     "fit_chunks",
     "is_safe_url",
+    "json_bytes",
     "markdown_chunks",
     "markdown_units",
     "message_text",
@@ -300,6 +304,49 @@ def markdown_chunks(source: str, d: Dialect, chunk_limit: int, budget: int) -> l
     units = _markdown_units(source, d, i18n.current_locale(), parser.active())
     units.expect(budget)
     return fit_chunks(list(_chunks_until(units, chunk_limit, budget)), budget)
+
+
+FIT_LOSS = 50
+"""The most ``fit_chunks`` takes off the start of a body longer than its budget: it
+cuts the first chunk that does not fit to its room less one character for the ellipsis
+and up to 8 for an entity, or, with 40 characters or fewer left, cuts the last chunk
+kept by as much (40 + 10)."""
+_JSON_ESCAPED = re.compile(r'["\\\x00-\x09\x0b-\x1f]')
+"""Characters a JSON string escapes, but the line break (``\\n``, one byte more)."""
+
+
+def json_bytes(text: str) -> int:
+    """Bytes of ``text`` as a JSON string, quotes included (UTF-8, no ASCII escaping)."""
+    if _JSON_ESCAPED.search(text) is None:
+        size = len(text) if text.isascii() else len(text.encode())
+        return size + 2 + text.count("\n")
+    return len(json.dumps(text, ensure_ascii=False).encode())
+
+
+def chunks_reach(source: str, d: Dialect, chunk_limit: int, budget: int, size: int) -> bool:
+    """Whether the chunks of ``markdown_chunks(source, d, chunk_limit, budget)``, as JSON
+    strings, add up to ``size`` bytes or more, known from as little of the body as that
+    takes: a renderer can refuse a step the body would tip over its size limit without
+    walking all of the body the step would show. False is no proof either way.
+
+    What ``fit_chunks`` keeps of a longer body starts with its first ``budget -
+    FIT_LOSS`` characters, in order, so the pieces (``_pieces``) within them are a
+    proof: each is in a chunk as it is, and each after the first adds a ``"\n\n"``
+    (4 bytes of JSON) or starts another chunk (more). Their characters are counted
+    with 2 for each join, never fewer than the chunks hold."""
+    if budget <= 40:
+        return False
+    units = _markdown_units(source, d, i18n.current_locale(), parser.active())
+    units.expect(size)  # a character is at least a byte: never fewer than it takes
+    chars = seen = -2
+    for piece in _pieces(units, chunk_limit):
+        chars += len(piece) + 2
+        if chars > budget - FIT_LOSS:
+            return False
+        seen += json_bytes(piece) + 2  # its quotes stand for the join before it
+        if seen >= size:
+            return True
+    return False
 
 
 def _chunks_until(units: Iterable[str], limit: int, budget: int) -> Iterator[str]:

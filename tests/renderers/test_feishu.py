@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from renderers import feishu
+from renderers import feishu, feishu_values
 from tests.renderers.cases import make_card
 from tests.renderers.helpers import assert_valid_feishu, walk
 
@@ -18,7 +18,7 @@ def test_form_and_buttons() -> None:
     assert card["header"]["template"] == "blue"
     form, menu = card["body"]["elements"][-2:]
     assert menu["tag"] == "overflow" and menu["options"][0]["value"] == "-withdraw"
-    assert feishu.parse_callback_value(menu["behaviors"][0]["value"]) == (
+    assert feishu_values.parse_callback_value(menu["behaviors"][0]["value"]) == (
         "req_incident_7f3a", "-withdraw")
     assert form["tag"] == "form"
     buttons = [d for d in walk(form) if d.get("tag") == "button"]
@@ -37,18 +37,19 @@ def test_header_colors_follow_state() -> None:
 
 
 def test_parse_callback_value() -> None:
-    assert feishu.parse_callback_value({"r": "x", "a": "approve"}) == ("x", "approve")
-    assert feishu.parse_callback_value('{"r": "x", "a": "approve"}') == ("x", "approve")
-    assert feishu.parse_callback_value({"r": "x", "a": "bad id"}) is None
-    assert feishu.parse_callback_value("garbage") is None
-    assert feishu.parse_callback_value(None) is None
+    assert feishu_values.parse_callback_value({"r": "x", "a": "approve"}) == ("x", "approve")
+    assert feishu_values.parse_callback_value('{"r": "x", "a": "approve"}') == ("x", "approve")
+    assert feishu_values.parse_callback_value({"r": "x", "a": "bad id"}) is None
+    assert feishu_values.parse_callback_value("garbage") is None
+    assert feishu_values.parse_callback_value(None) is None
 
 
 def test_parse_callback_value_refuses_oversize_refs_and_ids() -> None:
-    assert feishu.parse_callback_value({"r": "r" * 65, "a": "approve"}) is None
-    assert feishu.parse_callback_value({"r": "r" * 5_000_000, "a": "approve"}) is None
-    assert feishu.parse_callback_value({"r": "ref", "a": "a" * 256}) is None
-    assert feishu.parse_callback_value({"r": "r" * 64, "a": "a" * 255}) == ("r" * 64, "a" * 255)
+    assert feishu_values.parse_callback_value({"r": "r" * 65, "a": "approve"}) is None
+    assert feishu_values.parse_callback_value({"r": "r" * 5_000_000, "a": "approve"}) is None
+    assert feishu_values.parse_callback_value({"r": "ref", "a": "a" * 256}) is None
+    longest = {"r": "r" * 64, "a": "a" * 255}
+    assert feishu_values.parse_callback_value(longest) == ("r" * 64, "a" * 255)
 
 
 def test_read_values() -> None:
@@ -56,13 +57,14 @@ def test_read_values() -> None:
     form = {"f_services": ["o1", "o9"], "f_postmortem": "2025-04-01 +0800",
             "f_customer_facing": "false", "other": 1}
     # "o9" was never offered: it is passed on raw so the engine refuses it loudly.
-    assert feishu.read_values(form, card) == {
+    assert feishu_values.read_values(form, card) == {
         "services": ["auth", "o9"], "postmortem": "2025-04-01", "customer_facing": False}
-    assert feishu.read_values({"f_customer_facing": True}, card.args) == {"customer_facing": True}
-    assert feishu.read_values({"f_postmortem": "soon"}, card) == {}
+    facing = feishu_values.read_values({"f_customer_facing": True}, card.args)
+    assert facing == {"customer_facing": True}
+    assert feishu_values.read_values({"f_postmortem": "soon"}, card) == {}
     refund = make_card("refund")
-    assert feishu.read_values({"f_amount": "7", "f_reason": " "}, refund) == {"amount": "7"}
-    assert feishu.read_values(None, refund) == {}
+    assert feishu_values.read_values({"f_amount": "7", "f_reason": " "}, refund) == {"amount": "7"}
+    assert feishu_values.read_values(None, refund) == {}
 
 
 def test_file_fields_explain_thread_reply() -> None:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bot.askhuman.schema import AskHumanToolArgs
-from renderers import budget, feishu
-from renderers.card import RequestCard
+from renderers import budget, feishu, i18n, markdown, parser
+from renderers.card import CardStatus, RequestCard
 from renderers.slack import message as slack
 from tests.renderers.cases import max_card
 
@@ -62,3 +65,123 @@ def test_the_floor_never_exceeds_what_is_rendered() -> None:
 def test_a_max_size_card_skips_to_the_step_that_fits() -> None:
     steps = list(budget.ladder(slack._LADDER, max_card().args, slack.TOTAL_TEXT_CHARS))
     assert steps[0] == slack._LADDER[3]
+
+
+# ------------------------------------------------ Feishu: measured before it is built
+
+BODY_PIECES = [
+    "## Heading\n\n",
+    "Some **bold** and *italic* text with `code` and a [link](https://example.com/x).\n\n",
+    "- item one\n- item two\n  - nested item\n\n",
+    "| a | b |\n|---|---|\n| 1 | x |\n\n",
+    "```\nprint(1)\n```\n\n",
+    "> quoted line\n\n",
+    "中文段落，含有一些文字和标点。\n\n",
+    'Quotes "here" and \\back\\slashes\\ and a\ttab\n\n',
+    "<at id=all></at> @all <!channel> noise\n\n",
+    "x" * 300 + "\n\n",
+    "[js](javascript:alert(1)) and AT&T &amp; &#42;\n\n",
+    "one long line " * 30 + "\n\n",
+]
+LABEL_CHARS = ["x", "é", '"', "\\", "&", "中", "\t", "a&b;"]
+
+
+@st.composite
+def big_cards(draw: st.DrawFn) -> RequestCard:
+    """Cards near and over Feishu's size limit: many long options, long bodies, labels
+    and bodies that JSON escapes or UTF-8 makes longer, preselections in and out of
+    the options a step shows, pending or decided."""
+    fields = []
+    for f in range(draw(st.integers(0, 8))):
+        count = draw(st.integers(1, 100))
+        label = draw(st.sampled_from(LABEL_CHARS)) * draw(st.integers(1, 200))
+        options = [{"value": f"v{o}", "label": f"{o} {label}"[:200]} for o in range(count)]
+        multi = draw(st.booleans())
+        field: dict[str, Any] = {
+            "name": f"f{f}", "label": "L" * draw(st.integers(1, 100)),
+            "type": "multi-select" if multi else "select", "options": options}
+        if draw(st.booleans()):
+            picked = options[draw(st.integers(0, count - 1))]["value"]
+            field["default"] = [picked, "v0"] if multi else picked
+        fields.append(field)
+    body = "".join(draw(st.lists(st.sampled_from(BODY_PIECES), max_size=80)))[:8000]
+    args = AskHumanToolArgs.model_validate({
+        "title": draw(st.sampled_from([None, "A title"])),
+        "question": "Q" * draw(st.integers(1, 1000)), "markdown": body or None,
+        "fields": fields})
+    status: CardStatus = draw(st.sampled_from(["pending", "pending", "submitted", "timeout"]))
+    return RequestCard(ref="r_1", args=args, agent_name="a", status=status)
+
+
+def _reference(card: RequestCard, step: budget.Budget) -> tuple[dict[str, Any], bool]:
+    """A step built the plain way, and whether it fits: what ``_fitted`` must agree with."""
+    built = feishu._card(card, step)
+    fits = (feishu.card_size(built) <= feishu.MAX_BYTES
+            and feishu.count_elements(built) <= feishu.MAX_ELEMENTS)
+    return built, fits
+
+
+def _check_steps(card: RequestCard) -> None:
+    for step in feishu._LADDER:
+        built, fits = _reference(card, step)
+        whole = feishu._fitted(card, step, last=True)
+        assert whole is not None
+        assert whole == (built, feishu.card_size(built))  # the same card, its size exact
+        tried = feishu._fitted(card, step, last=False)
+        assert (tried is not None) == fits  # refused only when it would not fit
+
+
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(big_cards())
+def test_feishu_steps_are_measured_exactly_and_refused_only_when_over(card: RequestCard) -> None:
+    _check_steps(card)
+
+
+@pytest.mark.parametrize("card", CARDS)
+def test_feishu_steps_of_the_known_cards(card: RequestCard) -> None:
+    _check_steps(card)
+
+
+def test_a_max_card_is_refused_from_the_start_of_its_body() -> None:
+    """The max card's first step built is over only with its body: it is refused after
+    less of the body than that step shows, and the step that fits walks no further."""
+    card = max_card()
+    body = card.args.markdown or ""
+    markdown._markdown_units.cache_clear()  # a first render of this body
+    assert feishu._fitted(card, feishu._LADDER[2], last=False) is None
+    units = markdown._markdown_units(body, markdown.FEISHU, i18n.current_locale(),
+                                     parser.active())
+    walked = sum(map(len, units.units))
+    assert 0 < walked < feishu._LADDER[2].body - 500
+    assert feishu._fitted(card, feishu._LADDER[3], last=False) is not None
+    assert sum(map(len, units.units)) == walked  # 1,500 characters were there already
+
+
+@pytest.mark.parametrize("text", [
+    "", "plain", "a\nb", 'say "hi"', "back\\slash", "tab\there", "é", "中文\n", "\u2028",
+    "…", "\x7f", "a\x1fb",
+])
+def test_json_bytes_is_what_json_writes(text: str) -> None:
+    assert markdown.json_bytes(text) == len(json.dumps(text, ensure_ascii=False).encode())
+
+
+def test_a_body_cut_right_at_the_room_left_is_judged_right() -> None:
+    """The room a step leaves swept byte by byte across the end of its body (a longer
+    question leaves less), with entities where ``fit_chunks`` cuts the body: the proof
+    may count only what it is sure to keep (``FIT_LOSS``)."""
+    base = max_card()
+    step = feishu._LADDER[2]
+    body = "".join(f"words-and-more-words {n}\n\n" for n in range(400))  # "-" is "&#45;"
+
+    def card(length: int) -> RequestCard:
+        args = base.args.model_copy(update={"markdown": body, "question": "q" * length})
+        return RequestCard(ref="r_1", args=args, agent_name="a")
+
+    over = feishu.card_size(feishu._card(card(200), step)) - feishu.MAX_BYTES
+    seen = set()
+    for length in range(200 - over - 60, 200 - over + 20):  # one byte more each
+        _, fits = _reference(card(length), step)
+        seen.add(fits)
+        assert (feishu._fitted(card(length), step, last=False) is not None) == fits, length
+    assert seen == {True, False}

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.askhuman.schema import AskHumanToolArgs
-from renderers import feishu, slack, text
+from renderers import feishu, feishu_values, slack, text
 from renderers.card import RequestCard
 from tests.renderers.helpers import (
     assert_valid_feishu,
@@ -76,7 +76,7 @@ def test_feishu_pending_is_valid_safe_and_inverts(args: AskHumanToolArgs) -> Non
     rendered = feishu.render_card(card)
     assert_valid_feishu(rendered)
     form = feishu_form_from_card(rendered)
-    assert feishu.read_values(form, card) == expected_defaults(args)
+    assert feishu_values.read_values(form, card) == expected_defaults(args)
 
 
 @FAST

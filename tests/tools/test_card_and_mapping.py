@@ -18,8 +18,8 @@ from bot.engine.values import check_answer
 from bot.tools import approval
 from renderers import tool_card
 from renderers.card import RequestCard
-from renderers.feishu import read_values as feishu_values
 from renderers.feishu import render_card
+from renderers.feishu_values import read_values as feishu_values
 from renderers.markdown import check_feishu, check_plain, check_slack
 from renderers.slack import read_values as slack_values
 from renderers.slack import render_request

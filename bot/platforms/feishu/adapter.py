@@ -29,7 +29,8 @@ from bot.engine.ports import (
 from bot.platforms.feishu.client import FeishuApi, FeishuApiError, dumps
 from bot.platforms.feishu.errors import feishu_words
 from renderers.card import RequestCard
-from renderers.feishu import read_edits, read_values, render_card
+from renderers.feishu import render_card
+from renderers.feishu_values import read_edits, read_values
 from renderers.i18n import normalize, say
 from renderers.markdown import message_text
 from renderers.tool_edits import EDITED

@@ -21,7 +21,7 @@ from bot.platforms.feishu.handlers.toasts import toast
 from bot.platforms.feishu.replay import ReplayGuard, parse_epoch
 from bot.platforms.feishu.reply_context import shared_verdict
 from renderers.card import WITHDRAW_TOKEN
-from renderers.feishu import parse_callback_value
+from renderers.feishu_values import parse_callback_value
 from renderers.words import said
 
 log = logging.getLogger("askhuman.feishu.events")
