@@ -44,17 +44,23 @@ def options_text_floor(
     ``sizes`` holds the labels' lengths across the steps of one ladder.
     """
     sizes = sizes or _LabelSizes(args)
-    bare = per_option * sum(min(len(o), budget.options) for o in sizes.options)
-    if stop is not None and bare > stop:
-        return bare  # the options' fixed bytes alone are over: no label need be read
+    total = per_option * sum(min(len(o), budget.options) for o in sizes.options)
+    if stop is not None and total > stop:
+        return total  # the options' fixed bytes alone are over: no label need be read
     cap = budget.option_text - TRUNCATION_SLACK
-    total = 0
-    for index in range(len(sizes.options)):
-        shown = sizes.of(index, budget.options)
-        total += sum(min(n, cap) for n in shown) + per_option * len(shown)
-        if stop is not None and total > stop:
-            break
+    for index, options in enumerate(sizes.options):
+        count = min(len(options), budget.options)
+        for start in range(0, count, _LABELS_AT_ONCE):
+            shown = sizes.of(index, min(start + _LABELS_AT_ONCE, count))[start:]
+            total += sum(min(n, cap) for n in shown)
+            if stop is not None and total > stop:
+                return total
     return total
+
+
+_LABELS_AT_ONCE = 16
+"""Labels read between checks against ``stop``: a step over the limit is known after
+the first few, and each label read costs a ``plain`` on a first render."""
 
 
 class _LabelSizes:
@@ -75,11 +81,16 @@ class _LabelSizes:
 
 
 def ladder(
-    steps: Sequence[Budget], args: AskHumanToolArgs, limit: int, per_option: int = 0
+    steps: Sequence[Budget], args: AskHumanToolArgs, limit: int, per_option: int = 0,
+    *, options_shown: bool = True,
 ) -> Iterator[Budget]:
     """The steps worth trying: those whose options alone exceed ``limit`` (counted in
     characters, a lower bound of both Slack's text count and Feishu's UTF-8 bytes) are
-    skipped, except the last, which is always tried as the fallback."""
+    skipped, except the last, which is always tried as the fallback. A card that shows
+    no options (decided, timed out, …) tries every step: its body may show more."""
+    if not options_shown:
+        yield from steps
+        return
     sizes = _LabelSizes(args)
     for budget in steps[:-1]:
         if options_text_floor(args, budget, per_option, stop=limit, sizes=sizes) <= limit:

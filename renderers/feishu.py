@@ -89,9 +89,9 @@ _OPTION_JSON = len(json.dumps({"text": {"tag": "plain_text", "content": ""}, "va
 """An option object's bytes besides its label's and its token's characters."""
 _INITIAL_JSON = len(json.dumps({"a": 0, "initial_option": ""})) - len(json.dumps({"a": 0}))
 _MARKDOWN_JSON = len(json.dumps({"tag": "markdown", "content": ""})) - 2
-_OPTION_BYTES = 50
-"""Bytes each select option adds to the card besides its label (61 in fact: the
-``text``/``tag``/``content``/``value`` keys and punctuation); a floor for ``ladder``."""
+_OPTION_BYTES = _OPTION_JSON + 2
+"""Bytes each select option adds to the card besides its label, or more: its object
+and a token of at least two characters (``o0``); a floor for ``ladder``."""
 
 _LADDER = (
     Budget(4000, 12000, 200, 100, 100, 1000),
@@ -117,7 +117,8 @@ def _div(content: str, limit: int) -> Element:
 @i18n.localized
 def render_card(card: RequestCard) -> dict[str, Any]:
     """The Card JSON 2.0 for any status, shrunk step by step until within limits."""
-    for budget in ladder(_LADDER, card.args, MAX_BYTES, per_option=_OPTION_BYTES):
+    for budget in ladder(_LADDER, card.args, MAX_BYTES, per_option=_OPTION_BYTES,
+                         options_shown=card.status == "pending"):
         fitted = _fitted(card, budget, last=budget is _LADDER[-1])
         if fitted is not None:
             result = fitted[0]

@@ -85,7 +85,8 @@ _LADDER = (
 @i18n.localized
 def render_request(card: RequestCard) -> dict[str, Any]:
     """``{"text", "blocks"}`` for any status, shrunk step by step until within limits."""
-    for budget in ladder(_LADDER, card.args, TOTAL_TEXT_CHARS):
+    for budget in ladder(_LADDER, card.args, TOTAL_TEXT_CHARS,
+                         options_shown=card.status == "pending"):
         blocks = _blocks(card, budget)
         if len(blocks) <= MAX_BLOCKS and total_text_chars(blocks) <= TOTAL_TEXT_CHARS:
             break

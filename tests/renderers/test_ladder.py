@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -16,7 +17,8 @@ from renderers.slack import message as slack
 from tests.renderers.cases import max_card
 
 
-def _naive_ladder(steps: Any, args: Any, limit: int, per_option: int = 0) -> Any:
+def _naive_ladder(steps: Any, args: Any, limit: int, per_option: int = 0,
+                  options_shown: bool = True) -> Any:
     return iter(steps)
 
 
@@ -40,9 +42,13 @@ CARDS = [
     _card("", 100),
     _card("short", 5, fields=2),
 ]
+DECIDED = [  # no options shown: every step is tried, the body may show more
+    dataclasses.replace(max_card(), status="timeout", message="No answer in time"),
+    dataclasses.replace(_card("x" * 190, 100), status="submitted", action_label="OK"),
+]
 
 
-@pytest.mark.parametrize("card", CARDS)
+@pytest.mark.parametrize("card", CARDS + DECIDED)
 def test_skipping_steps_renders_the_same(
     card: RequestCard, monkeypatch: pytest.MonkeyPatch
 ) -> None:
