@@ -350,13 +350,10 @@ def _fill_options(el: Element, field: _Select, texts: list[str]) -> None:
 
 def _preselected(field: _Select, shown: int) -> list[str]:
     """The tokens of the field's defaults among its first ``shown`` options."""
-    if isinstance(field, MultiSelectField):
-        wanted = set(field.default or ())
-        return [option_token(i) for i, o in enumerate(field.options[:shown]) if o.value in wanted]
-    if field.default is None:
+    if not field.default:
         return []
-    return [option_token(i) for i, o in enumerate(field.options[:shown])
-            if o.value == field.default]
+    wanted = set(field.default) if isinstance(field, MultiSelectField) else {field.default}
+    return [option_token(i) for i, o in enumerate(field.options[:shown]) if o.value in wanted]
 
 
 def _options_bytes(field: _Select, texts: list[str]) -> int:

@@ -333,7 +333,9 @@ def chunks_reach(source: str, d: Dialect, chunk_limit: int, budget: int, size: i
     FIT_LOSS`` characters, in order, so the pieces (``_pieces``) within them are a
     proof: each is in a chunk as it is, and each after the first adds a ``"\n\n"``
     (4 bytes of JSON) or starts another chunk (more). Their characters are counted
-    with 2 for each join, never fewer than the chunks hold."""
+    with 2 for each join, never fewer than the chunks hold; their bytes as UTF-8 with
+    a line break's escape, never more than JSON writes (``"`` and ``\\`` are not
+    looked for)."""
     if budget <= 40:
         return False
     units = _markdown_units(source, d, i18n.current_locale(), parser.active())
@@ -343,7 +345,8 @@ def chunks_reach(source: str, d: Dialect, chunk_limit: int, budget: int, size: i
         chars += len(piece) + 2
         if chars > budget - FIT_LOSS:
             return False
-        seen += json_bytes(piece) + 2  # its quotes stand for the join before it
+        utf8 = len(piece) if piece.isascii() else len(piece.encode())
+        seen += utf8 + piece.count("\n") + 4  # quotes, and the join before it
         if seen >= size:
             return True
     return False
