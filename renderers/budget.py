@@ -48,11 +48,12 @@ def options_text_floor(
     if stop is not None and total > stop:
         return total  # the options' fixed bytes alone are over: no label need be read
     cap = budget.option_text - TRUNCATION_SLACK
+    step = _LABELS_AT_ONCE if stop is not None else max(budget.options, 1)
     for index, options in enumerate(sizes.options):
         count = min(len(options), budget.options)
-        for start in range(0, count, _LABELS_AT_ONCE):
-            shown = sizes.of(index, min(start + _LABELS_AT_ONCE, count))[start:]
-            total += sum(min(n, cap) for n in shown)
+        for start in range(0, count, step):
+            end = min(start + step, count)
+            total += sum(min(n, cap) for n in sizes.upto(index, end)[start:end])
             if stop is not None and total > stop:
                 return total
     return total
@@ -72,12 +73,13 @@ class _LabelSizes:
                         if isinstance(f, SelectField | MultiSelectField)]
         self._sizes: list[list[int]] = [[] for _ in self.options]
 
-    def of(self, index: int, count: int) -> list[int]:
-        """The sizes of the first ``count`` options of the ``index``-th select field."""
+    def upto(self, index: int, count: int) -> list[int]:
+        """The sizes of the ``index``-th select field's options read so far, at least its
+        first ``count`` (the list itself: slice it, never change it)."""
         known = self._sizes[index]
         if len(known) < count:
             known += [len(plain(o.label)) for o in self.options[index][len(known):count]]
-        return known[:count]
+        return known
 
 
 def ladder(
