@@ -3,8 +3,11 @@ that on SQLite a change stays in the process that made it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
+
+import pytest
 
 from bot.engine.home_signals import HomeSignals, Watch
 from storage import Database
@@ -48,3 +51,22 @@ def test_exactly_one_of_two_opens_wins() -> None:
                                                                       second.instance)
     tie_a, tie_b = Watch("slack", "U1", 10.0, "a"), Watch("slack", "U1", 10.0, "b")
     assert tie_b.beats(tie_a.at, tie_a.instance) != tie_a.beats(tie_b.at, tie_b.instance)
+
+
+@pytest.mark.postgres
+async def test_a_burst_of_changes_shares_one_notification(postgres_url: str) -> None:
+    """Every card posted or updated is a change: a burst of them (a few ms apart, as
+    under load) goes out as one NOTIFY, and a change after it as the next one."""
+    database = Database(postgres_url)
+    try:
+        signals = HomeSignals(database)
+        for _ in range(20):
+            signals.changed()
+            await asyncio.sleep(0.002)
+        await signals.drain()
+        assert signals.sent == 1
+        signals.changed()
+        await signals.drain()
+        assert signals.sent == 2
+    finally:
+        database.dispose()
