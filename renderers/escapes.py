@@ -10,6 +10,7 @@ why each exists.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 from urllib.parse import urlsplit
 
@@ -72,6 +73,16 @@ def plain(text: str, limit: int | None = None) -> str:
     """Text for plain_text objects on either platform: cleaned, defused, truncated."""
     out = _plain_full(text)
     return out if limit is None else truncate(out, limit)
+
+
+def plain_each(texts: Iterable[str], limit: int) -> list[str]:
+    """``plain(text, limit)`` of each text in one loop (a select's options: a first
+    render of a big card cuts a few hundred labels, and the calls were a third of it)."""
+    out = []
+    for text in texts:
+        full = _plain_full(text)
+        out.append(full if len(full) <= limit else safe_cut(full, max(limit - 1, 0)) + ELLIPSIS)
+    return out
 
 
 @lru_cache(maxsize=4096)

@@ -47,6 +47,7 @@ from renderers.markdown import (
     json_bytes,
     markdown_chunks,
     plain,
+    plain_each,
     truncate,
 )
 from renderers.text import (
@@ -334,7 +335,8 @@ def _select(el: Element, field: SelectField | MultiSelectField, budget: Budget) 
 
 def _option_texts(field: _Select, budget: Budget) -> list[str]:
     """The labels of the options a select shows at ``budget`` (its first ones)."""
-    return [plain(o.label, budget.option_text) or "…" for o in field.options[: budget.options]]
+    texts = plain_each((o.label for o in field.options[: budget.options]), budget.option_text)
+    return [t or "…" for t in texts]
 
 
 def _fill_options(el: Element, field: _Select, texts: list[str]) -> None:

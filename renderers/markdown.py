@@ -42,6 +42,7 @@ from renderers.escapes import (
     is_safe_url,
     message_text,
     plain,
+    plain_each,
     safe_cut,
     slack_escape,
     truncate,
@@ -71,6 +72,7 @@ __all__ = [  # re-exported from renderers.escapes and renderers.walker
     "markdown_units",
     "message_text",
     "plain",
+    "plain_each",
     "slack_escape",
     "split_units",
     "truncate",
@@ -135,6 +137,7 @@ class _Units:
         self._next_block = 0  # top-level blocks walked so far
         self._read = _first_read(0)  # characters the next parse reads
         self._held: _Held | None = None
+        self._walker: Walk | None = None
         self._finished = False
         self._lock = threading.Lock()
         if "]:" in source:  # a reference definition may sit anywhere: walk it all now
@@ -174,21 +177,22 @@ class _Units:
         """Walk blocks until there is a unit at ``index`` (None: all of them)."""
         if index is None:
             self._read = len(self.source)  # the next parse reads the rest at once
-        walk: Walk | None = None
+        walk = self._walker  # kept between calls: a first render walks a unit per call
         try:
             while index is None or index >= len(self.units):
                 held = self._tree_with(self._next_block)
                 if held is None:
-                    self._finished, self._held = True, None
+                    self._finished, self._held, self._walker = True, None, None
                     return
                 if walk is None or walk.tree is not held.tree:
-                    walk = Walk(self.d, held.tree, [], [])
+                    walk = self._walker = Walk(self.d, held.tree, [], [])
                 walk_block(walk, held.blocks[self._next_block], 1)  # leaves no list, no quote
                 self._next_block += 1
                 unit = walk.take_unit()
                 if unit:
                     self.units.append(unit)
         except TooDeep:
+            self._walker = None
             if walk is None or type(walk.tree) is Tree:  # markdown-it-py's: never too deep
                 raise
             self.units = list(tree_units(parser.parse_python(self.source), self.d))
@@ -208,8 +212,9 @@ class _Units:
 
     def drop_tree(self) -> None:
         """Forget the tree (a later render that needs more parses the body again).
-        No lock: one assignment, and ``_walk`` holds the tree it walks."""
-        self._held = None
+        No lock: ``_walk`` holds the tree it walks, and keeps a walker only with a
+        tree it parses (and ``_keep`` registers)."""
+        self._held = self._walker = None
 
 
 @dataclass(frozen=True)
