@@ -182,6 +182,7 @@ def test_a_walk_whose_tree_was_let_go_parses_again_and_goes_on() -> None:
     firsts = [markdown_chunks(b, SLACK, 3000, 200) for b in bodies]
     held = markdown._markdown_units(bodies[0], SLACK, "en", parser.active())
     assert held._held is None and not held._finished  # the oldest let its tree go
+    assert held._walker is None  # its walker held the tree too
     for body, first in zip(bodies, firsts, strict=True):
         assert first == whole(body, SLACK, 3000, 200)
         assert markdown_chunks(body, SLACK, 3000, 9000) == whole(body, SLACK, 3000, 9000)
