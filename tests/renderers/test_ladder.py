@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 from typing import Any
 
 import pytest
@@ -97,10 +98,11 @@ def big_cards(draw: st.DrawFn) -> RequestCard:
     """Cards near and over Feishu's size limit: many long options, long bodies, labels
     and bodies that JSON escapes or UTF-8 makes longer, preselections in and out of
     the options a step shows, pending or decided."""
-    fields = []
-    for f in range(draw(st.integers(0, 8))):
-        count = draw(st.integers(1, 100))
-        label = draw(st.sampled_from(LABEL_CHARS)) * draw(st.integers(1, 200))
+    fields = []  # mostly big: the steps near the limit are the ones worth checking
+    for f in range(draw(st.one_of(st.integers(0, 2), st.integers(5, 8)))):
+        count = draw(st.one_of(st.integers(1, 10), st.integers(20, 100)))
+        label = draw(st.sampled_from(LABEL_CHARS)) * draw(
+            st.one_of(st.integers(1, 20), st.integers(30, 200)))
         options = [{"value": f"v{o}", "label": f"{o} {label}"[:200]} for o in range(count)]
         multi = draw(st.booleans())
         field: dict[str, Any] = {
@@ -110,7 +112,7 @@ def big_cards(draw: st.DrawFn) -> RequestCard:
             picked = options[draw(st.integers(0, count - 1))]["value"]
             field["default"] = [picked, "v0"] if multi else picked
         fields.append(field)
-    body = "".join(draw(st.lists(st.sampled_from(BODY_PIECES), max_size=80)))[:8000]
+    body = "".join(draw(st.lists(st.sampled_from(BODY_PIECES), max_size=120)))[:8000]
     args = AskHumanToolArgs.model_validate({
         "title": draw(st.sampled_from([None, "A title"])),
         "question": "Q" * draw(st.integers(1, 1000)), "markdown": body or None,
@@ -142,6 +144,44 @@ def _check_steps(card: RequestCard) -> None:
 @given(big_cards())
 def test_feishu_steps_are_measured_exactly_and_refused_only_when_over(card: RequestCard) -> None:
     _check_steps(card)
+
+
+def _random_card(rng: random.Random, question: int) -> RequestCard:
+    fields = []
+    for f in range(rng.randint(5, 8)):
+        count = rng.randint(20, 100)
+        label = rng.choice(LABEL_CHARS) * rng.randint(20, 200)
+        options = [{"value": f"v{o}", "label": f"{o} {label}"[:200]} for o in range(count)]
+        field: dict[str, Any] = {"name": f"f{f}", "label": "L" * rng.randint(1, 100),
+                                 "type": rng.choice(["select", "multi-select"]),
+                                 "options": options}
+        if rng.random() < 0.5:
+            picked = options[rng.randrange(count)]["value"]
+            field["default"] = picked if field["type"] == "select" else [picked, "v0"]
+        fields.append(field)
+    body = "".join(rng.choice(BODY_PIECES) for _ in range(rng.randint(20, 120)))[:8000]
+    args = AskHumanToolArgs.model_validate({"title": "T", "question": "Q" * question,
+                                            "markdown": body, "fields": fields})
+    return RequestCard(ref="r_1", args=args, agent_name="a")
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_cards_tuned_to_the_limit(seed: int) -> None:
+    """Random big cards whose question is tuned so that a step's plain build is within
+    a few bytes of the limit (each question character is one byte): where a wrong
+    count or a loose proof would refuse a card that fits, or keep one that does not."""
+    for step in feishu._LADDER[1:4]:
+        low, high = 1, 1000  # the question length at which this step stops fitting
+        while low < high:
+            middle = (low + high) // 2
+            rng = random.Random(seed)
+            built = feishu._card(_random_card(rng, middle), step)
+            if feishu.card_size(built) > feishu.MAX_BYTES:
+                high = middle
+            else:
+                low = middle + 1
+        for length in range(max(1, low - 3), min(1000, low + 3) + 1):
+            _check_steps(_random_card(random.Random(seed), length))
 
 
 @pytest.mark.parametrize("card", CARDS)
