@@ -351,7 +351,7 @@ def chunks_reach(source: str, d: Dialect, chunk_limit: int, budget: int, size: i
         if chars > budget - FIT_LOSS:
             return False
         utf8 = len(piece) if piece.isascii() else len(piece.encode())
-        seen += utf8 + piece.count("\n") + 4  # quotes, and the join before it
+        seen += utf8 + piece.count("\n") + 4  # the first: its quotes; a later: its join
         if seen >= size:
             return True
     return False
