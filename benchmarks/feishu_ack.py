@@ -37,6 +37,7 @@ from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
+import cpu_profile  # noqa: E402
 import harness as h  # noqa: E402
 
 ENCRYPT_KEY = "bench-encrypt-key"
@@ -183,7 +184,8 @@ def read_toast(app: str, body: bytes) -> str:
 
 
 async def run_case(case: str, client: Client, apps: dict[str, str], operators: list[str],
-                   rounds: int, pids: dict[str, int] | None = None) -> list[str]:
+                   rounds: int, pids: dict[str, int] | None = None,
+                   profile: Path | None = None) -> list[str]:
     async def prepare(n: int) -> tuple[list[str], h.CallsFor]:
         cards = await client.new_cards(1 if case == "race" else len(operators), f"{case}{n}")
         if case == "race":
@@ -194,7 +196,7 @@ async def run_case(case: str, client: Client, apps: dict[str, str], operators: l
                 lambda _app: [client.click(op, message, ref) for op, message, ref in pairs])
 
     measured = await h.measure_rounds(apps, rounds, client.db, prepare, read_toast,
-                                       pids=pids)
+                                       pids=pids, profile=profile and profile / case)
     what = ("one card, N approvers" if case == "race" else "N cards, one click each")
     lines = h.ratio_table(f"Feishu card action → toast, {case} ({what}), N = {len(operators)}, "
                         f"{rounds} round(s)", measured.latencies, "bare lark-oapi")
@@ -207,7 +209,8 @@ async def run_case(case: str, client: Client, apps: dict[str, str], operators: l
     return lines
 
 
-async def client_main(clicks: int, rounds: int, cases: list[str]) -> None:
+async def client_main(clicks: int, rounds: int, cases: list[str],
+                      profile: Path | None = None) -> None:
     operators = [f"ou_op{i:05d}" for i in range(clicks)]
     app_id = f"cli_bench_{uuid.uuid4().hex[:8]}"
     with tempfile.TemporaryDirectory() as tmp, h.Parties(Path(tmp)) as parties:
@@ -229,8 +232,12 @@ async def client_main(clicks: int, rounds: int, cases: list[str]) -> None:
         apps = {"askhuman": app.url, "bare lark-oapi": baseline.url}
         pids = {"askhuman": app.pid, "bare lark-oapi": baseline.pid}
         for case in cases:
-            print("\n".join(await run_case(case, client, apps, operators, rounds, pids)),
-                  flush=True)
+            if profile:
+                (profile / case).mkdir(parents=True, exist_ok=True)
+            print("\n".join(await run_case(case, client, apps, operators, rounds, pids,
+                                           profile)), flush=True)
+            if profile:
+                print(cpu_profile.report(sorted((profile / case).glob("burst-*.txt"))))
 
 
 def main() -> None:
@@ -241,13 +248,18 @@ def main() -> None:
     parser.add_argument("--clicks", type=int, default=100, help="concurrent clicks per burst")
     parser.add_argument("--rounds", type=int, default=4, help="measured rounds per case")
     parser.add_argument("--cases", default="race,spread", help="race, spread or both")
+    parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                        help="record askhuman with py-spy --gil during its measured bursts "
+                             "only (DIR/<case>/burst-<round>.txt, raw collapsed stacks) and "
+                             "print where its Python CPU went; the latencies are then "
+                             "py-spy's, not askhuman's")
     ns = parser.parse_args()
     if ns.role == "fake":
         run_fake(ns.port, ns.app_id)
     elif ns.role == "baseline":
         run_baseline(ns.port)
     else:
-        asyncio.run(client_main(ns.clicks, ns.rounds, ns.cases.split(",")))
+        asyncio.run(client_main(ns.clicks, ns.rounds, ns.cases.split(","), ns.profile))
 
 
 if __name__ == "__main__":

@@ -40,6 +40,10 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))
+import cpu_profile  # noqa: E402
+
 from bot.commands.http_stack import uvicorn_options  # noqa: E402
 
 UVICORN: dict[str, Any] = uvicorn_options("warning")
@@ -355,19 +359,33 @@ class Measured:
     cpu: dict[str, float] = field(default_factory=dict)
     """CPU seconds each app's process used during its measured bursts (when its pid was
     given): the first request sent → the last reply in."""
+    settled_cpu: dict[str, float] = field(default_factory=dict)
+    """CPU seconds each app used from its burst's first request until the round had
+    settled (askhuman: every decision, refusal, card update and resume included)."""
 
     def cpu_line(self) -> str:
-        """CPU per request of each app during its bursts, for the table's notes."""
-        shown = [f"{name} {seconds / len(self.latencies[name]) * 1000:.2f} ms"
-                 for name, seconds in self.cpu.items() if self.latencies[name]]
-        return "CPU per request during the bursts (all threads): " + ", ".join(shown)
+        """CPU per request of each app during its bursts, and until its rounds settled,
+        for the table's notes."""
+        def per(seconds: dict[str, float]) -> str:
+            return ", ".join(f"{name} {s / len(self.latencies[name]) * 1000:.2f} ms"
+                             for name, s in seconds.items() if self.latencies[name])
+        return (f"CPU per request during the bursts (all threads): {per(self.cpu)}; "
+                f"until each round had settled: {per(self.settled_cpu)}")
+
+
+def _spy(profile: Path | None, app: str, round_no: int, pid: int | None
+         ) -> subprocess.Popen[bytes] | None:
+    """py-spy recording askhuman (``pid``) for one measured burst, or None."""
+    if profile is None or app != "askhuman" or not round_no or not pid:
+        return None
+    return cpu_profile.record(pid, profile / f"burst-{round_no}.txt", rate=250)
 
 
 async def measure_rounds(
     apps: dict[str, str], rounds: int, db: Path,
     prepare: Callable[[int], Awaitable[tuple[list[str], CallsFor]]],
     read_reply: Callable[[str, bytes], str], pause: float = 0.5,
-    pids: dict[str, int] | None = None,
+    pids: dict[str, int] | None = None, profile: Path | None = None,
 ) -> Measured:
     """Round 0 warms every app up and is not counted; then ``rounds`` measured rounds.
 
@@ -376,16 +394,24 @@ async def measure_rounds(
     alternates between rounds, each after ``pause`` seconds; then askhuman must have
     decided every ref exactly once and finished its follow-up work before the next
     round. ``read_reply(app, body)`` raises on a bad reply and names what it said.
-    With ``pids`` (app → process id), the CPU each app used during its bursts is kept.
+    With ``pids`` (app → process id), the CPU each app used during its bursts is kept;
+    with ``profile`` (a directory) too, askhuman's process is recorded by py-spy during
+    each measured burst (``cpu_profile.record``; one file per round), and nothing else.
     """
     measured = Measured({name: [] for name in apps}, {name: Counter() for name in apps}, [])
     for n in range(rounds + 1):
         refs, calls_for = await prepare(n)
+        before: dict[str, float] = {}
         for name in interleaved(n, list(apps)):
             await asyncio.sleep(pause)
             pid = (pids or {}).get(name)
-            used = cpu_seconds(pid) if pid else 0.0
+            spy = _spy(profile, name, n, pid)
+            if spy is not None:
+                await asyncio.sleep(0.5)  # py-spy attaches first: the burst's start counts
+            used = before[name] = cpu_seconds(pid) if pid else 0.0
             latencies, bodies = await burst(apps[name], calls_for(name))
+            if spy is not None:
+                cpu_profile.finish(spy)
             if pid and n:
                 measured.cpu[name] = measured.cpu.get(name, 0.0) + cpu_seconds(pid) - used
             said = [read_reply(name, body) for body in bodies]
@@ -396,6 +422,11 @@ async def measure_rounds(
                 measured.latencies[name] += latencies
                 measured.replies[name].update(said)
         counts = await settle(db, refs)
+        for name, used in before.items():
+            pid = (pids or {}).get(name)
+            if pid and n:
+                measured.settled_cpu[name] = (measured.settled_cpu.get(name, 0.0)
+                                              + cpu_seconds(pid) - used)
         wrong = {ref: c for ref, c in counts.items() if c != 1}
         if wrong:
             raise RuntimeError(f"round {n}: decisions per request not 1: {wrong}")
