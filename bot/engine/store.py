@@ -208,20 +208,39 @@ def count_refusal(session: Session, now: dt.datetime, values: dict[str, Any]) ->
     DO UPDATE`` on ``aggregate_key``, so concurrent replicas count correctly). A
     reference that names no request (a forged or mistyped one) is kept in the first
     row's details but not in the key, so random references cannot add rows either.
+
+    Both statements are built once (``_REFUSAL_UPSERT``, ``_REQUEST_EXISTS``): every
+    loser of a race on a card is refused here, and building the upsert and loading the
+    whole request for each cost ~0.9 ms of a 1.4 ms refusal.
     """
     ref = values["request_ref"]
-    if ref and get_request(session, ref) is None:
+    if ref and (len(ref) > MAX_REF_CHARS
+                or core(session).execute(_REQUEST_EXISTS, {"ref": ref}).first() is None):
         values = {**values, "request_ref": None, "details": {**values["details"],
                                                                "ref": str(ref)[:MAX_REF_CHARS]}}
     check = values["details"].get("check")
     parts = (values["event"], values["request_ref"], values["actor_platform"],
              values["actor_user"], str(check)[:100] if check else "")
     key = hashlib.sha256("\x1f".join(str(p or "") for p in parts).encode()).hexdigest()
-    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
-    statement = dialect.insert(AuditLog).values(**values, aggregate_key=key, occurrences=1)
-    session.execute(statement.on_conflict_do_update(
-        index_elements=[AuditLog.aggregate_key],
-        set_={"occurrences": AuditLog.occurrences + 1, "last_seen_at": now}))
+    upsert = _REFUSAL_UPSERT[session.get_bind().dialect.name == "postgresql"]
+    core(session).execute(upsert, {**values, "aggregate_key": key, "occurrences": 1})
+
+
+def _refusal_upsert(dialect_insert: Any) -> Any:
+    """``count_refusal``'s statement for one dialect: the row's columns come from the
+    parameters it is run with; a repeat counts once more and moves ``last_seen_at`` to
+    its own time."""
+    table = cast(Table, AuditLog.__table__)
+    statement = dialect_insert(table)
+    return statement.on_conflict_do_update(
+        index_elements=[table.c.aggregate_key],
+        set_={"occurrences": table.c.occurrences + 1,
+              "last_seen_at": statement.excluded.created_at})
+
+
+_REFUSAL_UPSERT = (_refusal_upsert(sqlite.insert), _refusal_upsert(postgresql.insert))
+"""``count_refusal``'s upsert: [0] SQLite, [1] PostgreSQL."""
+_REQUEST_EXISTS = select(_REQUESTS.c.id).where(_REQUESTS.c.ref == bindparam("ref"))
 
 
 class Started(Protocol):
