@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bot.engine import authz, housekeeping, policy, store
 from bot.engine.access import FILE_TYPES, Authorizer, Copies, Staged, copies_on
+from bot.engine.card_messages import CardMessages
 from bot.engine.card_rows import CardRow
 from bot.engine.cards import already_decided_message, as_utc
 from bot.engine.clicks import UNKNOWN_MESSAGE, WRONG_MESSAGE
@@ -48,7 +48,6 @@ from bot.engine.values import InvalidValues, check_answer
 from renderers.card import RequestCard
 from renderers.i18n import normalize
 from renderers.words import Said, said
-from storage import Delivery, HumanRequest
 
 
 @dataclass(frozen=True)
@@ -89,12 +88,13 @@ class ClickCheck:
     """``check``: refuse a click at once when the answer is known cheaply."""
 
     def __init__(self, ctx: EngineContext, committer: Committer, authorizer: Authorizer,
-                 cards: Cards, platforms: Platforms) -> None:
+                 cards: Cards, platforms: Platforms, messages: CardMessages) -> None:
         self._ctx = ctx
         self._committer = committer
         self._authorizer = authorizer
         self._cards = cards
         self._platforms = platforms
+        self._messages = messages
         self._reading: dict[tuple[str, str, str], asyncio.Future[_Snapshot]] = {}
         self._queued: list[tuple[str, str, str]] = []
         self._batching = False
@@ -165,14 +165,7 @@ class ClickCheck:
         return [self._read(session, *key) for key in keys]
 
     def _read(self, session: Session, platform: str, ref: str, message: str) -> _Snapshot:
-        delivered = None
-        if message:
-            row = session.execute(
-                select(HumanRequest.ref, Delivery.target_kind)
-                .join(Delivery, Delivery.request_id == HumanRequest.id)
-                .where(Delivery.platform == platform, Delivery.message_id == message)
-            ).first()
-            delivered = (str(row[0]), str(row[1])) if row is not None else None
+        delivered = self._messages.read(session, platform, message) if message else None
         posting = bool(message) and delivered is None and store.card_being_posted(session, ref)
         return _Snapshot(self._cards.shown(session, ref), delivered, posting)
 

@@ -19,7 +19,6 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from bot import metrics
@@ -27,6 +26,7 @@ from bot.engine import inbox, store, worker
 from bot.engine.access import Authorizer
 from bot.engine.attachments import Attachments
 from bot.engine.batch_reader import read_batch_click
+from bot.engine.card_messages import CardMessages
 from bot.engine.click_writer import ClickWriter
 from bot.engine.committer import Committer, log
 from bot.engine.context import EngineContext
@@ -40,7 +40,6 @@ from bot.engine.wakeups import Background
 from bot.engine.withdraw import Withdrawals
 from renderers.batch import is_batch_token
 from renderers.words import Said, said, verbatim
-from storage import Delivery, HumanRequest
 
 RECORD_BUDGET = 2.5
 """Seconds a listener may spend storing a click before it must ack (Slack allows 3)."""
@@ -60,26 +59,22 @@ class CardNotRecordedYet(Exception):
     again after a backoff (the worker), not refused as an unknown card."""
 
 
-_DELIVERED_AS = (
-    select(HumanRequest.ref).join(Delivery, Delivery.request_id == HumanRequest.id)
-    .where(Delivery.platform == bindparam("platform"),
-           Delivery.message_id == bindparam("message_id")))
-"""Built once: every click naming its message is checked against it."""
 
 
-def _delivered(session: Session, click: Click, message_id: str) -> tuple[str | None, bool]:
-    """(ref of the request delivered as ``message_id``, or None; whether that request's
-    card is still being posted, asked only when the message is unknown)."""
-    delivered = session.scalars(
-        _DELIVERED_AS, {"platform": click.platform, "message_id": message_id}).first()
-    return delivered, delivered is None and store.card_being_posted(session, click.ref)
+def _delivered(session: Session, messages: CardMessages, click: Click, message_id: str
+               ) -> tuple[str | None, bool]:
+    card = messages.read(session, click.platform, message_id)
+    if card is not None:
+        return card[0], False
+    return None, store.card_being_posted(session, click.ref)
 
 class ClickInbox:
     """The click inbox: record before the ack, decide exactly once, recover after a crash."""
 
     def __init__(self, ctx: EngineContext, committer: Committer, decider: Decider,
                  attachments: Attachments, withdrawals: Withdrawals, authorizer: Authorizer,
-                 platforms: Platforms, background: Background) -> None:
+                 platforms: Platforms, background: Background,
+                 messages: CardMessages) -> None:
         self._ctx = ctx
         self._committer = committer
         self._decider = decider
@@ -89,6 +84,7 @@ class ClickInbox:
         self._platforms = platforms
         self._background = background
         self._writer: ClickWriter | None = None
+        self._messages = messages
 
     async def record_click(self, click: Click, budget: float = RECORD_BUDGET,
                            seen: Sequence[str] = ()) -> Recorded | None:
@@ -259,8 +255,7 @@ class ClickInbox:
         message_id = click.reply_to.get("message")
         if not message_id or not self._platforms.clicks_name_their_message(click.platform):
             return None
-        delivered, posting = await self._committer.read(
-            lambda s: _delivered(s, click, message_id))
+        delivered, posting = await self._card_of(click, message_id)
         if delivered == click.ref:
             return None
         if delivered is None and posting:
@@ -273,6 +268,16 @@ class ClickInbox:
                                    "message_id": message_id[:200]}
         return await self._authorizer.refuse("rejected", text, click.ref, click.responder,
                                              "adapter_refused", details=details, mark=mark)
+
+    async def _card_of(self, click: Click, message_id: str) -> tuple[str | None, bool]:
+        """(ref of the request delivered as ``message_id``, or None; whether that
+        request's card is still being posted, asked only when the message is unknown).
+        A card's message is read once per process (``CardMessages``)."""
+        known = self._messages.known(click.platform, message_id)
+        if known is not None:
+            return known[0], False
+        return await self._committer.read(
+            lambda s: _delivered(s, self._messages, click, message_id))
 
     async def _release_click(self, mark: inbox.Mark, exc: BaseException, attempts: int,
                              state: str = "running") -> None:

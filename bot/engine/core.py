@@ -17,6 +17,7 @@ from bot.engine import heap, home_signals, waiters
 from bot.engine.access import Authorizer
 from bot.engine.attachments import Attachments
 from bot.engine.batch import Batches
+from bot.engine.card_messages import CardMessages
 from bot.engine.click_check import ClickCheck
 from bot.engine.clicks import ClickInbox
 from bot.engine.committer import Committed, Committer, log
@@ -142,12 +143,13 @@ class Engine:
         self.attachments = Attachments(ctx, self.committer, self.authorizer)
         self.withdrawals = Withdrawals(ctx, self.committer, self.cards, self.authorizer,
                                        self.resolver)
+        messages = CardMessages()
         self.clicks = ClickInbox(ctx, self.committer, self.decider, self.attachments,
                                  self.withdrawals, self.authorizer, self.platforms,
-                                 self.background)
+                                 self.background, messages)
         self.batches = Batches(ctx, self.committer, self.clicks)
         self.click_check = ClickCheck(ctx, self.committer, self.authorizer, self.cards,
-                                      self.platforms)
+                                      self.platforms, messages)
         self.webhooks = Webhooks(ctx, self.committer)
         self.deliveries = deliveries = DeliveryHandlers(ctx, self.committer, self.cards,
                                                         self.platforms)
