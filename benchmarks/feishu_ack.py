@@ -53,11 +53,14 @@ SCRIPT = "feishu_ack.py"
 # ---------------------------------------------------------------- role: fake Feishu
 
 
-def run_fake(port: int, app_id: str) -> None:
+def run_fake(port: int, app_id: str, clicks: int) -> None:
+    """The approvers are members of the approvals chat, as where a card is clicked:
+    a race's losers are told there with an ephemeral card (one call each, not a
+    refused ephemeral card and then a direct message)."""
     from tests.fakes.feishu_api import FakeFeishuApi
 
     fake = FakeFeishuApi(app_id=app_id, app_secret=APP_SECRET,
-                         chats={APPROVALS: [STARTER], ORIGIN: [STARTER]})
+                         chats={APPROVALS: [STARTER, *approver_ids(clicks)], ORIGIN: [STARTER]})
     h.serve_asgi(fake.app, port, backlog=h.FAKE_BACKLOG)
 
 
@@ -209,13 +212,19 @@ async def run_case(case: str, client: Client, apps: dict[str, str], operators: l
     return lines
 
 
+def approver_ids(clicks: int) -> list[str]:
+    """The approvers' open ids: one per concurrent click."""
+    return [f"ou_op{i:05d}" for i in range(clicks)]
+
+
 async def client_main(clicks: int, rounds: int, cases: list[str],
                       profile: Path | None = None) -> None:
-    operators = [f"ou_op{i:05d}" for i in range(clicks)]
+    operators = approver_ids(clicks)
     app_id = f"cli_bench_{uuid.uuid4().hex[:8]}"
     with tempfile.TemporaryDirectory() as tmp, h.Parties(Path(tmp)) as parties:
         fake_port, app_port, base_port = h.free_port(), h.free_port(), h.free_port()
-        fake = parties.role(SCRIPT, "fake", "--port", str(fake_port), "--app-id", app_id)
+        fake = parties.role(SCRIPT, "fake", "--port", str(fake_port), "--app-id", app_id,
+                            "--clicks", str(clicks))
         fake.url = f"http://127.0.0.1:{fake_port}"
         baseline = parties.role(SCRIPT, "baseline", "--port", str(base_port))
         baseline.url = f"http://127.0.0.1:{base_port}"
@@ -255,7 +264,7 @@ def main() -> None:
                              "py-spy's, not askhuman's")
     ns = parser.parse_args()
     if ns.role == "fake":
-        run_fake(ns.port, ns.app_id)
+        run_fake(ns.port, ns.app_id, ns.clicks)
     elif ns.role == "baseline":
         run_baseline(ns.port)
     else:
