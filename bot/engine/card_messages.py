@@ -5,7 +5,8 @@ message is not a card of the request it claims (``ClickCheck`` before it is stor
 ``ClickInbox`` when deciding). A message stays the card of the one request it was
 posted for, so once found it is remembered: in a race of 100 approvers on one card
 the 99 losers no longer read it again (a statement each, ~0.2 ms). A message not
-found is asked again every time (its card may still be being posted).
+found is asked again every time (its card may still be being posted) and never kept,
+so made-up message ids in signed callbacks cannot fill the memory or push cards out.
 
 Per process, bounded (``MESSAGES_KEPT``, oldest forgotten first); another replica
 finds the message itself.

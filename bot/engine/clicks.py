@@ -59,14 +59,15 @@ class CardNotRecordedYet(Exception):
     again after a backoff (the worker), not refused as an unknown card."""
 
 
-
-
 def _delivered(session: Session, messages: CardMessages, click: Click, message_id: str
                ) -> tuple[str | None, bool]:
+    """``ClickInbox._card_of``'s read. Whether the request's card is still being posted
+    is asked only when the message is not (yet) known as a card."""
     card = messages.read(session, click.platform, message_id)
     if card is not None:
         return card[0], False
     return None, store.card_being_posted(session, click.ref)
+
 
 class ClickInbox:
     """The click inbox: record before the ack, decide exactly once, recover after a crash."""

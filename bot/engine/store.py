@@ -165,7 +165,7 @@ def audit(
         values["details"] = {**values["details"], "delegate": actor.via,
                              "acting_as": actor.display_name}
     if outcome == "refused":
-        count_refusal(session, now, values)
+        count_refusal(session, values)
     elif into is not None:
         into.append(values)
     else:
@@ -199,13 +199,14 @@ def write_held_audits(session: Session) -> None:
     insert_audits(session, held)
 
 
-def count_refusal(session: Session, now: dt.datetime, values: dict[str, Any]) -> None:
+def count_refusal(session: Session, values: dict[str, Any]) -> None:
     """Record a refused attempt on its aggregate row: one per (event, person, request),
     and per adapter check (``details["check"]``, a small fixed set) for adapter refusals.
 
     The first refusal inserts the row (its reason and details are kept); every repeat
-    only bumps ``occurrences`` and ``last_seen_at`` (an atomic ``INSERT … ON CONFLICT
-    DO UPDATE`` on ``aggregate_key``, so concurrent replicas count correctly). A
+    only bumps ``occurrences`` and moves ``last_seen_at`` to its own ``created_at`` (an
+    atomic ``INSERT … ON CONFLICT DO UPDATE`` on ``aggregate_key``, so concurrent
+    replicas count correctly). A
     reference that names no request (a forged or mistyped one) is kept in the first
     row's details but not in the key, so random references cannot add rows either.
 
