@@ -35,12 +35,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,11 +61,14 @@ def fetch(url: str) -> Any:
         return json.loads(reply.read())
 
 
-async def post_cards(url: str, fake_url: str, api_port: str, runs: int,
+async def post_cards(urls: Sequence[str], fake_url: str, api_port: str, runs: int,
                      start_burst: int = 20) -> dict[str, Any]:
-    """Start ``runs`` runs, ``start_burst`` at a time; the blocks of each new card by
-    its ts. (On a loaded machine a start can miss its store-before-ack budget and is
-    refused; smaller bursts avoid that. The starts are not measured.)"""
+    """Start ``runs`` runs, ``start_burst`` at a time, spread over the servers at
+    ``urls``; the blocks of each new card by its ts. (On a loaded machine a start can
+    miss its store-before-ack budget and is refused; smaller bursts avoid that. The
+    starts are not measured.) Every replica starts runs, so each has built its agent
+    (imported pydantic-ai, once per process) before the measured clicks: otherwise a
+    replica that only resumes paid that import inside the measurement."""
     from urllib.parse import urlencode
 
     calls = [slack.signed(urlencode({
@@ -71,7 +76,9 @@ async def post_cards(url: str, fake_url: str, api_port: str, runs: int,
         "user_name": "starter", "channel_id": slack.ORIGIN, "team_id": "T0TEST",
         "response_url": f"http://127.0.0.1:{api_port}/response_url/cmd"})) for i in range(runs)]
     for start in range(0, runs, start_burst):
-        await h.burst(url, calls[start:start + start_burst])
+        chunk = calls[start:start + start_burst]
+        await asyncio.gather(*(h.burst(url, chunk[i::len(urls)])
+                               for i, url in enumerate(urls)))
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         cards = fetch(fake_url + "/_bench/cards")
@@ -133,7 +140,8 @@ async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int,
             h.wait_http(servers[-1])
         if workers > 1:
             wait_workers(database_url, workers)
-        cards = await post_cards(servers[0].url, fake.url, api_port, runs, start_burst)
+        cards = await post_cards([server.url for server in servers], fake.url, api_port, runs,
+                                 start_burst)
         clicks = [slack.signed(slack.click_body(blocks, ts, APPROVER, api_port))
                   for ts, blocks in cards.items()]
         count = (f"{fake.url}/_bench/count?channel={slack.ORIGIN}&text=Deployed")
@@ -170,7 +178,7 @@ async def idle_clicks(database_url: str, clicks: int, gap: float) -> dict[str, l
         fake, api_port, config, env = start_fake_slack(parties, Path(tmp), database_url)
         server = parties.askhuman(config, h.free_port(), env)
         h.wait_http(server)
-        cards = await post_cards(server.url, fake.url, api_port, clicks, start_burst=1)
+        cards = await post_cards([server.url], fake.url, api_port, clicks, start_burst=1)
         answers = f"{fake.url}/_bench/posted?channel={slack.ORIGIN}&text=Deployed"
         updates = f"{fake.url}/_bench/posted?method=chat.update&channel={slack.CHANNEL}&text="
         out: dict[str, list[float]] = {"click → ack": [], "ack → card updated": [],
@@ -226,15 +234,12 @@ def main() -> None:
                              "are answered (one SQLite setup) into DIR and print where "
                              "the Python CPU went (benchmarks/cpu_profile.py); py-spy "
                              "samples from outside, but its pauses inflate the CPU figure")
+    parser.add_argument("--profile-replicas", action="store_true",
+                        help="--profile: two `serve` replicas on PostgreSQL "
+                             "(ASKHUMAN_TEST_POSTGRES_URL) instead of SQLite")
     ns = parser.parse_args()
     if ns.profile:
-        ns.profile.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory() as tmp:
-            rate, cpu = asyncio.run(one_setup(
-                f"sqlite:///{Path(tmp) / 'askhuman.db'}", 1, ns.runs, ns.in_flight,
-                int(ns.workers.split(",")[0]), start_burst=ns.start_burst, profile=ns.profile))
-        print(f"{rate:.1f} decisions/s, CPU ms per decision {_cpu(cpu)} (under py-spy)\n")
-        print(cpu_profile.report(sorted(ns.profile.glob("serve-*.txt"))))
+        profile_one(ns)
         return
     if ns.idle:
         with tempfile.TemporaryDirectory() as tmp:
@@ -259,6 +264,23 @@ def main() -> None:
             print(f"| {setup}, SQLite | {rate:.1f} | {_cpu(cpu)} |", flush=True)
     if base:
         postgres_rows(base, ns.runs, ns.in_flight)
+
+
+def profile_one(ns: argparse.Namespace) -> None:
+    """``--profile``: one setup recorded by py-spy, and where its Python CPU went."""
+    ns.profile.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        if ns.profile_replicas:
+            url, replicas = stack.enter_context(scratch(os.environ[
+                "ASKHUMAN_TEST_POSTGRES_URL"])), 2
+        else:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory())
+            url, replicas = f"sqlite:///{Path(tmp) / 'askhuman.db'}", 1
+        rate, cpu = asyncio.run(one_setup(
+            url, replicas, ns.runs, ns.in_flight, int(ns.workers.split(",")[0]),
+            start_burst=ns.start_burst, profile=ns.profile))
+    print(f"{rate:.1f} decisions/s, CPU ms per decision {_cpu(cpu)} (under py-spy)\n")
+    print(cpu_profile.report(sorted(ns.profile.glob("serve-*.txt"))))
 
 
 def postgres_rows(base: str, runs: int, in_flight: int) -> None:
