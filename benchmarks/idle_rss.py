@@ -164,13 +164,16 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def idle_workers(setup: str, idle: float, workers: int, layout: str
+def idle_workers(setup: str, idle: float, workers: int, layout: str, runs: int = 0
                  ) -> tuple[tuple[float, float], list[tuple[float, float]]]:
     """(RSS, PSS) of the parent and of each worker of an idle ``workers``-process
-    layout, once every worker beats its heartbeat and all have idled ``idle`` s."""
+    layout, once every worker beats its heartbeat and all have idled ``idle`` s; with
+    ``runs``, after that many agent runs (``POST /api/v1/runs``, one at a time on new
+    connections, so they land on any worker) have asked their questions."""
     with tempfile.TemporaryDirectory() as tmp, Parties(Path(tmp)) as parties:
         env, route = platform_env(parties, setup, Path(tmp))
         config = write_config(Path(tmp), route, fresh=False)
+        key = api_key(config) if runs else None
         app = start_workers(parties, config, env, workers, layout)
         wait_http(app, timeout=180)  # N spawned interpreters importing lark-oapi: slow
         deadline = time.monotonic() + 60
@@ -178,6 +181,9 @@ def idle_workers(setup: str, idle: float, workers: int, layout: str
                         "SELECT id FROM instances WHERE stopped_at IS NULL")) < workers:
             assert time.monotonic() < deadline, f"{workers} workers did not start"
             time.sleep(0.2)
+        for _ in range(runs):
+            assert key is not None
+            run_once(app.url, key)
         time.sleep(idle)
         app.check()
         children = descendants(app.pid)
@@ -185,19 +191,23 @@ def idle_workers(setup: str, idle: float, workers: int, layout: str
                 [(rss_mb(pid), pss_mb(pid)) for pid in children])
 
 
-def workers_table(setups: list[str], counts: list[int], idle: float, repeat: int) -> None:
-    """Per-process and total RSS and PSS of each layout, medians of ``repeat`` starts."""
-    print("\n| `serve` with | workers | layout | parent RSS / PSS MB | each worker RSS / "
-          "PSS MB | total RSS MB | total PSS MB |\n|---|---|---|---|---|---|---|")
+def workers_table(setups: list[str], counts: list[int], idle: float, repeat: int,
+                  runs: int = 0) -> None:
+    """Per-process and total RSS and PSS of each layout, medians of ``repeat`` starts
+    (after ``runs`` agent runs, see ``idle_workers``)."""
+    after = f", after {runs} agent runs" if runs else ""
+    print(f"\n| `serve` with{after} | workers | layout | parent RSS / PSS MB | each worker "
+          "RSS / PSS MB | total RSS MB | total PSS MB |\n|---|---|---|---|---|---|---|")
     for setup in [s for s in setups if s != "feishu-ws"]:
         for workers in counts:
             for layout in LAYOUTS:
-                runs = [idle_workers(setup, idle, workers, layout) for _ in range(repeat)]
+                starts = [idle_workers(setup, idle, workers, layout, runs)
+                          for _ in range(repeat)]
                 med = statistics.median
-                parent = [med(run[0][i] for run in runs) for i in (0, 1)]
-                each = [med(size[i] for run in runs for size in run[1]) for i in (0, 1)]
-                totals = [med(run[0][i] + sum(size[i] for size in run[1]) for run in runs)
-                          for i in (0, 1)]
+                parent = [med(start[0][i] for start in starts) for i in (0, 1)]
+                each = [med(size[i] for start in starts for size in start[1]) for i in (0, 1)]
+                totals = [med(start[0][i] + sum(size[i] for size in start[1])
+                              for start in starts) for i in (0, 1)]
                 print(f"| {setup} | {workers} | {layout} | {parent[0]:.1f} / {parent[1]:.1f} "
                       f"| {each[0]:.1f} / {each[1]:.1f} | {totals[0]:.1f} | "
                       f"**{totals[1]:.1f}** |", flush=True)
@@ -271,9 +281,12 @@ def main() -> None:
                              "spawned workers")
     parser.add_argument("--only-workers", action="store_true",
                         help="skip the one-process table and `--help`")
+    parser.add_argument("--worker-runs", type=int, default=0, metavar="N",
+                        help="--workers: read the sizes after N agent runs (so each "
+                             "worker has loaded the agent runtime), not idle from the start")
     ns = parser.parse_args()
     if ns.only_workers:
-        workers_table(ns.setups, ns.workers, ns.idle, ns.repeat)
+        workers_table(ns.setups, ns.workers, ns.idle, ns.repeat, ns.worker_runs)
         return
     cases = {"at the newest schema": {"fresh": False},
              "empty (migrates)": {"fresh": True},
@@ -292,7 +305,7 @@ def main() -> None:
                              extra_env={"PYTHONPROFILEIMPORTTIME": "1"})
         print(f"\n`serve` with {setup}:\n\n{import_report(log, ns.imports)}", flush=True)
     if ns.workers:
-        workers_table(ns.setups, ns.workers, ns.idle, ns.repeat)
+        workers_table(ns.setups, ns.workers, ns.idle, ns.repeat, ns.worker_runs)
     times = [help_seconds() for _ in range(ns.repeat + 2)][1:]  # the first warms the disk
     print(f"\n`askhuman --help`: median {statistics.median(times) * 1000:.0f} ms, "
           f"max {max(times) * 1000:.0f} ms ({len(times)} runs)")

@@ -3,8 +3,10 @@
 The engine builds a runtime on an agent's first run (``bot.engine.runtimes``), so the
 embedded runtime and pydantic-ai behind it (some 600 modules, about 30 MB) are imported
 then, not when the engine merely names ``bot.agents.base``'s types: an idle server, or
-one whose agents never run here, does not hold them. The names below are imported on
-first use (PEP 562).
+one whose agents never run here, does not hold them (``serve --workers N`` imports them
+in its parent when agents are configured, so the forked workers share them:
+``commands.forked_workers.preload``). The names below are imported on first use
+(PEP 562).
 """
 
 from importlib import import_module

@@ -50,11 +50,14 @@ FEISHU = {"FEISHU_APP_ID": "cli_a", "FEISHU_APP_SECRET": "s3cret-value",
           "FEISHU_MODE": "http", "FEISHU_ENCRYPT_KEY": "k", "FEISHU_VERIFICATION_TOKEN": "t"}
 
 
-def _load(tmp_path: Path, platform_env: dict[str, str]) -> dict[str, object]:
+def _load(tmp_path: Path, platform_env: dict[str, str], *, agents: bool = False
+          ) -> dict[str, object]:
     config = tmp_path / "askhuman.yaml"
     config.write_text(yaml.safe_dump({
         "database_url": f"sqlite:///{tmp_path / 'a.db'}",
-        "routes": {"ops": {"timeout": "30m", "console": {"enabled": True}}}}))
+        "routes": {"ops": {"timeout": "30m", "console": {"enabled": True}}},
+        **({"agents": {"deploy": {"model": "scripted:deploy", "route": "ops"}}}
+           if agents else {})}))
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SLACK_", "FEISHU_", "ASKHUMAN_", "OTEL_"))}
     done = subprocess.run([sys.executable, "-c", LOAD, str(config)], cwd=ROOT,
@@ -65,15 +68,16 @@ def _load(tmp_path: Path, platform_env: dict[str, str]) -> dict[str, object]:
     return loaded
 
 
-@pytest.mark.parametrize(("platform_env", "sdks", "not_loaded"), [
-    ({}, [], ["slack_bolt", "lark_oapi"]),
-    (SLACK, ["slack_bolt", "slack_sdk"], ["lark_oapi"]),
-    ({**SLACK, **FEISHU}, ["slack_bolt", "lark_oapi"], []),
+@pytest.mark.parametrize(("platform_env", "agents", "sdks", "not_loaded"), [
+    ({}, False, [], ["slack_bolt", "lark_oapi", "pydantic_ai"]),
+    (SLACK, False, ["slack_bolt", "slack_sdk"], ["lark_oapi", "pydantic_ai"]),
+    ({**SLACK, **FEISHU}, True, ["slack_bolt", "lark_oapi", "pydantic_ai"], []),
 ])
 def test_the_parent_preloads_the_configured_sdks_and_forks_holding_nothing(
-    tmp_path: Path, platform_env: dict[str, str], sdks: list[str], not_loaded: list[str],
+    tmp_path: Path, platform_env: dict[str, str], agents: bool, sdks: list[str],
+    not_loaded: list[str],
 ) -> None:
-    loaded = _load(tmp_path, platform_env)
+    loaded = _load(tmp_path, platform_env, agents=agents)
     modules = loaded["modules"]
     assert isinstance(modules, list)
     # What every worker's app imports is in the parent, shared by the forks.
