@@ -12,7 +12,10 @@ the outbox, a resume of the agent and its final answer posted. Measured:
   claimed its job (median and p99), for each ``--concurrency`` value of
   ``worker.resume_concurrency``. ``--in-flight 1`` gives the idle figure;
 * decided → resume started: from the decision (in its transaction) to the same
-  point: the resume queue's own wait, without the answers queued ahead of it.
+  point: the resume queue's own wait, without the answers queued ahead of it;
+* answer → resume done: from the answer to that resume's outcome committed (its
+  final answer queued): what the agent waits for. More resume slots start resumes
+  sooner, and then they share the CPU (one process).
 
 The platform is the engine tests' in-memory fake adapter, so this measures the
 engine and its database, not HTTP. ``ASKHUMAN_TEST_POSTGRES_URL`` adds PostgreSQL;
@@ -94,11 +97,13 @@ async def one_round(url: str, runs: int, in_flight: int, concurrency: int) -> di
     with engine.db.transaction() as s:
         ids = {row[0]: row[1] for row in s.execute(select(HumanRequest.id, HumanRequest.ref))}
     started: dict[int, float] = {}
+    finished: dict[int, float] = {}
     process = engine.resumes.process
 
     async def timed_process(claim: Any, *args: Any, **kwargs: Any) -> None:
         started[claim.request_id] = time.perf_counter()  # right after the claim commits
         await process(claim, *args, **kwargs)
+        finished[claim.request_id] = time.perf_counter()  # its outcome committed
 
     engine.resumes.process = timed_process  # type: ignore[method-assign]
     decided = _time_decisions(engine, time.perf_counter)
@@ -126,9 +131,11 @@ async def one_round(url: str, runs: int, in_flight: int, concurrency: int) -> di
     engine.db.dispose()
     waits = [(started[i] - answered[ref]) * 1000 for i, ref in ids.items()]
     queued = [(started[i] - decided[ref]) * 1000 for i, ref in ids.items()]
+    done = [(finished[i] - answered[ref]) * 1000 for i, ref in ids.items()]
     return {"decisions/s": runs / elapsed, "p50 ms": statistics.median(waits),
             "p99 ms": _p(waits, 0.99), "queued p50 ms": statistics.median(queued),
-            "queued p99 ms": _p(queued, 0.99), "cpu ms": cpu_ms}
+            "queued p99 ms": _p(queued, 0.99), "done p50 ms": statistics.median(done),
+            "done p99 ms": _p(done, 0.99), "cpu ms": cpu_ms}
 
 
 def _time_decisions(engine: Any, clock: Any) -> dict[str, float]:
@@ -276,8 +283,9 @@ def main() -> None:
     INSTANT = ns.instant_resume
     base = os.environ.get("ASKHUMAN_TEST_POSTGRES_URL")
     print("| backend | replicas | resume_concurrency | decisions/s | CPU ms/decision "
-          "| answer→resume p50 ms | p99 ms | decided→resume p50 ms | p99 ms |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| answer→resume p50 ms | p99 ms | decided→resume p50 ms | p99 ms "
+          "| answer→resume done p50 ms | p99 ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for backend in [b for b in ns.backend if b == "sqlite" or base]:
         replicas = ns.replicas if backend == "postgres" else 1
         for concurrency in ns.concurrency:
@@ -293,9 +301,11 @@ def main() -> None:
                                replicas_round(url, ns.runs, ns.in_flight // replicas,
                                               concurrency, replicas))
             cpu = f"{row['cpu ms']:.1f}" if "cpu ms" in row else "n/a (processes)"
+            done = (f"{row['done p50 ms']:.0f} | {row['done p99 ms']:.0f}"
+                    if "done p50 ms" in row else "n/a | n/a")
             print(f"| {backend} | {replicas} | {concurrency} | {row['decisions/s']:.0f} | "
                   f"{cpu} | {row['p50 ms']:.0f} | {row['p99 ms']:.0f} | "
-                  f"{row['queued p50 ms']:.0f} | {row['queued p99 ms']:.0f} |")
+                  f"{row['queued p50 ms']:.0f} | {row['queued p99 ms']:.0f} | {done} |")
 
 
 if __name__ == "__main__":
