@@ -1,6 +1,7 @@
 """``CardMessages``: which request a card's message is a card of, remembered per process.
 
-Feishu names the message a click came from, and the engine refuses a click whose
+A platform whose clicks name the message they came from
+(``ClickTraits.clicks_name_their_message``) has the engine refuse a click whose
 message is not a card of the request it claims (``ClickCheck`` before it is stored,
 ``ClickInbox`` when deciding). A message stays the card of the one request it was
 posted for, so once found it is remembered: in a race of 100 approvers on one card
