@@ -21,7 +21,11 @@ click finds the server quiet), each timed from its ack (the HTTP response) to it
 update and to its final answer, as the fake Slack saw them arrive (``time.monotonic``,
 one clock for every process on the machine):
 
-    python benchmarks/serve_throughput.py --idle 40 [--gap 1.5]
+    python benchmarks/serve_throughput.py --idle 40 [--gap 1.5] [--split]
+
+``--split`` runs that on ``serve --no-background`` beside ``askhuman worker`` (one
+SQLite file, two processes): the worker runs the resumes the web process's decisions
+queue.
 
 ``--workers 1,2`` runs ``serve`` and ``serve --workers 2`` (gunicorn's forked uvicorn
 workers on one port) in turn, ``--repeat`` times, alternating which goes first; the askhuman CPU is
@@ -171,13 +175,25 @@ async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int,
         return rate, cpu
 
 
-async def idle_clicks(database_url: str, clicks: int, gap: float) -> dict[str, list[float]]:
+async def idle_clicks(database_url: str, clicks: int, gap: float, split: bool = False
+                      ) -> dict[str, list[float]]:
     """One ``serve``, ``clicks`` cards, then one click at a time on an idle server: per
-    click, ms from the ack to the card updated and to the final answer posted."""
+    click, ms from the ack to the card updated and to the final answer posted. With
+    ``split``, ``serve --no-background`` takes the clicks and ``askhuman worker`` beside
+    it runs the resumes."""
     with tempfile.TemporaryDirectory() as tmp, h.Parties(Path(tmp)) as parties:
         fake, api_port, config, env = start_fake_slack(parties, Path(tmp), database_url)
-        server = parties.askhuman(config, h.free_port(), env)
+        server = parties.askhuman(config, h.free_port(), env, "askhuman",
+                                  *(["--no-background"] if split else []))
         h.wait_http(server)
+        if split:
+            worker = parties.spawn("worker", [sys.executable, "-m", "bot.cli", "worker",
+                                              "--config", str(config), "--port",
+                                              str(port := h.free_port()),
+                                              "--log-level", "warning"], env)
+            worker.url = f"http://127.0.0.1:{port}"
+            h.wait_http(worker)
+            wait_workers(database_url, 2)
         cards = await post_cards([server.url], fake.url, api_port, clicks, start_burst=1)
         answers = f"{fake.url}/_bench/posted?channel={slack.ORIGIN}&text=Deployed"
         updates = f"{fake.url}/_bench/posted?method=chat.update&channel={slack.CHANNEL}&text="
@@ -229,6 +245,9 @@ def main() -> None:
                              "ack → card updated / final answer posted (SQLite)")
     parser.add_argument("--gap", type=float, default=1.5,
                         help="--idle: seconds between clicks")
+    parser.add_argument("--split", action="store_true",
+                        help="--idle: `serve --no-background` beside `askhuman worker` "
+                             "instead of one `serve`")
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
                         help="also record each `serve` with py-spy --gil while the clicks "
                              "are answered (one SQLite setup) into DIR and print where "
@@ -244,7 +263,7 @@ def main() -> None:
     if ns.idle:
         with tempfile.TemporaryDirectory() as tmp:
             report_idle(asyncio.run(idle_clicks(f"sqlite:///{Path(tmp) / 'askhuman.db'}",
-                                                ns.idle, ns.gap)))
+                                                ns.idle, ns.gap, ns.split)))
         return
     base = os.environ.get("ASKHUMAN_TEST_POSTGRES_URL")
     print("| setup | decisions/s (click → final answer posted) | CPU ms per decision: "

@@ -204,6 +204,8 @@ class Database:
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
         sqlite = self.engine.dialect.name == "sqlite"
         file = _sqlite_file(url) if sqlite else None
+        self.sqlite_file = file
+        """The SQLite file's absolute path (None: PostgreSQL, or SQLite in memory)."""
         self._writer = WriterLock(file) if sqlite else None
         """SQLite: every write transaction holds it (``WriterLock``)."""
         on_file = file is not None

@@ -1,8 +1,10 @@
 """Wire the door into ``askhuman serve``: routes, webhooks, MCP, schedules, LISTEN.
 
 ``build_door`` registers the webhook sender with the engine and returns the routes
-to mount (``/api/v1/…``, ``/mcp``) and the background tasks to run: the PostgreSQL
-resolution listener (cross-replica long-poll wake-ups) and the MCP session manager
+to mount (``/api/v1/…``, ``/mcp``) and the background tasks to run: the engine's ear
+for other processes' decisions (``Engine.hear_others``: cross-process long-poll
+wake-ups, PostgreSQL's NOTIFY or a shared SQLite file's data version) and the MCP
+session manager
 where requests are taken in; the schedule sweep where the engine's loops run.
 """
 
@@ -22,7 +24,6 @@ from bot.api.routes import ApiRoutes
 from bot.api.service import Door
 from bot.api.webhooks import HttpWebhookSender
 from bot.engine.core import Engine
-from bot.engine.waiters import listen_forever
 from bot.settings import Settings
 
 log = logging.getLogger("askhuman.api")
@@ -59,13 +60,7 @@ def build_door(
     route, task = lazy_mcp_route(door, limiter)
     runtime.routes.append(route)
     runtime.tasks.append(task)
-    if engine.db.is_postgres:
-        url = settings.database_url
-
-        async def listen(stop: asyncio.Event) -> None:
-            await listen_forever(url, engine.waiters, stop)
-
-        runtime.tasks.append(listen)
+    runtime.tasks.append(engine.hear_others)  # long-polls hear other processes' decisions
 
     async def schedules(stop: asyncio.Event) -> None:
         await engine.schedule_forever(stop, schedule_interval)

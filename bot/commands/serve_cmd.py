@@ -44,6 +44,10 @@ from bot.web import Endpoint, create_app
 log = logging.getLogger("askhuman.serve")
 
 SQLITE_WAIT_RECHECK_SECONDS = 1.0
+SQLITE_WATCH_SECONDS = 0.025
+"""Several processes on one SQLite file: how often each checks for the others' commits
+(``bot.engine.sqlite_watch``; ~4 µs a check), so a web process's decision reaches the
+worker's resume loop, and another process's long-polls, within about this long."""
 """How often a long-poll re-reads its request when several processes share a SQLite
 file (no LISTEN/NOTIFY): the bound on hearing of another process's decision."""
 
@@ -153,6 +157,9 @@ def build_app(
         uninstall_sighup = install_sighup(engine)
         tasks = [asyncio.create_task(engine.serve_forever(stop, loops=role.runs_loops),
                                      name="engine-worker")]
+        if role is Role.WORKER:  # it exists to resume: no first resume waits for imports
+            tasks.append(asyncio.create_task(engine.runtimes.warm(list(engine.settings.agents)),
+                                             name="agents-warm"))
         if metrics_port is not None:
             tasks.append(asyncio.create_task(_until_stopped(metrics_port, stop),
                                              name="metrics-port"))
@@ -254,7 +261,8 @@ def prepare(
     """Create/upgrade the database, build the engine and platforms, return the app for
     ``role``. ``processes`` is how many ``serve`` processes share this database (with
     ``--workers``): on SQLite, which has no notifications, a long-poll then re-reads
-    its request every second, since another process may decide it."""
+    its request every second, since another process may decide it, and each process
+    checks the file for the others' commits every 25 ms (``SQLITE_WATCH_SECONDS``)."""
     from storage import Database
 
     for warning in config_warnings(settings.agents):
@@ -263,10 +271,18 @@ def prepare(
     if upgrade:
         database.upgrade()
     engine = Engine(database, settings)
-    if not database.is_postgres and (processes > 1 or role is not Role.ALL):
-        engine.tuning.wait_recheck = SQLITE_WAIT_RECHECK_SECONDS
+    share_sqlite(engine, processes, role)
     runtimes = start_platforms(engine, settings, env)
     return build_app(engine, runtimes, owns_database=True, role=role)
+
+
+def share_sqlite(engine: Engine, processes: int, role: Role) -> None:
+    """On a SQLite file that other processes share (``--workers``, ``--no-background``
+    or ``askhuman worker``), hear their commits (``Tuning.watch_interval``) and bound a
+    long-poll's wait for them (``Tuning.wait_recheck``); one ``serve`` hears itself."""
+    if engine.db.sqlite_file is not None and (processes > 1 or role is not Role.ALL):
+        engine.tuning.wait_recheck = SQLITE_WAIT_RECHECK_SECONDS
+        engine.tuning.watch_interval = SQLITE_WATCH_SECONDS
 
 
 def check_tool_settings(settings: Settings) -> None:

@@ -68,7 +68,12 @@ class Tuning:
     wait_recheck: float | None = None
     """A long-poll re-reads its request this often, in seconds (None: only when woken).
     Set when several processes share a SQLite file, which has no LISTEN/NOTIFY: another
-    process's decision reaches the waiter within this bound instead of at its timeout."""
+    process's decision reaches the waiter within this bound instead of at its timeout
+    (``watch_interval`` normally wakes it long before; this is the bound if it cannot)."""
+    watch_interval: float | None = None
+    """How often, in seconds, a process on a SQLite file shared with others checks
+    whether another one committed (``sqlite_watch``), to wake its resume loop and its
+    long-polls. None: nothing to hear (one process, or PostgreSQL's NOTIFY)."""
 
 
 @dataclass

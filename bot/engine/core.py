@@ -13,7 +13,7 @@ import asyncio
 import datetime as dt
 from collections.abc import Awaitable, Callable
 
-from bot.engine import heap, home_signals, waiters
+from bot.engine import heap, home_signals, sqlite_watch, waiters
 from bot.engine.access import Authorizer
 from bot.engine.attachments import Attachments
 from bot.engine.batch import Batches
@@ -352,8 +352,7 @@ class Engine:
         schedules = {"timeouts": self.decider.next_expiry_in}  # wake at the next deadline
         tasks = [self._loop(name, step, stop, poll_interval, wake, schedules.get(name))
                  for name, step, wake in loops]
-        if self.db.is_postgres:  # other replicas' decisions wake our resume loop at once
-            tasks.append(waiters.listen_forever(self.settings.database_url, self.waiters, stop))
+        tasks.append(self.hear_others(stop))  # their decisions wake our resume loop
         unsubscribe = self.waiters.subscribe(self.wakeups.resume_due)
         self.resumes.with_decisions(True)  # a decision with a free slot claims its resume
         try:
@@ -361,6 +360,20 @@ class Engine:
         finally:
             self.resumes.with_decisions(False)
             unsubscribe()
+
+    async def hear_others(self, stop: asyncio.Event) -> None:
+        """Until ``stop``, hear what other processes on this database decide and wake
+        this one's resume loop and long-polls: PostgreSQL's ``NOTIFY``
+        (``waiters.listen_forever``), or a SQLite file's data version when processes
+        share it (``Tuning.watch_interval``, ``sqlite_watch``)."""
+        interval, path = self.tuning.watch_interval, self.db.sqlite_file
+        if self.db.is_postgres:
+            await waiters.listen_forever(self.settings.database_url, self.waiters, stop)
+        elif interval is not None and path is not None:
+            await sqlite_watch.watch_forever(path, self.waiters, self.queries.not_open,
+                                             stop, interval)
+        else:
+            await stop.wait()
 
     async def outbox_round(self) -> None:
         while await self.outbox.sweep_concurrently(OUTBOX_ROUND, OUTBOX_CONCURRENCY):

@@ -11,6 +11,7 @@ from bot.engine.committer import Committer
 from bot.engine.home import RUNS_SHOWN, runs_started_by
 from bot.engine.ports import Identity
 from bot.engine.request_cards import Cards
+from bot.engine.store import OPEN
 from renderers.card import RequestCard, RunLine
 from storage import Delivery, HumanRequest, OutboxItem, ResumeJob
 
@@ -47,6 +48,20 @@ class Queries:
                 return None
             shown = self._cards.shown(session, ref)
             return ref, shown[1] if shown else None
+
+        return await self._committer.read(find)
+
+    async def not_open(self, refs: list[str]) -> list[str]:
+        """Of ``refs``, those no longer open: decided, cancelled or timed out
+        (``sqlite_watch`` wakes their long-polls)."""
+
+        def find(session: Session) -> list[str]:
+            found: list[str] = []
+            for start in range(0, len(refs), 500):  # under SQLite's bound on parameters
+                found += session.scalars(select(HumanRequest.ref).where(
+                    HumanRequest.ref.in_(refs[start:start + 500]),
+                    HumanRequest.status != OPEN))
+            return found
 
         return await self._committer.read(find)
 

@@ -60,6 +60,18 @@ class Runtimes:
             self.built.setdefault(agent, built)  # a concurrent first build: keep one
         return self.built[agent]
 
+    async def warm(self, agents: list[str]) -> None:
+        """Build ``agents`` now, one after another on a worker thread (``ready``), so
+        the first resume after a start does not wait for the agent stack's import
+        (``askhuman worker``, which exists to run them). One that cannot be built is
+        logged and fails again, with its error, where it is used."""
+        for agent in agents:
+            try:
+                await self.ready(agent)
+            except Exception as exc:
+                log.warning("an agent could not be built ahead of its first use",
+                            extra={"agent": agent, "error": str(exc)})
+
     def apply_settings(self, settings: Settings) -> None:
         """Agents a reload added are built from the new config on first use; runtimes
         already built keep their definition until a restart."""

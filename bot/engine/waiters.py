@@ -7,7 +7,8 @@ PostgreSQL, sends ``NOTIFY askhuman_resolved, '<ref>'`` inside that same transac
 so other replicas hear of a decision exactly when (and only if) it commits. After the
 commit, the local ``Waiters`` are woken directly; ``listen_forever`` (one connection per
 replica) wakes them for decisions made elsewhere; it also LISTENs on the channels
-other services add (``on_channel``: home views, ``home_signals``).
+other services add (``on_channel``: home views, ``home_signals``). On a SQLite file
+shared by several processes, ``sqlite_watch`` does the listener's part.
 """
 
 from __future__ import annotations
@@ -109,17 +110,26 @@ class Waiters:
         timeout sweep's full chunks must wake none of them (``expiry.sweep_chunk``)."""
         refs = list(refs)
         if refs and announce:
-            with self._lock:
-                subscribers = list(self._subscribers)
-            for loop, callback in subscribers:
-                with contextlib.suppress(RuntimeError):  # its loop is closed
-                    loop.call_soon_threadsafe(callback)
+            self.announce()
         with self._lock:  # once, not once per ref: a timeout sweep wakes 1,000 at a time
             found = [self._by_ref.pop(ref) for ref in refs if ref in self._by_ref]
         for entries in found:
             for loop, future in entries:
                 with contextlib.suppress(RuntimeError):  # its loop is closed
                     loop.call_soon_threadsafe(_settle, future)
+
+    def announce(self) -> None:
+        """Call every subscriber (thread-safe): something was decided elsewhere."""
+        with self._lock:
+            subscribers = list(self._subscribers)
+        for loop, callback in subscribers:
+            with contextlib.suppress(RuntimeError):  # its loop is closed
+                loop.call_soon_threadsafe(callback)
+
+    def waiting(self) -> list[str]:
+        """The refs someone waits for."""
+        with self._lock:
+            return list(self._by_ref)
 
     def wake_all(self) -> None:
         """Wake everyone (they re-read the database): after missing notifications."""
