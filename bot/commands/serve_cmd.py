@@ -46,8 +46,9 @@ log = logging.getLogger("askhuman.serve")
 SQLITE_WAIT_RECHECK_SECONDS = 1.0
 SQLITE_WATCH_SECONDS = 0.025
 """Several processes on one SQLite file: how often each checks for the others' commits
-(``bot.engine.sqlite_watch``; ~4 µs a check), so a web process's decision reaches the
-worker's resume loop, and another process's long-polls, within about this long."""
+while the checks find work (``bot.engine.sqlite_watch``; four times less often after a
+quiet second), so a web process's decision reaches the worker's resume loop, and
+another process's long-polls, within 25–100 ms."""
 """How often a long-poll re-reads its request when several processes share a SQLite
 file (no LISTEN/NOTIFY): the bound on hearing of another process's decision."""
 
@@ -262,7 +263,7 @@ def prepare(
     ``role``. ``processes`` is how many ``serve`` processes share this database (with
     ``--workers``): on SQLite, which has no notifications, a long-poll then re-reads
     its request every second, since another process may decide it, and each process
-    checks the file for the others' commits every 25 ms (``SQLITE_WATCH_SECONDS``)."""
+    checks the file for the others' commits (``SQLITE_WATCH_SECONDS``)."""
     from storage import Database
 
     for warning in config_warnings(settings.agents):
@@ -283,6 +284,7 @@ def share_sqlite(engine: Engine, processes: int, role: Role) -> None:
     if engine.db.sqlite_file is not None and (processes > 1 or role is not Role.ALL):
         engine.tuning.wait_recheck = SQLITE_WAIT_RECHECK_SECONDS
         engine.tuning.watch_interval = SQLITE_WATCH_SECONDS
+        engine.tuning.watch_resumes = role is Role.WORKER
 
 
 def check_tool_settings(settings: Settings) -> None:

@@ -74,6 +74,10 @@ class Tuning:
     """How often, in seconds, a process on a SQLite file shared with others checks
     whether another one committed (``sqlite_watch``), to wake its resume loop and its
     long-polls. None: nothing to hear (one process, or PostgreSQL's NOTIFY)."""
+    watch_resumes: bool = False
+    """The watch also looks for resumes other processes queued (``askhuman worker``:
+    web processes queue resumes they do not run); a process that takes events in and
+    runs its loops resumes its own decisions."""
 
 
 @dataclass

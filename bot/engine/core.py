@@ -167,7 +167,7 @@ class Engine:
         self.reminders = Reminders(ctx, self.committer)
         self.housekeeping = Housekeeping(ctx, self.committer)
         self.instances = Instances(ctx, self.wakeups)
-        self.queries = Queries(self.committer, self.cards)
+        self.queries = Queries(self.committer, self.cards, ctx.now)
         self.delegations = Delegations(ctx, self.committer)
         self.rate_limits = RateLimits(self.committer, ctx.db.is_postgres)
         self.home_signals = HomeSignals(ctx.db)
@@ -370,8 +370,9 @@ class Engine:
         if self.db.is_postgres:
             await waiters.listen_forever(self.settings.database_url, self.waiters, stop)
         elif interval is not None and path is not None:
+            resumable = self.queries.resume_due if self.tuning.watch_resumes else None
             await sqlite_watch.watch_forever(path, self.waiters, self.queries.not_open,
-                                             stop, interval)
+                                             resumable, stop, interval)
         else:
             await stop.wait()
 

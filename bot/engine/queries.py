@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from functools import partial
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from bot.engine.committer import Committer
+from bot.engine.context import Clock
 from bot.engine.home import RUNS_SHOWN, runs_started_by
 from bot.engine.ports import Identity
 from bot.engine.request_cards import Cards
@@ -15,13 +16,18 @@ from bot.engine.store import OPEN
 from renderers.card import RequestCard, RunLine
 from storage import Delivery, HumanRequest, OutboxItem, ResumeJob
 
+_RESUME_DUE = (select(ResumeJob.id).where(ResumeJob.state == "queued",
+                                         ResumeJob.next_attempt_at <= bindparam("now"))
+               .limit(1))
+
 
 class Queries:
     """Lookups on snapshots: no write lock, nothing changed."""
 
-    def __init__(self, committer: Committer, cards: Cards) -> None:
+    def __init__(self, committer: Committer, cards: Cards, now: Clock) -> None:
         self._committer = committer
         self._cards = cards
+        self._now = now
 
     async def find_by_message(self, platform: str, message_id: str) -> str | None:
         """The ref of the request delivered as ``message_id`` on ``platform``."""
@@ -64,6 +70,14 @@ class Queries:
             return found
 
         return await self._committer.read(find)
+
+    async def resume_due(self) -> bool:
+        """Whether a resume job is queued and due now (``sqlite_watch``, many times a
+        second: one prebuilt Core statement, not an ORM query)."""
+        now = self._now()
+        return await self._committer.read(
+            lambda session: session.connection().execute(
+                _RESUME_DUE, {"now": now}).first() is not None)
 
     async def job_states(self) -> dict[str, int]:
         """Resume-queue counts by state (for health checks and tests)."""

@@ -19,7 +19,7 @@ import pytest
 from bot.commands.roles import Role
 from bot.commands.serve_cmd import build_app, share_sqlite
 from bot.engine.runtimes import Runtimes
-from bot.engine.sqlite_watch import DataVersion
+from bot.engine.sqlite_watch import QUIET_AFTER, SLOW_DOWN, DataVersion, pause
 from tests.engine.batch_rows import api_client, ask_tool
 from tests.engine.helpers import ORIGIN, STARTER, alice, make_engine
 from tests.engine.test_click_inbox import _engine
@@ -34,7 +34,7 @@ async def test_a_worker_resumes_a_web_processes_decision_without_waiting_for_its
     url = f"sqlite:///{tmp_path / 'shared.db'}"
     web, web_adapter, _ = make_engine(url)  # runs no loops: its decisions claim nothing
     worker, worker_adapter, _ = make_engine(url)
-    worker.tuning.watch_interval = WATCH
+    worker.tuning.watch_interval, worker.tuning.watch_resumes = WATCH, True
     await web.start_run("deploy", "Deploy v9.1", STARTER, ORIGIN)
     card, _ = web_adapter.delivered[0]
     stop = asyncio.Event()
@@ -49,6 +49,37 @@ async def test_a_worker_resumes_a_web_processes_decision_without_waiting_for_its
         assert "Deployed" in worker_adapter.results[0][1]
         assert await worker.job_states() == {"done": 1}
         assert not web_adapter.results  # resumed once, by the worker
+    finally:
+        stop.set()
+        await loops
+        web.db.dispose()
+        worker.db.dispose()
+
+
+async def test_another_processes_commits_wake_the_resume_loop_only_for_a_resume(
+    tmp_path: Path,
+) -> None:
+    """Every commit moves the file's version, this process's own too; the resume loop
+    is woken (a claim transaction) only when a resume job is queued and due."""
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    web, web_adapter, _ = make_engine(url)
+    worker, _, _ = make_engine(url)
+    worker.tuning.watch_interval, worker.tuning.watch_resumes = WATCH, True
+    stop = asyncio.Event()
+    loops = asyncio.create_task(worker.serve_forever(stop, poll_interval=600.0))
+    try:
+        await asyncio.sleep(0.2)
+        pokes = worker.wakeups.pokes
+        for i in range(3):  # a run started, its card delivered: no resume to run
+            await web.start_run("deploy", f"Deploy v9.{i}", STARTER, ORIGIN)
+            await asyncio.sleep(0.1)
+        assert worker.wakeups.pokes == pokes
+        card, _ = web_adapter.delivered[0]
+        await web.respond(card.ref, alice(), "approve", {"environment": "staging"})
+        async with asyncio.timeout(10):
+            while await worker.job_states() != {"done": 1}:
+                await asyncio.sleep(0.01)
+        assert worker.wakeups.pokes > pokes
     finally:
         stop.set()
         await loops
@@ -106,6 +137,12 @@ def test_the_data_version_moves_on_another_connections_commit_only(tmp_path: Pat
         other.close()
 
 
+def test_the_watch_slows_down_when_quiet_or_unwanted() -> None:
+    assert pause(0.025, 0.2, wanted=True) == 0.025
+    assert pause(0.025, QUIET_AFTER + 0.1, wanted=True) == 0.025 * SLOW_DOWN
+    assert pause(0.025, 0.2, wanted=False) == 0.025 * SLOW_DOWN
+
+
 async def test_warming_builds_every_agent_and_logs_one_that_cannot_be(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -127,10 +164,13 @@ async def test_warming_builds_every_agent_and_logs_one_that_cannot_be(
 def test_serve_watches_a_sqlite_file_only_when_processes_share_it(
     tmp_path: Path, processes: int, role: Role, shared: bool,
 ) -> None:
+    """Only ``askhuman worker`` looks for others' resumes: every other role takes
+    events in and runs (or leaves to a worker) its own decisions' resumes."""
     engine, _, _ = make_engine(f"sqlite:///{tmp_path / 'a.db'}")
     share_sqlite(engine, processes, role)
     assert (engine.tuning.watch_interval is not None) is shared
     assert (engine.tuning.wait_recheck is not None) is shared
+    assert engine.tuning.watch_resumes is (role is Role.WORKER)
     engine.db.dispose()
 
 
