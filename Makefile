@@ -29,9 +29,10 @@ bench:  # ~20 minutes on 2 cores; set ASKHUMAN_TEST_POSTGRES_URL to add the Post
 	.venv/bin/python benchmarks/expiry.py --served --requests 10000 --rounds 3
 	.venv/bin/python benchmarks/throughput.py --runs 200
 	.venv/bin/python benchmarks/resume_cost.py --runs 200 --concurrency 16
-	.venv/bin/python benchmarks/serve_throughput.py --runs 200 --workers 1,2 --repeat 2
+	.venv/bin/python benchmarks/serve_throughput.py --runs 200 --workers 1,2,split --repeat 2
 	.venv/bin/python benchmarks/http_stack.py --requests 3000 --rounds 3
 	.venv/bin/python benchmarks/serve_throughput.py --idle 40
+	.venv/bin/python benchmarks/serve_throughput.py --idle 30 --split
 	.venv/bin/python benchmarks/slack_ack.py --clicks 100 --rounds 4
 	.venv/bin/python benchmarks/feishu_ack.py --clicks 100 --rounds 4
 	.venv/bin/python benchmarks/idle_rss.py --repeat 3

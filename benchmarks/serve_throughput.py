@@ -16,8 +16,9 @@ update through the outbox → resume of the agent → final answer posted.
     python benchmarks/serve_throughput.py --runs 200 --workers 1,2 --repeat 3
 
 ``--idle N`` measures latency instead, on an idle server (SQLite, one ``serve``): N
-clicks one at a time, ``--gap`` seconds apart (past the committer's linger, so each
-click finds the server quiet), each timed from its ack (the HTTP response) to its card
+clicks one at a time, ``--gap`` seconds apart on average (0.5–1.5 times it, at random:
+past the committer's linger, so each click finds the server quiet, and at no fixed phase
+to a process's periodic work), each timed from its ack (the HTTP response) to its card
 update and to its final answer, as the fake Slack saw them arrive (``time.monotonic``,
 one clock for every process on the machine):
 
@@ -29,7 +30,8 @@ queue.
 
 ``--workers 1,2`` runs ``serve`` and ``serve --workers 2`` (gunicorn's forked uvicorn
 workers on one port) in turn, ``--repeat`` times, alternating which goes first; the askhuman CPU is
-summed over the parent and its workers.
+summed over the parent and its workers. ``split`` in that list is ``serve
+--no-background`` beside ``askhuman worker`` (its CPU summed over both).
 
 The in-process variant (``throughput.py``) measures the engine alone, with the
 answer → resume-start latency.
@@ -42,6 +44,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import sys
 import tempfile
 import time
@@ -131,20 +134,39 @@ def start_fake_slack(parties: h.Parties, tmp: Path, database_url: str
     return fake, api_port, config, env
 
 
+def start_worker(parties: h.Parties, config: Path, env: dict[str, str],
+                 database_url: str, processes: int) -> h.Party:
+    """``askhuman worker`` beside ``serve --no-background``, started once the web
+    process migrated the database; returns when all ``processes`` beat."""
+    port = h.free_port()
+    worker = parties.spawn("worker", [sys.executable, "-m", "bot.cli", "worker", "--config",
+                                      str(config), "--port", str(port), "--log-level",
+                                      "warning"], env)
+    worker.url = f"http://127.0.0.1:{port}"
+    h.wait_http(worker)
+    wait_workers(database_url, processes)
+    return worker
+
+
 async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int,
                     workers: int = 1, stack: tuple[str, ...] = (), start_burst: int = 20,
-                    profile: Path | None = None) -> tuple[float, dict[str, float]]:
+                    profile: Path | None = None, split: bool = False
+                    ) -> tuple[float, dict[str, float]]:
     with tempfile.TemporaryDirectory() as tmp, h.Parties(Path(tmp)) as parties:
         fake, api_port, config, env = start_fake_slack(parties, Path(tmp), database_url)
         servers = []
-        flags = (("--workers", str(workers)) if workers > 1 else ()) + stack
+        flags = ((("--workers", str(workers)) if workers > 1 else ()) + stack
+                 + (("--no-background",) if split else ()))
         for i in range(replicas):  # one after another: the first one migrates the database
             servers.append(parties.askhuman(config, h.free_port(), env, f"askhuman {i}",
                                             *flags))
             h.wait_http(servers[-1])
-        if workers > 1:
+        if split:
+            servers.append(start_worker(parties, config, env, database_url, workers + 1))
+        elif workers > 1:
             wait_workers(database_url, workers)
-        cards = await post_cards([server.url for server in servers], fake.url, api_port, runs,
+        takers = servers[:replicas]  # a worker takes no events
+        cards = await post_cards([server.url for server in takers], fake.url, api_port, runs,
                                  start_burst)
         clicks = [slack.signed(slack.click_body(blocks, ts, APPROVER, api_port))
                   for ts, blocks in cards.items()]
@@ -159,7 +181,7 @@ async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int,
         for start in range(0, len(clicks), in_flight):
             wave = clicks[start:start + in_flight]
             await asyncio.gather(*(h.burst(server.url, wave[i::replicas])
-                                   for i, server in enumerate(servers)))
+                                   for i, server in enumerate(takers)))
         deadline = time.monotonic() + 600
         while (done := fetch(count)) < runs:
             if time.monotonic() > deadline:
@@ -187,20 +209,15 @@ async def idle_clicks(database_url: str, clicks: int, gap: float, split: bool = 
                                   *(["--no-background"] if split else []))
         h.wait_http(server)
         if split:
-            worker = parties.spawn("worker", [sys.executable, "-m", "bot.cli", "worker",
-                                              "--config", str(config), "--port",
-                                              str(port := h.free_port()),
-                                              "--log-level", "warning"], env)
-            worker.url = f"http://127.0.0.1:{port}"
-            h.wait_http(worker)
-            wait_workers(database_url, 2)
+            start_worker(parties, config, env, database_url, 2)
         cards = await post_cards([server.url], fake.url, api_port, clicks, start_burst=1)
         answers = f"{fake.url}/_bench/posted?channel={slack.ORIGIN}&text=Deployed"
         updates = f"{fake.url}/_bench/posted?method=chat.update&channel={slack.CHANNEL}&text="
         out: dict[str, list[float]] = {"click → ack": [], "ack → card updated": [],
                                        "ack → final answer posted": []}
+        jitter = random.Random(0)
         for ts, blocks in cards.items():
-            await asyncio.sleep(gap)
+            await asyncio.sleep(gap * jitter.uniform(0.5, 1.5))  # arrivals at random
             seen_answers, seen_updates = len(fetch(answers)), len(fetch(updates))
             click = slack.signed(slack.click_body(blocks, ts, APPROVER, api_port))
             sent = time.monotonic()
@@ -231,7 +248,8 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=100)
     parser.add_argument("--workers", default="1",
                         help="comma-separated `serve --workers` counts on SQLite, run in "
-                             "turn (e.g. 1,2)")
+                             "turn (e.g. 1,2); `split`: `serve --no-background` beside "
+                             "`askhuman worker`")
     parser.add_argument("--repeat", type=int, default=1,
                         help="run the SQLite setups this many times, interleaved")
     parser.add_argument("--start-burst", type=int, default=20,
@@ -244,7 +262,7 @@ def main() -> None:
                         help="instead: this many clicks one at a time on an idle server, "
                              "ack → card updated / final answer posted (SQLite)")
     parser.add_argument("--gap", type=float, default=1.5,
-                        help="--idle: seconds between clicks")
+                        help="--idle: mean seconds between clicks (0.5-1.5 times it)")
     parser.add_argument("--split", action="store_true",
                         help="--idle: `serve --no-background` beside `askhuman worker` "
                              "instead of one `serve`")
@@ -271,13 +289,15 @@ def main() -> None:
     for round_no in range(ns.repeat):
         setups = [(w, s) for w in ns.workers.split(",") for s in ns.stacks.split(",")]
         for count, stack in h.interleaved(round_no, setups):
-            workers = int(count)
+            split = count == "split"
+            workers = 1 if split else int(count)
             http, loop = stack.split("/")
             with tempfile.TemporaryDirectory() as tmp:
                 rate, cpu = asyncio.run(one_setup(
                     f"sqlite:///{Path(tmp) / 'askhuman.db'}", 1, ns.runs, ns.in_flight,
-                    workers, ("--http", http, "--loop", loop), ns.start_burst))
-            setup = "one `serve`" if workers == 1 else f"`serve --workers {workers}`"
+                    workers, ("--http", http, "--loop", loop), ns.start_burst, split=split))
+            setup = ("`serve --no-background` + `askhuman worker`" if split else
+                     "one `serve`" if workers == 1 else f"`serve --workers {workers}`")
             if stack != "auto/auto":
                 setup += f" ({stack})"
             print(f"| {setup}, SQLite | {rate:.1f} | {_cpu(cpu)} |", flush=True)
