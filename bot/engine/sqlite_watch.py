@@ -58,7 +58,7 @@ class DataVersion:
     def _read(self) -> int | None:
         try:
             row = self._conn.execute("PRAGMA data_version").fetchone()
-        except sqlite3.OperationalError:
+        except sqlite3.Error:  # locked for a moment (a checkpoint), or the disk: retried
             return None
         return int(row[0])
 
