@@ -31,7 +31,10 @@ queue.
 ``--workers 1,2`` runs ``serve`` and ``serve --workers 2`` (gunicorn's forked uvicorn
 workers on one port) in turn, ``--repeat`` times, alternating which goes first; the askhuman CPU is
 summed over the parent and its workers. ``split`` in that list is ``serve
---no-background`` beside ``askhuman worker`` (its CPU summed over both).
+--no-background`` beside ``askhuman worker`` (its CPU summed over both). With every
+click in one wave (``--runs`` ≤ ``--in-flight``, e.g. ``--runs 100``), each click's wait
+for its final answer is reported too (p50 / p99): answer → resume done and told, black
+box, with 100 in flight.
 
 The in-process variant (``throughput.py``) measures the engine alone, with the
 answer → resume-start latency.
@@ -150,8 +153,12 @@ def start_worker(parties: h.Parties, config: Path, env: dict[str, str],
 
 async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int,
                     workers: int = 1, stack: tuple[str, ...] = (), start_burst: int = 20,
-                    profile: Path | None = None, split: bool = False
-                    ) -> tuple[float, dict[str, float]]:
+                    profile: Path | None = None, split: bool = False,
+                    waits: list[float] | None = None) -> tuple[float, dict[str, float]]:
+    """Decisions/s and CPU per decision of each party; with ``waits`` and every click
+    in one wave (``runs <= in_flight``), each click → final answer posted wait in ms
+    (the fake Slack's arrival times on the machine's one monotonic clock)."""
+    cpu_waits = waits if waits is not None else []
     with tempfile.TemporaryDirectory() as tmp, h.Parties(Path(tmp)) as parties:
         fake, api_port, config, env = start_fake_slack(parties, Path(tmp), database_url)
         servers = []
@@ -177,7 +184,7 @@ async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int,
         before["client"] = h.cpu_seconds(os.getpid())
         spies = [cpu_profile.record(server.pid, profile / f"serve-{i}.txt")
                  for i, server in enumerate(servers)] if profile else []
-        begin = time.perf_counter()
+        begin, sent_at = time.perf_counter(), time.monotonic()
         for start in range(0, len(clicks), in_flight):
             wave = clicks[start:start + in_flight]
             await asyncio.gather(*(h.burst(server.url, wave[i::replicas])
@@ -188,6 +195,9 @@ async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int,
                 raise RuntimeError(f"only {done} of {runs} final answers were posted")
             await asyncio.sleep(0.05)
         rate = runs / (time.perf_counter() - begin)
+        if runs <= in_flight:  # one wave, sent at once: each final answer's wait
+            answered = fetch(f"{fake.url}/_bench/posted?channel={slack.ORIGIN}&text=Deployed")
+            cpu_waits.extend((at - sent_at) * 1000 for at in answered)
         for spy in spies:
             cpu_profile.finish(spy)
         after = {name: sum(h.tree_cpu_seconds(p.pid) for p in group)
@@ -285,22 +295,26 @@ def main() -> None:
         return
     base = os.environ.get("ASKHUMAN_TEST_POSTGRES_URL")
     print("| setup | decisions/s (click → final answer posted) | CPU ms per decision: "
-          "askhuman / fake Slack / client |\n|---|---|---|")
+          "askhuman / fake Slack / client | click → final answer posted p50 / p99 ms "
+          "(one wave) |\n|---|---|---|---|")
     for round_no in range(ns.repeat):
         setups = [(w, s) for w in ns.workers.split(",") for s in ns.stacks.split(",")]
         for count, stack in h.interleaved(round_no, setups):
             split = count == "split"
             workers = 1 if split else int(count)
             http, loop = stack.split("/")
+            waits: list[float] = []
             with tempfile.TemporaryDirectory() as tmp:
                 rate, cpu = asyncio.run(one_setup(
                     f"sqlite:///{Path(tmp) / 'askhuman.db'}", 1, ns.runs, ns.in_flight,
-                    workers, ("--http", http, "--loop", loop), ns.start_burst, split=split))
+                    workers, ("--http", http, "--loop", loop), ns.start_burst, split=split,
+                    waits=waits))
             setup = ("`serve --no-background` + `askhuman worker`" if split else
                      "one `serve`" if workers == 1 else f"`serve --workers {workers}`")
             if stack != "auto/auto":
                 setup += f" ({stack})"
-            print(f"| {setup}, SQLite | {rate:.1f} | {_cpu(cpu)} |", flush=True)
+            print(f"| {setup}, SQLite | {rate:.1f} | {_cpu(cpu)} | {_waits(waits)} |",
+                  flush=True)
     if base:
         postgres_rows(base, ns.runs, ns.in_flight)
 
@@ -327,9 +341,19 @@ def postgres_rows(base: str, runs: int, in_flight: int) -> None:
     two are compared with) on PostgreSQL, each on a scratch database."""
     for replicas, workers, setup in ((2, 1, "two `serve` replicas"),
                                      (1, 2, "`serve --workers 2`"), (1, 1, "one `serve`")):
+        waits: list[float] = []
         with scratch(base) as url:
-            rate, cpu = asyncio.run(one_setup(url, replicas, runs, in_flight, workers))
-        print(f"| {setup}, PostgreSQL | {rate:.1f} | {_cpu(cpu)} |", flush=True)
+            rate, cpu = asyncio.run(one_setup(url, replicas, runs, in_flight, workers,
+                                              waits=waits))
+        print(f"| {setup}, PostgreSQL | {rate:.1f} | {_cpu(cpu)} | {_waits(waits)} |",
+              flush=True)
+
+
+def _waits(waits: list[float]) -> str:
+    """p50 / p99 of the clicks' waits for their final answers (n/a: several waves)."""
+    if not waits:
+        return "n/a"
+    return f"{h.pct(waits, 0.5):.0f} / {h.pct(waits, 0.99):.0f}"
 
 
 def _cpu(cpu: dict[str, float]) -> str:
