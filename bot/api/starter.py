@@ -4,8 +4,8 @@
 to mount (``/api/v1/…``, ``/mcp``) and the background tasks to run: the engine's ear
 for other processes' decisions (``Engine.hear_others``: cross-process long-poll
 wake-ups, PostgreSQL's NOTIFY or a shared SQLite file's data version) and the MCP
-session manager
-where requests are taken in; the schedule sweep where the engine's loops run.
+session manager where requests are taken in; the schedule sweep where the engine's
+loops run.
 """
 
 from __future__ import annotations

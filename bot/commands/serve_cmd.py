@@ -44,13 +44,13 @@ from bot.web import Endpoint, create_app
 log = logging.getLogger("askhuman.serve")
 
 SQLITE_WAIT_RECHECK_SECONDS = 1.0
+"""How often a long-poll re-reads its request when several processes share a SQLite
+file (no LISTEN/NOTIFY): the bound on hearing of another process's decision."""
 SQLITE_WATCH_SECONDS = 0.025
 """Several processes on one SQLite file: how often each checks for the others' commits
 while the checks find work (``bot.engine.sqlite_watch``; four times less often after a
 quiet second), so a web process's decision reaches the worker's resume loop, and
 another process's long-polls, within 25–100 ms."""
-"""How often a long-poll re-reads its request when several processes share a SQLite
-file (no LISTEN/NOTIFY): the bound on hearing of another process's decision."""
 
 BackgroundTask = Callable[[asyncio.Event], Awaitable[None]]
 """A coroutine that runs until the event is set (e.g. a Socket Mode connection)."""

@@ -7,6 +7,7 @@ import logging
 from collections.abc import Callable
 
 from bot.agents.base import AgentRuntime
+from bot.logs import scrub
 from bot.settings import Settings
 
 log = logging.getLogger("askhuman.engine")
@@ -70,7 +71,7 @@ class Runtimes:
                 await self.ready(agent)
             except Exception as exc:
                 log.warning("an agent could not be built ahead of its first use",
-                            extra={"agent": agent, "error": str(exc)})
+                            extra={"agent": agent, "error": scrub(str(exc))})
 
     def apply_settings(self, settings: Settings) -> None:
         """Agents a reload added are built from the new config on first use; runtimes
