@@ -133,9 +133,7 @@ class Waiters:
 
     def wake_all(self) -> None:
         """Wake everyone (they re-read the database): after missing notifications."""
-        with self._lock:
-            refs = list(self._by_ref)
-        self.wake(refs)
+        self.wake(self.waiting())
 
     def count(self) -> int:
         with self._lock:
