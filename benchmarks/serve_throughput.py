@@ -32,9 +32,10 @@ queue.
 workers on one port) in turn, ``--repeat`` times, alternating which goes first; the askhuman CPU is
 summed over the parent and its workers. ``split`` in that list is ``serve
 --no-background`` beside ``askhuman worker`` (its CPU summed over both). With every
-click in one wave (``--runs`` ≤ ``--in-flight``, e.g. ``--runs 100``), each click's wait
-for its final answer is reported too (p50 / p99): answer → resume done and told, black
-box, with 100 in flight.
+click in one wave (``--runs`` ≤ ``--in-flight``, e.g. ``--runs 100``), two waits per click
+are reported too (p50 / p99), with 100 in flight: until its resume was done (the
+agent's answer → resume, from its job's row in the database once the wave is over) and
+until its final answer was posted (as the fake Slack saw it).
 
 The in-process variant (``throughput.py``) measures the engine alone, with the
 answer → resume-start latency.
@@ -45,6 +46,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime as dt
 import json
 import os
 import random
@@ -62,6 +64,9 @@ import cpu_profile  # noqa: E402
 import harness as h  # noqa: E402
 import slack_ack as slack  # noqa: E402
 from pg_scratch import scratch  # noqa: E402
+from sqlalchemy import create_engine, select  # noqa: E402
+
+from storage import ResumeJob  # noqa: E402
 
 APPROVER = "U00000"
 
@@ -154,10 +159,12 @@ def start_worker(parties: h.Parties, config: Path, env: dict[str, str],
 async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int,
                     workers: int = 1, stack: tuple[str, ...] = (), start_burst: int = 20,
                     profile: Path | None = None, split: bool = False,
-                    waits: list[float] | None = None) -> tuple[float, dict[str, float]]:
+                    waits: list[float] | None = None, resumed: list[float] | None = None,
+                    ) -> tuple[float, dict[str, float]]:
     """Decisions/s and CPU per decision of each party; with ``waits`` and every click
     in one wave (``runs <= in_flight``), each click → final answer posted wait in ms
-    (the fake Slack's arrival times on the machine's one monotonic clock)."""
+    (the fake Slack's arrival times on the machine's one monotonic clock), and with
+    ``resumed`` each click → resume done (``resume_done_waits``)."""
     cpu_waits = waits if waits is not None else []
     with tempfile.TemporaryDirectory() as tmp, h.Parties(Path(tmp)) as parties:
         fake, api_port, config, env = start_fake_slack(parties, Path(tmp), database_url)
@@ -184,7 +191,7 @@ async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int,
         before["client"] = h.cpu_seconds(os.getpid())
         spies = [cpu_profile.record(server.pid, profile / f"serve-{i}.txt")
                  for i, server in enumerate(servers)] if profile else []
-        begin, sent_at = time.perf_counter(), time.monotonic()
+        begin, sent_at, sent_wall = time.perf_counter(), time.monotonic(), time.time()
         for start in range(0, len(clicks), in_flight):
             wave = clicks[start:start + in_flight]
             await asyncio.gather(*(h.burst(server.url, wave[i::replicas])
@@ -198,6 +205,8 @@ async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int,
         if runs <= in_flight:  # one wave, sent at once: each final answer's wait
             answered = fetch(f"{fake.url}/_bench/posted?channel={slack.ORIGIN}&text=Deployed")
             cpu_waits.extend((at - sent_at) * 1000 for at in answered)
+            if resumed is not None:
+                resumed.extend(resume_done_waits(database_url, sent_wall))
         for spy in spies:
             cpu_profile.finish(spy)
         after = {name: sum(h.tree_cpu_seconds(p.pid) for p in group)
@@ -205,6 +214,22 @@ async def one_setup(database_url: str, replicas: int, runs: int, in_flight: int,
         after["client"] = h.cpu_seconds(os.getpid())
         cpu = {name: (after[name] - before[name]) / runs * 1000 for name in after}
         return rate, cpu
+
+
+def resume_done_waits(database_url: str, sent_wall: float) -> list[float]:
+    """Each resume's wait from the wave's send to its outcome committed, in ms: the
+    ``updated_at`` its job gets when done (the server's UTC wall clock, in the
+    transaction that records the outcome), read from the database afterwards. What
+    the agent waits for (the goal's "answer → resume"), before its final answer goes
+    out through the outbox."""
+    engine = create_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            done = conn.execute(select(ResumeJob.updated_at)
+                                .where(ResumeJob.state == "done")).scalars().all()
+    finally:
+        engine.dispose()
+    return [(at.replace(tzinfo=dt.UTC).timestamp() - sent_wall) * 1000 for at in done]
 
 
 async def idle_clicks(database_url: str, clicks: int, gap: float, split: bool = False
@@ -295,8 +320,8 @@ def main() -> None:
         return
     base = os.environ.get("ASKHUMAN_TEST_POSTGRES_URL")
     print("| setup | decisions/s (click → final answer posted) | CPU ms per decision: "
-          "askhuman / fake Slack / client | click → final answer posted p50 / p99 ms "
-          "(one wave) |\n|---|---|---|---|")
+          "askhuman / fake Slack / client | click → resume done p50 / p99 ms (one wave) "
+          "| click → final answer posted p50 / p99 ms (one wave) |\n|---|---|---|---|---|")
     for round_no in range(ns.repeat):
         setups = [(w, s) for w in ns.workers.split(",") for s in ns.stacks.split(",")]
         for count, stack in h.interleaved(round_no, setups):
@@ -304,17 +329,18 @@ def main() -> None:
             workers = 1 if split else int(count)
             http, loop = stack.split("/")
             waits: list[float] = []
+            resumed: list[float] = []
             with tempfile.TemporaryDirectory() as tmp:
                 rate, cpu = asyncio.run(one_setup(
                     f"sqlite:///{Path(tmp) / 'askhuman.db'}", 1, ns.runs, ns.in_flight,
                     workers, ("--http", http, "--loop", loop), ns.start_burst, split=split,
-                    waits=waits))
+                    waits=waits, resumed=resumed))
             setup = ("`serve --no-background` + `askhuman worker`" if split else
                      "one `serve`" if workers == 1 else f"`serve --workers {workers}`")
             if stack != "auto/auto":
                 setup += f" ({stack})"
-            print(f"| {setup}, SQLite | {rate:.1f} | {_cpu(cpu)} | {_waits(waits)} |",
-                  flush=True)
+            print(f"| {setup}, SQLite | {rate:.1f} | {_cpu(cpu)} | {_waits(resumed)} "
+                  f"| {_waits(waits)} |", flush=True)
     if base:
         postgres_rows(base, ns.runs, ns.in_flight)
 
@@ -342,15 +368,16 @@ def postgres_rows(base: str, runs: int, in_flight: int) -> None:
     for replicas, workers, setup in ((2, 1, "two `serve` replicas"),
                                      (1, 2, "`serve --workers 2`"), (1, 1, "one `serve`")):
         waits: list[float] = []
+        resumed: list[float] = []
         with scratch(base) as url:
             rate, cpu = asyncio.run(one_setup(url, replicas, runs, in_flight, workers,
-                                              waits=waits))
-        print(f"| {setup}, PostgreSQL | {rate:.1f} | {_cpu(cpu)} | {_waits(waits)} |",
-              flush=True)
+                                              waits=waits, resumed=resumed))
+        print(f"| {setup}, PostgreSQL | {rate:.1f} | {_cpu(cpu)} | {_waits(resumed)} "
+              f"| {_waits(waits)} |", flush=True)
 
 
 def _waits(waits: list[float]) -> str:
-    """p50 / p99 of the clicks' waits for their final answers (n/a: several waves)."""
+    """p50 / p99 of the clicks' waits (n/a: several waves)."""
     if not waits:
         return "n/a"
     return f"{h.pct(waits, 0.5):.0f} / {h.pct(waits, 0.99):.0f}"
