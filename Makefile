@@ -30,6 +30,7 @@ bench:  # ~20 minutes on 2 cores; set ASKHUMAN_TEST_POSTGRES_URL to add the Post
 	.venv/bin/python benchmarks/throughput.py --runs 200
 	.venv/bin/python benchmarks/resume_cost.py --runs 200 --concurrency 16
 	.venv/bin/python benchmarks/serve_throughput.py --runs 200 --workers 1,2,split --repeat 2
+	.venv/bin/python benchmarks/serve_throughput.py --runs 100 --in-flight 100 --workers 1,2,split
 	.venv/bin/python benchmarks/http_stack.py --requests 3000 --rounds 3
 	.venv/bin/python benchmarks/serve_throughput.py --idle 40
 	.venv/bin/python benchmarks/serve_throughput.py --idle 30 --split
